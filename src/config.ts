@@ -1,0 +1,181 @@
+import { resolve } from 'node:path';
+
+/** Everything Coffer reads from its environment, validated once at start. */
+export interface Config {
+  port: number;
+  host: string;
+  publicUrl: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  storage: StorageConfig;
+  adminKey: string | undefined;
+  clamdUrl: string | undefined;
+  webhookRetrySchedule: number[];
+  webhookTimeoutMs: number;
+  webhookAllowPrivateNetworks: boolean;
+  gcGraceSeconds: number;
+  trustProxy: boolean;
+  corsOrigins: string[] | '*';
+  uploadUrlTtlSeconds: number;
+  multipartExpirySeconds: number;
+  logLevel: string;
+}
+
+export type StorageConfig =
+  | { kind: 'local' }
+  | {
+      kind: 's3';
+      bucket: string;
+      endpoint: string | undefined;
+      region: string;
+      accessKeyId: string | undefined;
+      secretAccessKey: string | undefined;
+      forcePathStyle: boolean;
+    };
+
+/** A configuration value that cannot be used; the message names the variable. */
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function fail(name: string, expected: string, value: string): never {
+  throw new ConfigError(`${name}: expected ${expected}, got ${JSON.stringify(value)}`);
+}
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === '' ? undefined : value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
+    fail(name, `an integer from ${min} to ${max}`, raw);
+  }
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const lowered = raw.toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(lowered)) return true;
+  if (['false', '0', 'no', 'off'].includes(lowered)) return false;
+  return fail(name, 'true or false', raw);
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    return fail(name, `a URL (${protocols.join(' or ')})`, raw);
+  }
+  if (!protocols.includes(parsed.protocol)) fail(name, `a URL (${protocols.join(' or ')})`, raw);
+  return raw;
+}
+
+function retrySchedule(env: Env): number[] {
+  const name = 'COFFER_WEBHOOK_RETRY_SCHEDULE';
+  const raw = read(env, name) ?? '0,30,300,3600,21600';
+  const delays = raw.split(',').map((part) => Number(part.trim()));
+  if (delays.length !== 5 || delays.some((d) => !Number.isFinite(d) || d < 0)) {
+    fail(name, 'five comma-separated non-negative numbers of seconds', raw);
+  }
+  return delays;
+}
+
+function corsOrigins(env: Env): string[] | '*' {
+  const name = 'COFFER_CORS_ORIGINS';
+  const raw = read(env, name) ?? '*';
+  if (raw === '*') return '*';
+  const origins = raw.split(',').map((o) => o.trim());
+  for (const origin of origins) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || parsed.origin !== origin)
+      fail(name, '* or comma-separated origins like https://app.example.com', raw);
+  }
+  return origins;
+}
+
+function clamdUrl(env: Env): string | undefined {
+  const name = 'COFFER_CLAMD_URL';
+  const raw = read(env, name);
+  if (raw === undefined) return undefined;
+  if (raw.startsWith('/') || raw.startsWith('unix:')) return raw;
+  const parsed = URL.canParse(raw) ? new URL(raw) : undefined;
+  if (parsed?.protocol !== 'tcp:' || !parsed.hostname || !parsed.port) {
+    fail(name, 'tcp://host:port or a unix socket path', raw);
+  }
+  return raw;
+}
+
+function storage(env: Env): StorageConfig {
+  const kind = read(env, 'COFFER_STORAGE') ?? 'local';
+  if (kind === 'local') return { kind };
+  if (kind !== 's3') return fail('COFFER_STORAGE', 'local or s3', kind);
+  const bucket = read(env, 'COFFER_S3_BUCKET');
+  if (!bucket) return fail('COFFER_S3_BUCKET', 'a bucket name when COFFER_STORAGE=s3', '');
+  return {
+    kind,
+    bucket,
+    endpoint: url(env, 'COFFER_S3_ENDPOINT', ['http:', 'https:']),
+    region: read(env, 'COFFER_S3_REGION') ?? 'us-east-1',
+    accessKeyId: read(env, 'COFFER_S3_ACCESS_KEY_ID'),
+    secretAccessKey: read(env, 'COFFER_S3_SECRET_ACCESS_KEY'),
+    forcePathStyle: boolean(env, 'COFFER_S3_FORCE_PATH_STYLE', false),
+  };
+}
+
+function adminKey(env: Env): string | undefined {
+  const raw = read(env, 'COFFER_ADMIN_KEY');
+  if (raw !== undefined && !/^coffer_admin_[A-Za-z0-9_-]{32,}$/.test(raw)) {
+    // Never echo a secret back, not even a malformed one.
+    throw new ConfigError(
+      'COFFER_ADMIN_KEY: expected coffer_admin_ followed by at least 32 base62/base64url characters',
+    );
+  }
+  return raw;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const host = read(env, 'HOST') ?? '127.0.0.1';
+  const publicUrl = (
+    url(env, 'COFFER_PUBLIC_URL', ['http:', 'https:']) ?? `http://localhost:${port}`
+  ).replace(/\/+$/, '');
+  const logLevel = read(env, 'COFFER_LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) fail('COFFER_LOG_LEVEL', LOG_LEVELS.join(', '), logLevel);
+  return {
+    port,
+    host,
+    publicUrl,
+    dataDir: resolve(read(env, 'COFFER_DATA_DIR') ?? './data'),
+    databaseUrl: url(env, 'COFFER_DATABASE_URL', ['postgres:', 'postgresql:']),
+    redisUrl: url(env, 'COFFER_REDIS_URL', ['redis:', 'rediss:']),
+    storage: storage(env),
+    adminKey: adminKey(env),
+    clamdUrl: clamdUrl(env),
+    webhookRetrySchedule: retrySchedule(env),
+    webhookTimeoutMs: integer(env, 'COFFER_WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
+    webhookAllowPrivateNetworks: boolean(env, 'COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
+    gcGraceSeconds: integer(env, 'COFFER_GC_GRACE_SECONDS', 86_400, 0, 31_536_000),
+    trustProxy: boolean(env, 'COFFER_TRUST_PROXY', false),
+    corsOrigins: corsOrigins(env),
+    uploadUrlTtlSeconds: integer(env, 'COFFER_UPLOAD_URL_TTL_SECONDS', 3600, 1, 604_800),
+    multipartExpirySeconds: integer(env, 'COFFER_MULTIPART_EXPIRY_SECONDS', 604_800, 1, 31_536_000),
+    logLevel,
+  };
+}

@@ -1,0 +1,93 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ipInCidrs } from '../lib/ip.ts';
+import { safeEqual, sha256Hex } from '../lib/secrets.ts';
+import type { Project, Scope } from '../modules/projects/schemas.ts';
+import type { ProjectService } from '../modules/projects/service.ts';
+import { insufficientScope, notFound, permissionDenied, tokenExpired, unauthenticated } from './errors.ts';
+
+/** What an endpoint requires: a scope, the admin key, or nothing at all. */
+export type Access = Scope | 'admin' | 'public';
+
+export interface UploadTokenPrincipal {
+  kind: 'upload_token';
+  tokenId: string;
+  projectId: string;
+  scopes: Scope[];
+}
+
+export type Principal =
+  | { kind: 'admin'; scopes: Scope[] }
+  | { kind: 'api_key'; keyId: string; projectId: string; scopes: Scope[] }
+  | UploadTokenPrincipal;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+    /** Whether upload tokens may call the endpoint (within their two scopes); API keys are unaffected. */
+    uploadToken?: boolean;
+  }
+  interface FastifyRequest {
+    principal: Principal;
+    /** The project named by the route's project_id, after the caller was checked against it. */
+    project: Project;
+  }
+}
+
+export const UPLOAD_TOKEN_SCOPES: Scope[] = ['files:upload', 'files:read'];
+
+export interface Credentials {
+  adminKeyHash: string;
+  projects: ProjectService;
+  /** Resolves an upload token; 'expired' for a known token past its expires_at. */
+  resolveUploadToken(secret: string): Promise<UploadTokenPrincipal | 'expired' | undefined>;
+}
+
+const BEARER = /^Bearer ([A-Za-z0-9_-]{1,512})$/;
+
+async function authenticate(request: FastifyRequest, credentials: Credentials): Promise<Principal> {
+  const match = BEARER.exec(request.headers.authorization ?? '');
+  if (!match) throw unauthenticated('Send Authorization: Bearer <API key or upload token>');
+  const secret = match[1]!;
+  if (secret.startsWith('coffer_admin_')) {
+    if (safeEqual(sha256Hex(secret), credentials.adminKeyHash)) return { kind: 'admin', scopes: [] };
+  } else if (secret.startsWith('coffer_live_')) {
+    const key = await credentials.projects.resolveApiKey(secret);
+    if (key) return { kind: 'api_key', ...key };
+  } else if (secret.startsWith('coffer_upload_token_')) {
+    const token = await credentials.resolveUploadToken(secret);
+    if (token === 'expired') throw tokenExpired();
+    if (token) return token;
+  }
+  throw unauthenticated('The API key or upload token is unknown or revoked');
+}
+
+/**
+ * Checks every /v1 request in the order: who is calling (401), whether the project is theirs
+ * (404, never 403, so ids of other tenants are not confirmed), the IP allowlist (403), the scope (403).
+ */
+export function installAuth(app: FastifyInstance, credentials: Credentials): void {
+  app.decorateRequest('principal', null as never);
+  app.decorateRequest('project', null as never);
+  app.addHook('onRequest', async (request) => {
+    const access = request.routeOptions.config.access;
+    if (access === undefined || access === 'public') return;
+    const principal = await authenticate(request, credentials);
+    request.principal = principal;
+    if (access === 'admin' && principal.kind !== 'admin') throw insufficientScope('admin');
+    const projectId = (request.params as { project_id?: string }).project_id;
+    if (projectId !== undefined) {
+      if (principal.kind !== 'admin' && principal.projectId !== projectId) throw notFound('Project');
+      const project = await credentials.projects.getProject(projectId);
+      if (!project) throw notFound('Project');
+      request.project = project;
+      const allowlist = project.settings.ip_allowlist;
+      if (principal.kind !== 'admin' && allowlist !== null && !ipInCidrs(request.ip, allowlist)) {
+        throw permissionDenied();
+      }
+    }
+    const tokenRefused = principal.kind === 'upload_token' && !request.routeOptions.config.uploadToken;
+    if (principal.kind !== 'admin' && (tokenRefused || !principal.scopes.includes(access as Scope))) {
+      throw insufficientScope(access);
+    }
+  });
+}

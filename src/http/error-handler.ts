@@ -1,0 +1,93 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from './errors.ts';
+
+interface AjvError {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+// Keywords that say the request could not be read as the documented shape (400); any other
+// keyword means a well-formed value broke a rule (422), as the contract's clarifications say.
+const SHAPE_KEYWORDS = new Set(['type', 'required', 'additionalProperties', 'anyOf', 'oneOf']);
+
+function fieldOf(error: AjvError, context: string | undefined): string {
+  const path = error.instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const extra = error.params.missingProperty ?? error.params.additionalProperty;
+  if (typeof extra === 'string') path.push(extra);
+  const field = path.join('.');
+  return context === 'body' || !field ? field || context || 'body' : field;
+}
+
+function fromValidation(error: FastifyError): AppError {
+  const errors = (error.validation ?? []) as unknown as AjvError[];
+  const first = errors[0];
+  const context = error.validationContext;
+  const field = first ? fieldOf(first, context) : (context ?? 'body');
+  let reason = first?.message ?? 'is invalid';
+  if (first?.keyword === 'additionalProperties') reason = 'is not a known field';
+  if (first?.keyword === 'enum')
+    reason = `must be one of: ${(first.params.allowedValues as unknown[]).join(', ')}`;
+  const message = `${field} ${reason}`;
+  const details = { field, location: context, reason };
+  // Query strings and path parameters that fail are unreadable input (400), whatever the keyword;
+  // in a body, enum and range violations are rule breaks (422), type mismatches are 400.
+  const isShape = context !== 'body' || !first || SHAPE_KEYWORDS.has(first.keyword);
+  return new AppError(isShape ? 400 : 422, isShape ? 'BAD_REQUEST' : 'VALIDATION_ERROR', message, details);
+}
+
+/** Turns anything thrown into an AppError; unknown failures become a 500 that reveals nothing. */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError?.validation) return fromValidation(fastifyError);
+  switch (fastifyError?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError(413, 'REQUEST_TOO_LARGE', 'The request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the request body as application/json');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError(400, 'BAD_REQUEST', 'The request body is not valid JSON');
+  }
+  const status = fastifyError?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new AppError(status, status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST', fastifyError.message);
+  }
+  return new AppError(500, 'INTERNAL', 'An internal error occurred');
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
+  if (error.headers) reply.headers(error.headers);
+  return reply
+    .code(error.status)
+    .type('application/json; charset=utf-8')
+    .send({
+      error: {
+        code: error.code,
+        message: error.message,
+        ...(error.details ? { details: error.details } : {}),
+        request_id: request.id,
+      },
+    });
+}
+
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => {
+    const appError = toAppError(error);
+    if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendError(request, reply, appError);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      request,
+      reply,
+      new AppError(404, 'NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
+}

@@ -1,0 +1,67 @@
+import { Redis } from 'ioredis';
+import { withTimeout } from './db.ts';
+
+/** A shared key-value cache with expiry: Redis in production, process memory on the embedded default. */
+export interface Cache {
+  get(key: string): Promise<string | undefined>;
+  set(key: string, value: string, ttlSeconds: number): Promise<void>;
+  del(key: string): Promise<void>;
+  ping(timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function memoryCache(): Cache {
+  const entries = new Map<string, { value: string; expiresAt: number }>();
+  return {
+    async get(key) {
+      const entry = entries.get(key);
+      if (!entry) return undefined;
+      if (entry.expiresAt <= Date.now()) {
+        entries.delete(key);
+        return undefined;
+      }
+      return entry.value;
+    },
+    async set(key, value, ttlSeconds) {
+      entries.set(key, { value, expiresAt: Date.now() + ttlSeconds * 1000 });
+    },
+    async del(key) {
+      entries.delete(key);
+    },
+    async ping() {},
+    async close() {
+      entries.clear();
+    },
+  };
+}
+
+export function redisCache(url: string, keyPrefix = 'coffer:'): Cache {
+  const redis = new Redis(url, {
+    keyPrefix,
+    lazyConnect: false,
+    // Fail fast while Redis is away instead of queueing; ioredis keeps reconnecting in the background.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  });
+  // Connection errors surface through the readiness probe; without a listener ioredis would log them.
+  redis.on('error', () => {});
+  return {
+    async get(key) {
+      return (await redis.get(key)) ?? undefined;
+    },
+    async set(key, value, ttlSeconds) {
+      await redis.set(key, value, 'EX', Math.max(1, Math.ceil(ttlSeconds)));
+    },
+    async del(key) {
+      await redis.del(key);
+    },
+    async ping(timeoutMs) {
+      await withTimeout(redis.ping(), timeoutMs);
+    },
+    async close() {
+      redis.disconnect();
+    },
+  };
+}

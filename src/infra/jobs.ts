@@ -1,0 +1,57 @@
+import { newId } from '../lib/ids.ts';
+import type { Db, Queryable } from './db.ts';
+
+export type JobKind = 'scan';
+
+export interface Job {
+  id: string;
+  kind: JobKind;
+  project_id: string;
+  file_id: string | null;
+  attempts: number;
+}
+
+/** Adds a job; call it inside the transaction of the change that needs it. */
+export async function enqueueJob(
+  q: Queryable,
+  kind: JobKind,
+  projectId: string,
+  fileId: string | null,
+): Promise<void> {
+  await q.query('INSERT INTO jobs (id, kind, project_id, file_id) VALUES ($1, $2, $3, $4)', [
+    newId('job'),
+    kind,
+    projectId,
+    fileId,
+  ]);
+}
+
+/**
+ * Claims up to `limit` due jobs. Each is leased for `leaseSeconds` (its run_at pushed forward and
+ * its attempts counted): any number of workers can claim at once without taking the same job,
+ * and a job whose worker died becomes due again when the lease runs out.
+ */
+export async function claimJobs(db: Db, kind: JobKind, limit: number, leaseSeconds: number): Promise<Job[]> {
+  return db.tx((q) =>
+    q.query<Job>(
+      `UPDATE jobs SET run_at = now() + make_interval(secs => $3), attempts = attempts + 1
+       WHERE id IN (
+         SELECT id FROM jobs WHERE kind = $1 AND run_at <= now() ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       )
+       RETURNING id, kind, project_id, file_id, attempts`,
+      [kind, limit, leaseSeconds],
+    ),
+  );
+}
+
+export async function finishJob(q: Queryable, id: string): Promise<void> {
+  await q.query('DELETE FROM jobs WHERE id = $1', [id]);
+}
+
+export async function retryJob(q: Queryable, id: string, delaySeconds: number, error: string): Promise<void> {
+  await q.query('UPDATE jobs SET run_at = now() + make_interval(secs => $2), last_error = $3 WHERE id = $1', [
+    id,
+    delaySeconds,
+    error.slice(0, 1000),
+  ]);
+}

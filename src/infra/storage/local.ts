@@ -1,0 +1,621 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { create as contentDisposition } from 'content-disposition';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  AppError,
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  requestTooLarge,
+  validationError,
+} from '../../http/errors.ts';
+import { hmacHex, randomSecret, safeEqual } from '../../lib/secrets.ts';
+import type { ByteRange, ObjectInfo, ObjectStore, PartInfo } from './object-store.ts';
+
+/**
+ * The local filesystem store. Layout under `dir`:
+ *   <key>                        the object's bytes (key segments are folders)
+ *   <key>.meta.json              its sidecar {size, etag, sha256}; written last, so it marks the object as present
+ *   .tmp/<random>                uploads and assemblies in progress (same filesystem, so renames are atomic)
+ *   .multipart/<id>/upload.json  a multipart upload's manifest {key, contentType}
+ *   .multipart/<id>/<n>/<md5>    its part n (the newest file wins while a re-upload replaces it)
+ *
+ * ETags: a whole object PUT answers the quoted SHA-256 hex of its bytes (already computed for `sha256`);
+ * a part answers its quoted MD5 hex and an assembled object `"md5(part md5s)-N"`, as S3 does.
+ */
+
+const KEY = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
+const UPLOAD_ID = /^[A-Za-z0-9_-]{16,64}$/;
+const MD5_HEX = /^[0-9a-f]{32}$/;
+const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
+const MAX_KEY_LENGTH = 1024;
+const MAX_PART_NUMBER = 10_000;
+export const MAX_PART_SIZE = 5 * 1024 ** 3;
+const BUFFER_SIZE = 1024 * 1024;
+const META = '.meta.json';
+const MANIFEST = 'upload.json';
+
+/** What a presigned URL allows, as signed: a download, a whole-object upload or one part of a multipart upload. */
+export type SignedUrl =
+  | { kind: 'get'; key: string; expires: number; contentType: string; filename: string }
+  | { kind: 'put'; key: string; expires: number; size: number; contentType: string }
+  | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number };
+
+export type UploadUrl = Extract<SignedUrl, { kind: 'put' | 'part' }>;
+
+export interface LocalObjectStore extends ObjectStore {
+  readonly kind: 'local';
+  /** Absolute root folder of the store. */
+  readonly dir: string;
+  /**
+   * Checks the query of a presigned URL requested with `method` on `key` (HEAD counts as GET);
+   * throws 403 FORBIDDEN when it is tampered with, made for another method or expired.
+   */
+  verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl;
+  /**
+   * Stores the body of a verified upload URL (the whole object, or a part) and returns the quoted ETag.
+   * `body` must stop being read, not be destroyed, when the store stops iterating it.
+   */
+  receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string>;
+}
+
+interface Limits {
+  /** The exact size the body must have, when declared. */
+  exact?: number;
+  max: number;
+}
+
+function checkKey(key: string): void {
+  if (typeof key !== 'string' || key.length > MAX_KEY_LENGTH || !KEY.test(key)) {
+    throw badRequest('Invalid object key', { key: String(key).slice(0, 200) });
+  }
+}
+
+function checkPartNumber(partNumber: number): void {
+  if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+    throw badRequest(`Part numbers run from 1 to ${MAX_PART_NUMBER}`, { part_number: partNumber });
+  }
+}
+
+function checkContentType(contentType: string): void {
+  if (typeof contentType !== 'string' || !CONTENT_TYPE.test(contentType))
+    throw badRequest('Invalid content type');
+}
+
+function unixSeconds(date: Date): number {
+  const seconds = Math.floor(date.getTime() / 1000);
+  if (!Number.isSafeInteger(seconds) || seconds < 0) throw badRequest('Invalid expiry');
+  return seconds;
+}
+
+/** The signed fields of a URL, in a canonical order; JSON keeps them unambiguous whatever they contain. */
+function canonical(url: SignedUrl): string {
+  switch (url.kind) {
+    case 'get':
+      return JSON.stringify(['GET', url.kind, url.key, url.expires, url.contentType, url.filename]);
+    case 'put':
+      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.size, url.contentType]);
+    case 'part':
+      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.uploadId, url.partNumber]);
+  }
+}
+
+/** The query parameters that carry a URL's signed fields (`sig` is added alongside). */
+function queryOf(url: SignedUrl): Record<string, string> {
+  const exp = String(url.expires);
+  switch (url.kind) {
+    case 'get':
+      return { exp, type: url.contentType, name: url.filename };
+    case 'put':
+      return { exp, size: String(url.size), type: url.contentType };
+    case 'part':
+      return { upload: url.uploadId, part: String(url.partNumber), exp };
+  }
+}
+
+/** Reads the signed fields back from a request's query; undefined when any is missing or malformed. */
+function fromQuery(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl | undefined {
+  const params = (query ?? {}) as Record<string, unknown>;
+  const text = (name: string) => (typeof params[name] === 'string' ? params[name] : undefined);
+  const integer = (name: string) => {
+    const value = text(name);
+    return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined;
+  };
+  const expires = integer('exp');
+  if (expires === undefined) return undefined;
+  if (method === 'GET') {
+    const contentType = text('type');
+    const filename = text('name');
+    return contentType === undefined || filename === undefined
+      ? undefined
+      : { kind: 'get', key, expires, contentType, filename };
+  }
+  const uploadId = text('upload');
+  if (uploadId !== undefined) {
+    const partNumber = integer('part');
+    return partNumber === undefined ? undefined : { kind: 'part', key, expires, uploadId, partNumber };
+  }
+  const size = integer('size');
+  const contentType = text('type');
+  return size === undefined || contentType === undefined
+    ? undefined
+    : { kind: 'put', key, expires, size, contentType };
+}
+
+function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** Makes renames in `folder` durable; best effort (not every platform can fsync a folder). */
+async function syncFolder(folder: string): Promise<void> {
+  try {
+    const handle = await open(folder, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    // Durability of the rename is then up to the filesystem.
+  }
+}
+
+class LocalStore implements LocalObjectStore {
+  readonly kind = 'local' as const;
+  readonly dir: string;
+  readonly #publicUrl: string;
+  readonly #secret: string;
+
+  constructor(options: { dir: string; publicUrl: string; secret: string }) {
+    this.dir = resolve(options.dir);
+    this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
+    this.#secret = options.secret;
+  }
+
+  async presignPut(
+    key: string,
+    options: { size: number; contentType: string; expiresAt: Date },
+  ): Promise<string> {
+    checkKey(key);
+    checkContentType(options.contentType);
+    if (!Number.isSafeInteger(options.size) || options.size < 0) throw badRequest('Invalid object size');
+    const expires = unixSeconds(options.expiresAt);
+    return this.#url({ kind: 'put', key, expires, size: options.size, contentType: options.contentType });
+  }
+
+  async presignGet(
+    key: string,
+    options: { expiresAt: Date; filename: string; contentType: string },
+  ): Promise<string> {
+    checkKey(key);
+    checkContentType(options.contentType);
+    const expires = unixSeconds(options.expiresAt);
+    return this.#url({
+      kind: 'get',
+      key,
+      expires,
+      contentType: options.contentType,
+      filename: options.filename,
+    });
+  }
+
+  async presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string> {
+    checkKey(key);
+    if (!UPLOAD_ID.test(uploadId)) throw badRequest('Invalid upload id');
+    checkPartNumber(partNumber);
+    return this.#url({ kind: 'part', key, expires: unixSeconds(expiresAt), uploadId, partNumber });
+  }
+
+  verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl {
+    const url = fromQuery(method, key, query);
+    const sig = (query as Record<string, unknown> | undefined)?.sig;
+    if (!url || typeof sig !== 'string' || !safeEqual(hmacHex(this.#secret, canonical(url)), sig)) {
+      throw forbidden('The URL signature is invalid');
+    }
+    if (Date.now() >= url.expires * 1000) throw forbidden('The URL has expired');
+    return url;
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    checkKey(key);
+    try {
+      const { size, etag, sha256 } = JSON.parse(await readFile(this.#path(key) + META, 'utf8')) as ObjectInfo;
+      return { size, etag, sha256 };
+    } catch (error) {
+      if (isMissing(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async read(key: string, range?: ByteRange): Promise<Readable> {
+    checkKey(key);
+    if (
+      range &&
+      !(Number.isSafeInteger(range.start) && Number.isSafeInteger(range.end) && range.start >= 0)
+    ) {
+      throw badRequest('Invalid byte range');
+    }
+    if (range && range.end < range.start) throw badRequest('Invalid byte range');
+    let handle: Awaited<ReturnType<typeof open>>;
+    try {
+      handle = await open(this.#path(key), 'r');
+    } catch (error) {
+      if (isMissing(error)) throw notFound('Object');
+      throw error;
+    }
+    return handle.createReadStream({ start: range?.start, end: range?.end, highWaterMark: BUFFER_SIZE });
+  }
+
+  async delete(key: string): Promise<void> {
+    checkKey(key);
+    const path = this.#path(key);
+    await rm(path + META, { force: true });
+    await rm(path, { force: true });
+    // Prune the folders the key leaves empty; a concurrent upload into one of them retries its rename.
+    const segments = key.split('/');
+    for (let depth = segments.length - 1; depth > 0; depth--) {
+      try {
+        await rmdir(join(this.dir, ...segments.slice(0, depth)));
+      } catch {
+        break;
+      }
+    }
+  }
+
+  async receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
+    if (url.kind === 'put') {
+      await this.#refuseExisting(url.key);
+      const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
+      return info.etag;
+    }
+    const partFolder = join(await this.#upload(url.key, url.uploadId), String(url.partNumber));
+    const { digest } = await this.#write(body, { max: MAX_PART_SIZE }, 'md5', async (md5) => {
+      try {
+        await mkdir(partFolder); // not recursive: a finished or aborted upload must stay gone
+      } catch (error) {
+        if (isMissing(error)) throw notFound('Upload');
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      return join(partFolder, md5);
+    });
+    // A re-upload replaces the part: older versions go (a concurrent newer one stays).
+    const newest = await stat(join(partFolder, digest)).catch(() => undefined);
+    for (const name of await readdir(partFolder).catch(() => [])) {
+      if (name === digest || !newest) continue;
+      const other = await stat(join(partFolder, name)).catch(() => undefined);
+      if (other && other.mtimeMs <= newest.mtimeMs) await rm(join(partFolder, name), { force: true });
+    }
+    return `"${digest}"`;
+  }
+
+  async createMultipart(key: string, options: { contentType: string }): Promise<string> {
+    checkKey(key);
+    checkContentType(options.contentType);
+    const uploadId = randomSecret(18);
+    const folder = this.#uploadPath(uploadId);
+    await mkdir(folder, { recursive: true });
+    await this.#writeAtomic(
+      join(folder, MANIFEST),
+      JSON.stringify({ key, contentType: options.contentType }),
+    );
+    return uploadId;
+  }
+
+  async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
+    const folder = await this.#upload(key, uploadId);
+    const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
+    const parts = await Promise.all(
+      numbers.map(async (partNumber) => {
+        const partFolder = join(folder, String(partNumber));
+        let newest: { md5: string; size: number; mtimeMs: number } | undefined;
+        for (const md5 of await readdir(partFolder).catch(() => [])) {
+          const info = MD5_HEX.test(md5)
+            ? await stat(join(partFolder, md5)).catch(() => undefined)
+            : undefined;
+          if (info && (!newest || info.mtimeMs > newest.mtimeMs))
+            newest = { md5, size: info.size, mtimeMs: info.mtimeMs };
+        }
+        return newest && { partNumber, etag: `"${newest.md5}"`, size: newest.size };
+      }),
+    );
+    return parts.filter((part) => part !== undefined).sort((a, b) => a.partNumber - b.partNumber);
+  }
+
+  async completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: { partNumber: number; etag: string }[],
+  ): Promise<ObjectInfo> {
+    const folder = await this.#upload(key, uploadId);
+    if (parts.length === 0) throw validationError('A multipart upload needs at least one part');
+    const files: string[] = [];
+    const md5s: Buffer[] = [];
+    for (const { partNumber, etag } of parts) {
+      const md5 = String(etag).replace(/^"|"$/g, '').toLowerCase();
+      const versions = Number.isInteger(partNumber)
+        ? await readdir(join(folder, String(partNumber))).catch(() => [])
+        : [];
+      if (!MD5_HEX.test(md5) || !versions.includes(md5)) {
+        const reason = versions.length > 0 ? 'does not match the uploaded part' : 'was not uploaded';
+        throw validationError(`Part ${partNumber} ${reason}`, { part_number: partNumber, etag });
+      }
+      files.push(join(folder, String(partNumber), md5));
+      md5s.push(Buffer.from(md5, 'hex'));
+    }
+    await this.#refuseExisting(key);
+    const etag = `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`;
+    async function* concatenated() {
+      for (const file of files) yield* createReadStream(file, { highWaterMark: BUFFER_SIZE });
+    }
+    const info = await this.#storeObject(key, concatenated(), { max: Number.MAX_SAFE_INTEGER }, etag);
+    await rm(folder, { recursive: true, force: true });
+    return info;
+  }
+
+  async abortMultipart(key: string, uploadId: string): Promise<void> {
+    checkKey(key);
+    if (!UPLOAD_ID.test(uploadId)) return;
+    try {
+      await this.#upload(key, uploadId);
+    } catch (error) {
+      if (error instanceof AppError && error.status === 404) return;
+      throw error;
+    }
+    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  }
+
+  #url(url: SignedUrl): string {
+    const query = new URLSearchParams({ ...queryOf(url), sig: hmacHex(this.#secret, canonical(url)) });
+    return `${this.#publicUrl}/objects/${url.key}?${query}`;
+  }
+
+  #path(key: string): string {
+    return join(this.dir, ...key.split('/'));
+  }
+
+  #uploadPath(uploadId: string): string {
+    return join(this.dir, '.multipart', uploadId);
+  }
+
+  /** The folder of the live upload `uploadId` of `key`; 404 NOT_FOUND when unknown, finished or aborted. */
+  async #upload(key: string, uploadId: string): Promise<string> {
+    checkKey(key);
+    const folder = this.#uploadPath(uploadId);
+    if (UPLOAD_ID.test(uploadId)) {
+      try {
+        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as { key: string };
+        if (manifest.key === key) return folder;
+      } catch (error) {
+        if (!isMissing(error)) throw error;
+      }
+    }
+    throw notFound('Upload');
+  }
+
+  /** Keys name one immutable object: an uploaded one is never replaced through a still-valid URL. */
+  async #refuseExisting(key: string): Promise<void> {
+    if (await this.head(key)) throw conflict('The object has already been uploaded', { key });
+  }
+
+  /** Writes `source` as the object `key`, then its sidecar (which makes it visible). */
+  async #storeObject(
+    key: string,
+    source: AsyncIterable<Buffer>,
+    limits: Limits,
+    etag?: string,
+  ): Promise<ObjectInfo> {
+    const path = this.#path(key);
+    const { size, digest } = await this.#write(source, limits, 'sha256', async () => {
+      await this.#refuseExisting(key);
+      await mkdir(dirname(path), { recursive: true });
+      return path;
+    });
+    const info: ObjectInfo = { size, etag: etag ?? `"${digest}"`, sha256: digest };
+    await this.#writeAtomic(path + META, JSON.stringify(info));
+    return info;
+  }
+
+  /**
+   * Streams `source` into a temp file on the store's filesystem, counting and hashing on the way, and
+   * stops reading as soon as it is longer than allowed. Once complete and fsynced, the file is renamed
+   * to `destination(digest)` (which prepares its folder). On any failure the temp file is removed and
+   * nothing is placed.
+   */
+  async #write(
+    source: AsyncIterable<Buffer>,
+    limits: Limits,
+    algorithm: 'sha256' | 'md5',
+    destination: (digest: string) => Promise<string>,
+  ): Promise<{ size: number; digest: string }> {
+    const tmp = join(this.dir, '.tmp', randomSecret(12));
+    await mkdir(dirname(tmp), { recursive: true });
+    const hash = createHash(algorithm);
+    let size = 0;
+    try {
+      await pipeline(
+        async function* () {
+          for await (const chunk of source) {
+            size += chunk.length;
+            if (size > limits.max) {
+              throw limits.exact === undefined
+                ? requestTooLarge(limits.max)
+                : badRequest(`The body is longer than the declared ${limits.exact} bytes`);
+            }
+            hash.update(chunk);
+            yield chunk;
+          }
+          if (limits.exact !== undefined && size !== limits.exact) {
+            throw badRequest(`The body has ${size} bytes but ${limits.exact} were declared`);
+          }
+        },
+        createWriteStream(tmp, { flags: 'wx', flush: true, highWaterMark: BUFFER_SIZE }),
+      );
+      const digest = hash.digest('hex');
+      // The target folder may be pruned by a concurrent delete between its creation and the rename: retry once.
+      for (let attempt = 1; ; attempt++) {
+        const target = await destination(digest);
+        try {
+          await rename(tmp, target);
+          await syncFolder(dirname(target));
+          break;
+        } catch (error) {
+          if (attempt > 1 || !isMissing(error)) throw error;
+        }
+      }
+      return { size, digest };
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+  }
+
+  /** Writes a small file so that readers see the old content or the new, never a partial one. */
+  async #writeAtomic(path: string, content: string): Promise<void> {
+    const tmp = join(this.dir, '.tmp', randomSecret(12));
+    await mkdir(dirname(tmp), { recursive: true });
+    try {
+      await writeFile(tmp, content, { flag: 'wx', flush: true });
+      await rename(tmp, path);
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+    await syncFolder(dirname(path));
+  }
+}
+
+export function createLocalStore(options: {
+  dir: string;
+  publicUrl: string;
+  secret: string;
+}): LocalObjectStore {
+  return new LocalStore(options);
+}
+
+/**
+ * The single range a Range header asks for; undefined serves the whole object (no header, a malformed
+ * one, or several ranges). A range starting past the end is 416 RANGE_NOT_SATISFIABLE.
+ */
+export function parseRange(header: string | undefined, size: number): ByteRange | undefined {
+  const match = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
+  if (!match || (match[1] === '' && match[2] === '')) return undefined;
+  const first = match[1] === '' ? undefined : Number(match[1]);
+  const last = match[2] === '' ? undefined : Number(match[2]);
+  let range: ByteRange | undefined;
+  if (first === undefined) {
+    if (last! > 0 && size > 0) range = { start: Math.max(0, size - last!), end: size - 1 };
+  } else {
+    if (last !== undefined && last < first) return undefined;
+    if (first < size) range = { start: first, end: Math.min(last ?? size - 1, size - 1) };
+  }
+  if (!range) {
+    throw new AppError(
+      416,
+      'RANGE_NOT_SATISFIABLE',
+      `The range is outside the object's ${size} bytes`,
+      undefined,
+      {
+        'content-range': `bytes */${size}`,
+      },
+    );
+  }
+  return range;
+}
+
+function keyOf(request: FastifyRequest): string {
+  const key = (request.params as { '*': string })['*'];
+  checkKey(key);
+  return key;
+}
+
+function sameType(header: string | undefined, signed: string): boolean {
+  const normal = (value: string) =>
+    value
+      .replace(/\s*;\s*/g, ';')
+      .trim()
+      .toLowerCase();
+  return header !== undefined && normal(header) === normal(signed);
+}
+
+async function download(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+  const key = keyOf(request);
+  const url = store.verifyUrl('GET', key, request.query);
+  if (url.kind !== 'get') throw forbidden('The URL signature is invalid');
+  const info = await store.head(key);
+  if (!info) throw notFound('Object');
+  const range = parseRange(request.headers.range, info.size);
+  const body = request.method === 'HEAD' ? undefined : await store.read(key, range);
+  reply.headers({
+    'content-type': url.contentType,
+    'content-length': String(range ? range.end - range.start + 1 : info.size),
+    'content-disposition': contentDisposition(url.filename),
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': 'sandbox',
+    'cache-control': `private, max-age=${Math.max(0, url.expires - Math.floor(Date.now() / 1000))}`,
+    'accept-ranges': 'bytes',
+    etag: info.etag,
+  });
+  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${info.size}`);
+  return reply.send(body);
+}
+
+async function upload(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+  try {
+    const key = keyOf(request);
+    const url = store.verifyUrl('PUT', key, request.query);
+    if (url.kind === 'get') throw forbidden('The URL signature is invalid');
+    const header = request.headers['content-length'];
+    const declared = header === undefined ? undefined : Number(header);
+    if (url.kind === 'put') {
+      if (!sameType(request.headers['content-type'], url.contentType)) {
+        throw forbidden('The Content-Type header does not match the signed content type');
+      }
+      if (declared !== undefined && declared !== url.size) {
+        throw badRequest(`Content-Length is ${declared} but the URL is signed for ${url.size} bytes`);
+      }
+    } else if (declared !== undefined && declared > MAX_PART_SIZE) {
+      throw requestTooLarge(MAX_PART_SIZE);
+    }
+    // Iterating must not destroy the request when the store stops early, so the error can still be answered.
+    const body = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };
+    const etag = await store.receive(url, body);
+    return reply.header('etag', etag).send();
+  } catch (error) {
+    // Stop reading an unread or rejected body: the connection closes once the answer is sent.
+    if (!request.raw.complete) reply.header('connection', 'close');
+    if (request.raw.errored && !(error instanceof AppError)) throw badRequest('The upload was interrupted');
+    throw error;
+  }
+}
+
+/**
+ * The presigned URL endpoints, at the absolute paths /objects/<key> (register without a prefix).
+ * The plugin is encapsulated: its catch-all content type parser hands PUT bodies over unread, so no
+ * body limit or parser applies to them.
+ */
+export function localObjectRoutes(store: LocalObjectStore): FastifyPluginAsync {
+  return async (instance) => {
+    instance.removeAllContentTypeParsers();
+    instance.addContentTypeParser('*', (_request, _payload, done) => done(null));
+    const options = { schema: { hide: true }, config: { access: 'public' as const } };
+    instance.route({
+      ...options,
+      method: ['GET', 'HEAD'],
+      url: '/objects/*',
+      handler: (request, reply) => download(store, request, reply),
+    });
+    instance.route({
+      ...options,
+      method: 'PUT',
+      url: '/objects/*',
+      handler: (request, reply) => upload(store, request, reply),
+    });
+  };
+}

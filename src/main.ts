@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
+import { buildApp } from './app.ts';
+import { ConfigError, loadConfig } from './config.ts';
+import { migrate } from './infra/migrate.ts';
+import { SCOPES } from './modules/projects/schemas.ts';
+import { createLogger, openDatabase, openRuntime } from './runtime.ts';
+import { startWorkers } from './workers.ts';
+
+const USAGE = `Usage: coffer <command>
+
+Commands:
+  serve                 run the API and the background workers (default)
+  worker                run the background workers only
+  migrate               apply pending database migrations and exit
+  admin bootstrap [--org NAME] [--project NAME]
+                        create an organization, a project and an API key with every scope
+`;
+
+/** The CLI's own output: what the operator asked to see (never routed through the logger). */
+function print(text: string): void {
+  process.stdout.write(`${text}\n`);
+}
+
+async function serve(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config);
+  const runtime = await openRuntime(config, { logger });
+  if (runtime.generatedAdminKey) {
+    print(
+      `\nGenerated the admin key (shown only this once; only its hash is stored):\n\n  ${runtime.generatedAdminKey}\n\nSet COFFER_ADMIN_KEY to use a key of your own.\n`,
+    );
+  }
+  const app = await buildApp({ config, services: runtime.services, logger });
+  const workers = startWorkers(runtime.services.workers(), logger);
+  onShutdown(logger, async () => {
+    // Stops accepting, lets in-flight requests and worker runs finish, then releases the pools.
+    await app.close();
+    await workers.stop();
+    await runtime.close();
+  });
+  await app.listen({ port: config.port, host: config.host });
+}
+
+async function work(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config);
+  const runtime = await openRuntime(config, { logger });
+  const workers = startWorkers(runtime.services.workers(), logger);
+  logger.info('workers started');
+  onShutdown(logger, async () => {
+    await workers.stop();
+    await runtime.close();
+  });
+}
+
+function onShutdown(logger: Logger, close: () => Promise<void>): void {
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    await close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+async function runMigrate(): Promise<void> {
+  const config = loadConfig();
+  const db = await openDatabase(config);
+  try {
+    const applied = await migrate(db);
+    print(applied.length ? `Applied: ${applied.join(', ')}` : 'Database is up to date.');
+  } finally {
+    await db.close();
+  }
+}
+
+async function bootstrap(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      org: { type: 'string', default: 'My organization' },
+      project: { type: 'string', default: 'My project' },
+    },
+  });
+  const config = loadConfig();
+  const runtime = await openRuntime(config, { logger: createLogger({ logLevel: 'warn' }) });
+  try {
+    const { projects } = runtime.services;
+    const organization = await projects.createOrganization(values.org);
+    const project = await projects.createProject(organization.id, values.project);
+    const key = await projects.createApiKey(project.id, 'bootstrap', [...SCOPES]);
+    if (runtime.generatedAdminKey) print(`admin key:       ${runtime.generatedAdminKey}  (shown once)`);
+    print(`organization_id: ${organization.id}`);
+    print(`project_id:      ${project.id}`);
+    print(`api_key:         ${key.key}  (shown once; every scope)`);
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command = 'serve', ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve();
+    case 'worker':
+      return work();
+    case 'migrate':
+      return runMigrate();
+    case 'admin':
+      if (rest[0] === 'bootstrap') return bootstrap(rest.slice(1));
+      break;
+    case 'help':
+    case '--help':
+    case '-h':
+      print(USAGE);
+      return;
+  }
+  process.stderr.write(`Unknown command: ${argv.join(' ')}\n\n${USAGE}`);
+  process.exit(64);
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`Invalid configuration: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(
+    `coffer: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,215 @@
+import type { Queryable } from '../../infra/db.ts';
+import type { Category, FileStatus } from './rules.ts';
+import type { FileObject } from './schemas.ts';
+
+export interface FileRow {
+  id: string;
+  project_id: string;
+  folder_id: string | null;
+  status: FileStatus;
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  category: Category;
+  storage_key: string;
+  checksum_sha256: string | null;
+  metadata: Record<string, unknown>;
+  tags: string[];
+  owner_user_id: string | null;
+  owner_org_id: string | null;
+  upload_token_id: string | null;
+  legal_hold: boolean;
+  failure_reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+  upload_expires_at: Date | null;
+  deleted_at: Date | null;
+}
+
+const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
+  checksum_sha256, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
+  created_at, updated_at, upload_expires_at, deleted_at`;
+
+export function toFileObject(row: FileRow): FileObject {
+  return {
+    id: row.id,
+    project_id: row.project_id,
+    folder_id: row.folder_id,
+    status: row.status,
+    filename: row.filename,
+    content_type: row.content_type,
+    size_bytes: row.size_bytes,
+    category: row.category,
+    storage_key: row.storage_key,
+    checksum_sha256: row.checksum_sha256,
+    metadata: row.metadata,
+    tags: row.tags,
+    owner_user_id: row.owner_user_id,
+    owner_org_id: row.owner_org_id,
+    legal_hold: row.legal_hold,
+    failure_reason: row.failure_reason,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    deleted_at: row.deleted_at?.toISOString() ?? null,
+  };
+}
+
+export type NewFile = Omit<
+  FileRow,
+  'created_at' | 'updated_at' | 'deleted_at' | 'legal_hold' | 'checksum_sha256' | 'failure_reason'
+>;
+
+export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> {
+  const [row] = await q.query<FileRow>(
+    `INSERT INTO files (id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
+       metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15)
+     RETURNING ${COLUMNS}`,
+    [
+      file.id,
+      file.project_id,
+      file.folder_id,
+      file.status,
+      file.filename,
+      file.content_type,
+      file.size_bytes,
+      file.category,
+      file.storage_key,
+      JSON.stringify(file.metadata),
+      file.tags,
+      file.owner_user_id,
+      file.owner_org_id,
+      file.upload_token_id,
+      file.upload_expires_at,
+    ],
+  );
+  return row!;
+}
+
+/** The file, deleted or not; `forUpdate` locks the row until the transaction ends. */
+export async function findFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  forUpdate = false,
+): Promise<FileRow | undefined> {
+  const [row] = await q.query<FileRow>(
+    `SELECT ${COLUMNS} FROM files WHERE project_id = $1 AND id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
+    [projectId, fileId],
+  );
+  return row;
+}
+
+export type FileChanges = Partial<
+  Pick<
+    FileRow,
+    | 'status'
+    | 'folder_id'
+    | 'metadata'
+    | 'tags'
+    | 'checksum_sha256'
+    | 'legal_hold'
+    | 'failure_reason'
+    | 'deleted_at'
+    | 'storage_key'
+    | 'size_bytes'
+    | 'content_type'
+    | 'category'
+    | 'upload_expires_at'
+  > & { legal_hold_reason: string | null }
+>;
+
+/** Applies `changes` (and bumps updated_at); with `fromStatus`, only while the file is still in that state. */
+export async function updateFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  changes: FileChanges,
+  fromStatus?: FileStatus,
+): Promise<FileRow | undefined> {
+  const entries = Object.entries(changes).filter(([, value]) => value !== undefined);
+  const params: unknown[] = [projectId, fileId];
+  const sets = entries.map(([column, value]) => {
+    params.push(column === 'metadata' ? JSON.stringify(value) : value);
+    return `${column} = $${params.length}${column === 'metadata' ? '::jsonb' : ''}`;
+  });
+  sets.push('updated_at = now()');
+  let where = 'project_id = $1 AND id = $2';
+  if (fromStatus) {
+    params.push(fromStatus);
+    where += ` AND status = $${params.length}`;
+  }
+  const [row] = await q.query<FileRow>(
+    `UPDATE files SET ${sets.join(', ')} WHERE ${where} RETURNING ${COLUMNS}`,
+    params,
+  );
+  return row;
+}
+
+export interface FileFilters {
+  folderId?: string | null;
+  q?: string;
+  tags?: string[];
+  category?: string;
+  status?: string;
+  dateFrom?: Date;
+  dateTo?: Date;
+  sizeMin?: number;
+  sizeMax?: number;
+  metadata?: Record<string, unknown>;
+  uploadTokenId?: string;
+}
+
+function likeEscape(value: string): string {
+  return value.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+function filterSql(projectId: string, filters: FileFilters): { where: string[]; params: unknown[] } {
+  const params: unknown[] = [projectId];
+  const where = ['project_id = $1', 'deleted_at IS NULL'];
+  const add = (sql: (p: string) => string, value: unknown) => {
+    params.push(value);
+    where.push(sql(`$${params.length}`));
+  };
+  if (filters.folderId === null) where.push('folder_id IS NULL');
+  else if (filters.folderId !== undefined) add((p) => `folder_id = ${p}`, filters.folderId);
+  if (filters.q) add((p) => `lower(filename) LIKE ${p}`, `%${likeEscape(filters.q.toLowerCase())}%`);
+  if (filters.tags?.length) add((p) => `tags @> ${p}::text[]`, filters.tags);
+  if (filters.category) add((p) => `category = ${p}`, filters.category);
+  if (filters.status) add((p) => `status = ${p}`, filters.status);
+  if (filters.dateFrom) add((p) => `created_at >= ${p}`, filters.dateFrom);
+  if (filters.dateTo) add((p) => `created_at <= ${p}`, filters.dateTo);
+  if (filters.sizeMin !== undefined) add((p) => `size_bytes >= ${p}`, filters.sizeMin);
+  if (filters.sizeMax !== undefined) add((p) => `size_bytes <= ${p}`, filters.sizeMax);
+  if (filters.metadata) add((p) => `metadata @> ${p}::jsonb`, JSON.stringify(filters.metadata));
+  if (filters.uploadTokenId) add((p) => `upload_token_id = ${p}`, filters.uploadTokenId);
+  return { where, params };
+}
+
+/** One page, newest first, plus the count of every match (pagination aside). */
+export async function listFiles(
+  q: Queryable,
+  projectId: string,
+  filters: FileFilters,
+  page: { limit: number; offset: number; cursor?: string },
+): Promise<{ rows: FileRow[]; total: number }> {
+  const { where, params } = filterSql(projectId, filters);
+  const countSql = `SELECT count(*)::int8 AS total FROM files WHERE ${where.join(' AND ')}`;
+  const pageWhere = [...where];
+  const pageParams = [...params];
+  if (page.cursor !== undefined) {
+    pageParams.push(page.cursor);
+    pageWhere.push(`id < $${pageParams.length}`);
+  }
+  pageParams.push(page.limit + 1);
+  let pageSql = `SELECT ${COLUMNS} FROM files WHERE ${pageWhere.join(' AND ')} ORDER BY id DESC LIMIT $${pageParams.length}`;
+  if (page.cursor === undefined && page.offset > 0) {
+    pageParams.push(page.offset);
+    pageSql += ` OFFSET $${pageParams.length}`;
+  }
+  const [rows, [count]] = await Promise.all([
+    q.query<FileRow>(pageSql, pageParams),
+    q.query<{ total: number }>(countSql, params),
+  ]);
+  return { rows, total: count!.total };
+}

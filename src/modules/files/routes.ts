@@ -1,0 +1,157 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { ErrorBody } from '../../http/schemas.ts';
+import {
+  DownloadQuery,
+  DownloadResponse,
+  FileList,
+  FileObject,
+  FileParams,
+  LegalHoldBody,
+  ListQuery,
+  MetadataBody,
+  MoveBody,
+  ProjectParams,
+  TagsBody,
+} from './schemas.ts';
+import type { FileService } from './service.ts';
+
+const tags = ['Files'];
+const fileResponse = { 200: FileObject, default: ErrorBody };
+
+export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.get(
+      '/projects/:project_id/files',
+      {
+        config: { access: 'files:read' },
+        schema: {
+          tags,
+          summary: 'List and search files',
+          description:
+            'Newest first. Deleted files are never listed. `total` counts every match regardless of pagination.',
+          params: ProjectParams,
+          querystring: ListQuery,
+          response: { 200: FileList, default: ErrorBody },
+        },
+      },
+      async (request) => files.list(request, request.query),
+    );
+
+    app.get(
+      '/projects/:project_id/files/:file_id',
+      {
+        config: { access: 'files:read', uploadToken: true },
+        schema: { tags, summary: 'Get a file', params: FileParams, response: fileResponse },
+      },
+      async (request) => files.get(request, request.params.file_id),
+    );
+
+    app.get(
+      '/projects/:project_id/files/:file_id/download',
+      {
+        config: { access: 'files:download' },
+        schema: {
+          tags,
+          summary: 'Get a download URL',
+          description:
+            'Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at.',
+          params: FileParams,
+          querystring: DownloadQuery,
+          response: { 200: DownloadResponse, default: ErrorBody },
+        },
+      },
+      async (request) => files.download(request, request.params.file_id, request.query.ttl),
+    );
+
+    for (const [method, mode, summary] of [
+      ['PUT', 'replace', 'Replace the tags'],
+      ['POST', 'add', 'Add tags (union)'],
+    ] as const) {
+      app.route({
+        method,
+        url: '/projects/:project_id/files/:file_id/tags',
+        config: { access: 'files:update_metadata' },
+        schema: { tags, summary, params: FileParams, body: TagsBody, response: fileResponse },
+        handler: async (request) => files.setTags(request, request.params.file_id, request.body.tags, mode),
+      });
+    }
+
+    for (const [method, mode, summary] of [
+      ['PUT', 'replace', 'Replace the metadata'],
+      ['POST', 'merge', 'Merge into the metadata (shallow)'],
+    ] as const) {
+      app.route({
+        method,
+        url: '/projects/:project_id/files/:file_id/metadata',
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          summary,
+          description:
+            'With enforce_schema and an active metadata schema, the resulting metadata is validated (422).',
+          params: FileParams,
+          body: MetadataBody,
+          response: fileResponse,
+        },
+        handler: async (request) =>
+          files.setMetadata(request, request.params.file_id, request.body.metadata, mode),
+      });
+    }
+
+    app.post(
+      '/projects/:project_id/files/:file_id/move',
+      {
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          summary: 'Move a file to a folder, or to the root with null',
+          params: FileParams,
+          body: MoveBody,
+          response: fileResponse,
+        },
+      },
+      async (request) => files.move(request, request.params.file_id, request.body.folder_id),
+    );
+
+    app.delete(
+      '/projects/:project_id/files/:file_id',
+      {
+        config: { access: 'files:delete' },
+        schema: {
+          tags,
+          summary: 'Delete a file (soft)',
+          description:
+            'Sets deleted_at; the file answers 404 from then on and its stored objects are removed by a background job after the grace period. 409 LEGAL_HOLD for a held file.',
+          params: FileParams,
+          response: fileResponse,
+        },
+      },
+      async (request) => files.remove(request, request.params.file_id),
+    );
+
+    app.put(
+      '/projects/:project_id/files/:file_id/legal-hold',
+      {
+        config: { access: 'projects:update' },
+        schema: {
+          tags,
+          summary: 'Place a legal hold',
+          description: 'A held file cannot be deleted.',
+          params: FileParams,
+          body: LegalHoldBody,
+          response: fileResponse,
+        },
+      },
+      async (request) => files.setLegalHold(request, request.params.file_id, true, request.body.reason),
+    );
+
+    app.delete(
+      '/projects/:project_id/files/:file_id/legal-hold',
+      {
+        config: { access: 'projects:update' },
+        schema: { tags, summary: 'Release a legal hold', params: FileParams, response: fileResponse },
+      },
+      async (request) => files.setLegalHold(request, request.params.file_id, false),
+    );
+  };
+}

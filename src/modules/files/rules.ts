@@ -1,0 +1,123 @@
+import mimeDb from 'mime-db';
+import { validationError } from '../../http/errors.ts';
+
+export const FILE_STATUSES = ['uploading', 'processing', 'ready', 'failed', 'quarantined'] as const;
+export type FileStatus = (typeof FILE_STATUSES)[number];
+
+export const CATEGORIES = ['image', 'video', 'audio', 'document', 'archive', 'other'] as const;
+export type Category = (typeof CATEGORIES)[number];
+
+export const MAX_FILENAME_LENGTH = 255;
+export const MAX_TAGS = 50;
+export const MAX_TAG_LENGTH = 64;
+export const MAX_METADATA_BYTES = 16 * 1024;
+
+const DOCUMENT_TYPES = new Set([
+  'application/pdf',
+  'application/msword',
+  'application/rtf',
+  'application/json',
+  'application/xml',
+  'application/epub+zip',
+]);
+const DOCUMENT_PREFIXES = [
+  'application/vnd.openxmlformats-officedocument.',
+  'application/vnd.oasis.opendocument.',
+  'application/vnd.ms-',
+];
+const ARCHIVE_TYPES = new Set([
+  'application/zip',
+  'application/gzip',
+  'application/x-gzip',
+  'application/x-tar',
+  'application/x-7z-compressed',
+  'application/vnd.rar',
+  'application/x-rar-compressed',
+  'application/x-bzip2',
+  'application/x-xz',
+  'application/zstd',
+]);
+
+/** The category a content type belongs to, as the list filter `category` uses it. */
+export function categoryOf(contentType: string): Category {
+  const [type] = contentType.split('/');
+  if (type === 'image' || type === 'video' || type === 'audio') return type;
+  if (ARCHIVE_TYPES.has(contentType)) return 'archive';
+  if (
+    type === 'text' ||
+    DOCUMENT_TYPES.has(contentType) ||
+    DOCUMENT_PREFIXES.some((p) => contentType.startsWith(p))
+  ) {
+    return 'document';
+  }
+  return 'other';
+}
+
+/** Extension → every MIME type the registry knows for it. */
+const typesByExtension = new Map<string, Set<string>>();
+for (const [type, entry] of Object.entries(mimeDb)) {
+  for (const extension of entry.extensions ?? []) {
+    let types = typesByExtension.get(extension);
+    if (!types) {
+      types = new Set();
+      typesByExtension.set(extension, types);
+    }
+    types.add(type);
+  }
+}
+
+/**
+ * Whether the filename's extension can hold `contentType`. Unknown extensions, names without
+ * one and the generic application/octet-stream are accepted: only a known mismatch is refused.
+ */
+export function extensionMatches(filename: string, contentType: string): boolean {
+  const dot = filename.lastIndexOf('.');
+  if (dot <= 0 || contentType === 'application/octet-stream') return true;
+  const known = typesByExtension.get(filename.slice(dot + 1).toLowerCase());
+  return known === undefined || known.has(contentType);
+}
+
+// C0 and C1 control characters, DEL, and the Unicode direction overrides that disguise extensions.
+const FORBIDDEN_IN_NAME = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+
+/** A name for a file or folder: no path separators, no control characters, not "." or "..". */
+export function checkName(field: string, name: string): void {
+  const problem =
+    name.trim().length === 0
+      ? 'must not be empty'
+      : name.length > MAX_FILENAME_LENGTH
+        ? `must be at most ${MAX_FILENAME_LENGTH} characters`
+        : FORBIDDEN_IN_NAME.test(name)
+          ? 'must not contain control characters'
+          : /[/\\]/.test(name)
+            ? 'must not contain path separators'
+            : name === '.' || name === '..'
+              ? 'must not be . or ..'
+              : undefined;
+  if (problem) throw validationError(`${field} ${problem}`, { field });
+}
+
+/** Trimmed, non-empty, unique tags within the count and length bounds. */
+export function normalizeTags(tags: readonly string[], field = 'tags'): string[] {
+  const normalized = [...new Set(tags.map((tag) => tag.trim()))];
+  if (normalized.some((tag) => tag.length === 0))
+    throw validationError(`${field} must not contain empty tags`, { field });
+  const long = normalized.find((tag) => tag.length > MAX_TAG_LENGTH || FORBIDDEN_IN_NAME.test(tag));
+  if (long !== undefined) {
+    throw validationError(`${field} entries must be at most ${MAX_TAG_LENGTH} printable characters`, {
+      field,
+      value: long,
+    });
+  }
+  if (normalized.length > MAX_TAGS)
+    throw validationError(`${field} may hold at most ${MAX_TAGS} tags`, { field });
+  return normalized;
+}
+
+export function checkMetadataSize(metadata: Record<string, unknown>, field = 'metadata'): void {
+  if (Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
+    throw validationError(`${field} must serialize to at most ${MAX_METADATA_BYTES} bytes of JSON`, {
+      field,
+    });
+  }
+}

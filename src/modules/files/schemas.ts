@@ -1,0 +1,119 @@
+import { type Static, Type } from 'typebox';
+import { Nullable, Timestamp } from '../../http/schemas.ts';
+import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
+
+const StringEnum = <T extends readonly string[]>(values: T, description?: string) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
+
+export const FileObject = Type.Object(
+  {
+    id: Type.String({ description: 'file_…' }),
+    project_id: Type.String(),
+    folder_id: Nullable(Type.String({ description: 'null: the project root' })),
+    status: StringEnum(FILE_STATUSES),
+    filename: Type.String(),
+    content_type: Type.String(),
+    size_bytes: Type.Integer(),
+    category: StringEnum(CATEGORIES),
+    storage_key: Type.String(),
+    checksum_sha256: Nullable(
+      Type.String({ description: 'Hex SHA-256 of the stored bytes, known once uploaded' }),
+    ),
+    metadata: Type.Record(Type.String(), Type.Unknown()),
+    tags: Type.Array(Type.String()),
+    owner_user_id: Nullable(Type.String()),
+    owner_org_id: Nullable(Type.String()),
+    legal_hold: Type.Boolean(),
+    failure_reason: Nullable(Type.String({ description: 'Why the file is failed or quarantined' })),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    deleted_at: Nullable(Timestamp),
+  },
+  { $id: 'File' },
+);
+export type FileObject = Static<typeof FileObject>;
+
+export const FileParams = Type.Object({ project_id: Type.String(), file_id: Type.String() });
+export const ProjectParams = Type.Object({ project_id: Type.String() });
+
+const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Key-value pairs (JSON object)' });
+const Tags = Type.Array(Type.String(), {
+  description: 'Trimmed, non-empty, unique; at most 50 of at most 64 characters',
+});
+
+export const InitiateBody = Type.Object(
+  {
+    filename: Type.String({ maxLength: 1024 }),
+    content_type: Type.String({ maxLength: 255 }),
+    size_bytes: Type.Integer({ minimum: 0 }),
+    folder_id: Type.Optional(Nullable(Type.String())),
+    metadata: Type.Optional(Metadata),
+    tags: Type.Optional(Tags),
+  },
+  { additionalProperties: false },
+);
+export type InitiateBody = Static<typeof InitiateBody>;
+
+export const InitiateResponse = Type.Object({
+  file_id: Type.String(),
+  upload_url: Type.String({
+    description: 'PUT the bytes here, with the declared Content-Type and no Authorization',
+  }),
+  expires_at: Timestamp,
+});
+
+export const ListQuery = Type.Object({
+  folder_id: Type.Optional(
+    Type.String({ description: 'A folder id, or `root` for files at the project root' }),
+  ),
+  q: Type.Optional(
+    Type.String({
+      maxLength: MAX_FILENAME_LENGTH,
+      description: 'Case-insensitive substring of the filename',
+    }),
+  ),
+  tags: Type.Optional(
+    Type.Array(Type.String(), { description: 'Files having all these tags (repeat the parameter)' }),
+  ),
+  category: Type.Optional(StringEnum(CATEGORIES)),
+  status: Type.Optional(StringEnum(FILE_STATUSES)),
+  date_from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
+  date_to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
+  size_min: Type.Optional(Type.Integer({ minimum: 0 })),
+  size_max: Type.Optional(Type.Integer({ minimum: 0 })),
+  metadata: Type.Optional(
+    Type.String({ description: 'JSON object; files whose metadata contains all its pairs' }),
+  ),
+  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+  offset: Type.Integer({ minimum: 0, default: 0 }),
+  cursor: Type.Optional(Type.String({ description: 'A previous next_cursor; takes priority over offset' })),
+});
+export type ListQuery = Static<typeof ListQuery>;
+
+export const FileList = Type.Object({
+  items: Type.Array(FileObject),
+  total: Type.Integer(),
+  limit: Type.Integer(),
+  offset: Type.Integer(),
+  has_more: Type.Boolean(),
+  next_cursor: Nullable(Type.String()),
+});
+
+export const DownloadQuery = Type.Object({
+  ttl: Type.Optional(
+    Type.Integer({
+      minimum: 60,
+      maximum: 86_400,
+      description: 'Seconds; ignored when require_signed_urls is on',
+    }),
+  ),
+});
+export const DownloadResponse = Type.Object({ url: Type.String(), expires_at: Timestamp });
+
+export const TagsBody = Type.Object({ tags: Tags }, { additionalProperties: false });
+export const MetadataBody = Type.Object({ metadata: Metadata }, { additionalProperties: false });
+export const MoveBody = Type.Object({ folder_id: Nullable(Type.String()) }, { additionalProperties: false });
+export const LegalHoldBody = Type.Object(
+  { reason: Type.Optional(Type.String({ maxLength: 1000 })) },
+  { additionalProperties: false },
+);

@@ -1,0 +1,202 @@
+import type { Principal } from '../../http/auth.ts';
+import { badRequest, invalidState, legalHold, notFound, quarantined } from '../../http/errors.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { isId } from '../../lib/ids.ts';
+import { recordEvent } from '../events/outbox.ts';
+import type { FolderService } from '../folders/service.ts';
+import type { MetadataSchemaService } from '../metadata-schema/service.ts';
+import type { Project } from '../projects/schemas.ts';
+import * as repo from './repo.ts';
+import { checkMetadataSize, normalizeTags } from './rules.ts';
+import type { FileObject, ListQuery } from './schemas.ts';
+
+/** Who is asking, about which project: every file operation is scoped by both. */
+export interface Caller {
+  principal: Principal;
+  project: Project;
+}
+
+export interface PresignedUrl {
+  url: string;
+  expires_at: string;
+}
+
+/**
+ * The file as this caller may see it: 404 when missing, deleted, or (for an upload token) not
+ * uploaded with that token; 409 CONFLICT when quarantined, unless `allowQuarantined`.
+ */
+export function visibleFile(
+  caller: Caller,
+  file: repo.FileRow | undefined,
+  allowQuarantined = false,
+): repo.FileRow {
+  const { principal } = caller;
+  if (!file || file.deleted_at !== null) throw notFound('File');
+  if (principal.kind === 'upload_token' && file.upload_token_id !== principal.tokenId) throw notFound('File');
+  if (file.status === 'quarantined' && !allowQuarantined) throw quarantined();
+  return file;
+}
+
+function parseDate(field: string, value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined;
+  const date = /^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/i.test(value)
+    ? new Date(value)
+    : undefined;
+  if (!date || Number.isNaN(date.getTime()))
+    throw badRequest(`${field} must be an ISO 8601 date or timestamp`, { field });
+  return date;
+}
+
+function parseMetadataFilter(value: string | undefined): Record<string, unknown> | undefined {
+  if (value === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw badRequest('metadata must be a JSON object', { field: 'metadata' });
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw badRequest('metadata must be a JSON object', { field: 'metadata' });
+  }
+  return parsed as Record<string, unknown>;
+}
+
+export function createFileService(deps: {
+  db: Db;
+  store: ObjectStore;
+  folders: FolderService;
+  schemas: MetadataSchemaService;
+}) {
+  const { db, store, folders, schemas } = deps;
+
+  /** Locks the file, checks the caller may change it, applies `change`, and returns the updated file. */
+  async function mutate(
+    caller: Caller,
+    fileId: string,
+    change: (q: Queryable, file: repo.FileRow) => Promise<repo.FileChanges>,
+    options: { allowQuarantined?: boolean } = {},
+  ): Promise<FileObject> {
+    return db.tx(async (q) => {
+      const file = visibleFile(
+        caller,
+        await repo.findFile(q, caller.project.id, fileId, true),
+        options.allowQuarantined,
+      );
+      const updated = await repo.updateFile(q, caller.project.id, file.id, await change(q, file));
+      return repo.toFileObject(updated!);
+    });
+  }
+
+  return {
+    async get(caller: Caller, fileId: string): Promise<FileObject> {
+      return repo.toFileObject(visibleFile(caller, await repo.findFile(db, caller.project.id, fileId)));
+    },
+
+    async list(caller: Caller, query: ListQuery) {
+      if (query.cursor !== undefined && !isId('file', query.cursor)) {
+        throw badRequest('cursor must be a next_cursor value from a previous page', { field: 'cursor' });
+      }
+      const filters: repo.FileFilters = {
+        folderId: query.folder_id === 'root' ? null : query.folder_id,
+        q: query.q,
+        tags: query.tags?.map((tag) => tag.trim()),
+        category: query.category,
+        status: query.status,
+        dateFrom: parseDate('date_from', query.date_from),
+        dateTo: parseDate('date_to', query.date_to),
+        sizeMin: query.size_min,
+        sizeMax: query.size_max,
+        metadata: parseMetadataFilter(query.metadata),
+      };
+      const { rows, total } = await repo.listFiles(db, caller.project.id, filters, query);
+      const hasMore = rows.length > query.limit;
+      const items = rows.slice(0, query.limit).map(repo.toFileObject);
+      return {
+        items,
+        total,
+        limit: query.limit,
+        offset: query.cursor === undefined ? query.offset : 0,
+        has_more: hasMore,
+        next_cursor: hasMore ? items[items.length - 1]!.id : null,
+      };
+    },
+
+    /** A download URL for a ready file; the caller's TTL applies unless the project requires its own. */
+    async download(caller: Caller, fileId: string, ttl: number | undefined): Promise<PresignedUrl> {
+      const file = visibleFile(caller, await repo.findFile(db, caller.project.id, fileId));
+      if (file.status !== 'ready') {
+        throw invalidState(`Only ready files can be downloaded; this file is ${file.status}`, {
+          status: file.status,
+        });
+      }
+      return presignDownload(store, caller.project, file, ttl);
+    },
+
+    setTags(caller: Caller, fileId: string, tags: string[], mode: 'replace' | 'add'): Promise<FileObject> {
+      return mutate(caller, fileId, async (_q, file) => ({
+        tags: normalizeTags(mode === 'replace' ? tags : [...file.tags, ...tags]),
+      }));
+    },
+
+    setMetadata(
+      caller: Caller,
+      fileId: string,
+      metadata: Record<string, unknown>,
+      mode: 'replace' | 'merge',
+    ): Promise<FileObject> {
+      return mutate(caller, fileId, async (q, file) => {
+        const next = mode === 'replace' ? metadata : { ...file.metadata, ...metadata };
+        checkMetadataSize(next);
+        await schemas.check(q, caller.project, next);
+        return { metadata: next };
+      });
+    },
+
+    move(caller: Caller, fileId: string, folderId: string | null): Promise<FileObject> {
+      return mutate(caller, fileId, async (q) => {
+        if (folderId !== null && !(await folders.exists(q, caller.project.id, folderId)))
+          throw notFound('Folder');
+        return { folder_id: folderId };
+      });
+    },
+
+    setLegalHold(caller: Caller, fileId: string, hold: boolean, reason?: string): Promise<FileObject> {
+      return mutate(caller, fileId, async () => ({
+        legal_hold: hold,
+        legal_hold_reason: hold ? (reason ?? null) : null,
+      }));
+    },
+
+    /** Soft delete: the file answers 404 from now on; its objects are removed after the grace period. */
+    async remove(caller: Caller, fileId: string): Promise<FileObject> {
+      return db.tx(async (q) => {
+        const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true), true);
+        if (file.legal_hold) throw legalHold();
+        const deleted = await repo.updateFile(q, caller.project.id, file.id, { deleted_at: new Date() });
+        await recordEvent(q, caller.project, 'file.deleted', deleted!);
+        return repo.toFileObject(deleted!);
+      });
+    },
+  };
+}
+
+/** The TTL rule of every download: the caller's `ttl` unless require_signed_urls, else the project default. */
+export async function presignDownload(
+  store: ObjectStore,
+  project: Project,
+  file: Pick<repo.FileRow, 'storage_key' | 'filename' | 'content_type'>,
+  ttl: number | undefined,
+): Promise<PresignedUrl> {
+  const { signed_url_ttl_seconds, require_signed_urls } = project.settings;
+  const seconds = require_signed_urls || ttl === undefined ? signed_url_ttl_seconds : ttl;
+  const expiresAt = new Date(Date.now() + seconds * 1000);
+  const url = await store.presignGet(file.storage_key, {
+    expiresAt,
+    filename: file.filename,
+    contentType: file.content_type,
+  });
+  return { url, expires_at: expiresAt.toISOString() };
+}
+
+export type FileService = ReturnType<typeof createFileService>;

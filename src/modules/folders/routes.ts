@@ -1,0 +1,115 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ErrorBody, ItemList, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
+import type { FolderService } from './service.ts';
+
+const Folder = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    parent_id: Nullable(Type.String()),
+    path: Type.String({ description: 'Names from the root joined by slashes, e.g. photos/2024' }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Folder' },
+);
+const ProjectParams = Type.Object({ project_id: Type.String() });
+const FolderParams = Type.Object({ project_id: Type.String(), folder_id: Type.String() });
+const Name = Type.String({ maxLength: 1024 });
+const tags = ['Folders'];
+
+export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post(
+      '/projects/:project_id/folders',
+      {
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          summary: 'Create a folder',
+          description: 'Names are unique among siblings (409 CONFLICT).',
+          params: ProjectParams,
+          body: Type.Object(
+            { name: Name, parent_id: Type.Optional(Nullable(Type.String())) },
+            { additionalProperties: false },
+          ),
+          response: { 201: Folder, default: ErrorBody },
+        },
+      },
+      async (request, reply) =>
+        reply
+          .code(201)
+          .send(await folders.create(request.project.id, request.body.name, request.body.parent_id)),
+    );
+
+    app.get(
+      '/projects/:project_id/folders',
+      {
+        config: { access: 'files:read' },
+        schema: {
+          tags,
+          summary: 'List the folders of a parent (the root when parent_id is absent)',
+          params: ProjectParams,
+          querystring: Type.Object({ parent_id: Type.Optional(Type.String()) }),
+          response: { 200: ItemList(Folder), default: ErrorBody },
+        },
+      },
+      async (request) => {
+        const items = await folders.list(request.project.id, request.query.parent_id);
+        return { items, total: items.length };
+      },
+    );
+
+    app.get(
+      '/projects/:project_id/folders/:folder_id',
+      {
+        config: { access: 'files:read' },
+        schema: {
+          tags,
+          summary: 'Get a folder',
+          params: FolderParams,
+          response: { 200: Folder, default: ErrorBody },
+        },
+      },
+      async (request) => folders.get(request.project.id, request.params.folder_id),
+    );
+
+    app.patch(
+      '/projects/:project_id/folders/:folder_id',
+      {
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          summary: 'Rename or move a folder',
+          description: 'parent_id null moves it to the root. The paths of the whole subtree follow.',
+          params: FolderParams,
+          body: Type.Object(
+            { name: Type.Optional(Name), parent_id: Type.Optional(Nullable(Type.String())) },
+            { additionalProperties: false },
+          ),
+          response: { 200: Folder, default: ErrorBody },
+        },
+      },
+      async (request) => folders.update(request.project.id, request.params.folder_id, request.body),
+    );
+
+    app.delete(
+      '/projects/:project_id/folders/:folder_id',
+      {
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          summary: 'Delete an empty folder',
+          description: '409 CONFLICT while it holds subfolders or files.',
+          params: FolderParams,
+          response: { 204: NoContent, default: ErrorBody },
+        },
+      },
+      async (request, reply) => {
+        await folders.remove(request.project.id, request.params.folder_id);
+        return reply.code(204).send();
+      },
+    );
+  };
+}

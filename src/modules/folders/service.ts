@@ -1,0 +1,181 @@
+import { conflict, notFound, validationError } from '../../http/errors.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import { newId } from '../../lib/ids.ts';
+import { checkName } from '../files/rules.ts';
+
+export interface Folder {
+  id: string;
+  name: string;
+  parent_id: string | null;
+  path: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface Row extends Omit<Folder, 'created_at' | 'updated_at'> {
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'id, name, parent_id, path, created_at, updated_at';
+const toFolder = (row: Row): Folder => ({
+  ...row,
+  created_at: row.created_at.toISOString(),
+  updated_at: row.updated_at.toISOString(),
+});
+const isUniqueViolation = (error: unknown) => (error as { code?: string }).code === '23505';
+const siblingTaken = (name: string) =>
+  conflict(`A folder named ${JSON.stringify(name)} already exists here`, { field: 'name' });
+
+async function find(
+  q: Queryable,
+  projectId: string,
+  id: string,
+  forUpdate = false,
+): Promise<Row | undefined> {
+  const [row] = await q.query<Row>(
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
+    [projectId, id],
+  );
+  return row;
+}
+
+async function findChild(q: Queryable, projectId: string, parent: Row | undefined, name: string) {
+  const [row] = await q.query<Row>(
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND parent_id IS NOT DISTINCT FROM $2 AND name = $3`,
+    [projectId, parent?.id ?? null, name],
+  );
+  return row;
+}
+
+async function insert(q: Queryable, projectId: string, name: string, parent: Row | undefined): Promise<Row> {
+  const [row] = await q.query<Row>(
+    `INSERT INTO folders (id, project_id, parent_id, name, path) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+    [newId('fld'), projectId, parent?.id ?? null, name, parent ? `${parent.path}/${name}` : name],
+  );
+  return row!;
+}
+
+export function createFolderService(db: Db) {
+  return {
+    async create(projectId: string, name: string, parentId: string | null | undefined): Promise<Folder> {
+      checkName('name', name);
+      return db.tx(async (q) => {
+        const parent = parentId ? await find(q, projectId, parentId) : undefined;
+        if (parentId && !parent)
+          throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
+        try {
+          return toFolder(await insert(q, projectId, name, parent));
+        } catch (error) {
+          if (isUniqueViolation(error)) throw siblingTaken(name);
+          throw error;
+        }
+      });
+    },
+
+    async list(projectId: string, parentId: string | undefined): Promise<Folder[]> {
+      const rows = await db.query<Row>(
+        `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND parent_id IS NOT DISTINCT FROM $2 ORDER BY name`,
+        [projectId, parentId ?? null],
+      );
+      return rows.map(toFolder);
+    },
+
+    async get(projectId: string, id: string): Promise<Folder> {
+      const row = await find(db, projectId, id);
+      if (!row) throw notFound('Folder');
+      return toFolder(row);
+    },
+
+    /** Renames and/or moves a folder; the paths of its whole subtree follow. */
+    async update(
+      projectId: string,
+      id: string,
+      changes: { name?: string; parent_id?: string | null },
+    ): Promise<Folder> {
+      if (changes.name !== undefined) checkName('name', changes.name);
+      return db.tx(async (q) => {
+        const folder = await find(q, projectId, id, true);
+        if (!folder) throw notFound('Folder');
+        const name = changes.name ?? folder.name;
+        const parentId = changes.parent_id === undefined ? folder.parent_id : changes.parent_id;
+        let parentPath: string | undefined;
+        if (parentId) {
+          const parent = await find(q, projectId, parentId);
+          if (!parent)
+            throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
+          if (parent.id === folder.id || parent.path.startsWith(`${folder.path}/`)) {
+            throw validationError('A folder cannot be moved into itself or its own subfolders', {
+              field: 'parent_id',
+            });
+          }
+          parentPath = parent.path;
+        }
+        const path = parentPath ? `${parentPath}/${name}` : name;
+        try {
+          // The folder and every descendant: swap the old path prefix for the new one.
+          await q.query(
+            `UPDATE folders SET path = $3 || substr(path, length($2) + 1), updated_at = now()
+             WHERE project_id = $1 AND (path = $2 OR starts_with(path, $2 || '/'))`,
+            [projectId, folder.path, path],
+          );
+          const [row] = await q.query<Row>(
+            `UPDATE folders SET name = $3, parent_id = $4 WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+            [projectId, id, name, parentId],
+          );
+          return toFolder(row!);
+        } catch (error) {
+          if (isUniqueViolation(error)) throw siblingTaken(name);
+          throw error;
+        }
+      });
+    },
+
+    /** Deletes an empty folder: one holding subfolders or files that are not deleted is a 409. */
+    async remove(projectId: string, id: string): Promise<void> {
+      await db.tx(async (q) => {
+        const folder = await find(q, projectId, id, true);
+        if (!folder) throw notFound('Folder');
+        const [usage] = await q.query<{ folders: boolean; files: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM folders WHERE project_id = $1 AND parent_id = $2) AS folders,
+                  EXISTS (SELECT 1 FROM files WHERE project_id = $1 AND folder_id = $2 AND deleted_at IS NULL) AS files`,
+          [projectId, id],
+        );
+        if (usage!.folders || usage!.files) {
+          throw conflict('The folder is not empty', { subfolders: usage!.folders, files: usage!.files });
+        }
+        await q.query('DELETE FROM folders WHERE project_id = $1 AND id = $2', [projectId, id]);
+      });
+    },
+
+    /** Whether the folder exists in the project (used to check folder references in request bodies). */
+    async exists(q: Queryable, projectId: string, id: string): Promise<boolean> {
+      return (await find(q, projectId, id)) !== undefined;
+    },
+
+    /** The folder at a slash-separated path, creating the missing segments. */
+    async ensurePath(projectId: string, path: string, field = 'folder_path'): Promise<Folder> {
+      const names = path.split('/').filter((segment) => segment.length > 0);
+      if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
+      for (const name of names) checkName(field, name);
+      let parent: Row | undefined;
+      for (const name of names) {
+        const existing = await findChild(db, projectId, parent, name);
+        if (existing) {
+          parent = existing;
+          continue;
+        }
+        try {
+          parent = await insert(db, projectId, name, parent);
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error;
+          // Created concurrently by another request: use that one.
+          parent = (await findChild(db, projectId, parent, name))!;
+        }
+      }
+      return toFolder(parent!);
+    },
+  };
+}
+
+export type FolderService = ReturnType<typeof createFolderService>;

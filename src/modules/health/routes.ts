@@ -1,0 +1,61 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Cache } from '../../infra/cache.ts';
+import type { Db } from '../../infra/db.ts';
+
+/** A probe answers within about 2 s even when a dependency hangs. */
+const CHECK_TIMEOUT_MS = 1500;
+
+const Live = Type.Object({ status: Type.Literal('ok') });
+const CheckState = Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]);
+const Ready = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  checks: Type.Object({ database: CheckState, cache: CheckState }),
+});
+
+async function check(probe: () => Promise<void>): Promise<'ok' | 'unavailable'> {
+  try {
+    await probe();
+    return 'ok';
+  } catch {
+    return 'unavailable';
+  }
+}
+
+export function healthRoutes(db: Db, cache: Cache): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const live = {
+      config: { access: 'public' as const },
+      schema: { tags: ['Health'], summary: 'Liveness: no dependency checks', response: { 200: Live } },
+    };
+    app.get('/health/live', live, async () => ({ status: 'ok' as const }));
+    app.get(
+      '/health',
+      { ...live, schema: { ...live.schema, summary: 'Alias of /health/live' } },
+      async () => ({
+        status: 'ok' as const,
+      }),
+    );
+    app.get(
+      '/health/ready',
+      {
+        config: { access: 'public' },
+        schema: {
+          tags: ['Health'],
+          summary: 'Readiness: database and cache reachable',
+          response: { 200: Ready, 503: Ready },
+        },
+      },
+      async (_request, reply) => {
+        const [database, cacheState] = await Promise.all([
+          check(() => db.ping(CHECK_TIMEOUT_MS)),
+          check(() => cache.ping(CHECK_TIMEOUT_MS)),
+        ]);
+        const ok = database === 'ok' && cacheState === 'ok';
+        return reply
+          .code(ok ? 200 : 503)
+          .send({ status: ok ? 'ok' : 'degraded', checks: { database, cache: cacheState } });
+      },
+    );
+  };
+}

@@ -1,0 +1,130 @@
+import type { Queryable } from '../../infra/db.ts';
+import type { ApiKey, Organization, Project, Scope, Settings } from './schemas.ts';
+
+interface ProjectRow {
+  id: string;
+  organization_id: string;
+  name: string;
+  settings: Settings;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toProject = (row: ProjectRow): Project => ({
+  ...row,
+  created_at: row.created_at.toISOString(),
+  updated_at: row.updated_at.toISOString(),
+});
+
+export async function insertOrganization(q: Queryable, id: string, name: string): Promise<Organization> {
+  const [row] = await q.query<{ id: string; name: string; created_at: Date }>(
+    'INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING id, name, created_at',
+    [id, name],
+  );
+  return { ...row!, created_at: row!.created_at.toISOString() };
+}
+
+export async function listOrganizations(q: Queryable): Promise<Organization[]> {
+  const rows = await q.query<{ id: string; name: string; created_at: Date }>(
+    'SELECT id, name, created_at FROM organizations ORDER BY id DESC',
+  );
+  return rows.map((row) => ({ ...row, created_at: row.created_at.toISOString() }));
+}
+
+export async function organizationExists(q: Queryable, id: string): Promise<boolean> {
+  return (await q.query('SELECT 1 FROM organizations WHERE id = $1', [id])).length > 0;
+}
+
+export async function insertProject(
+  q: Queryable,
+  project: { id: string; organizationId: string; name: string; settings: Settings },
+): Promise<Project> {
+  const [row] = await q.query<ProjectRow>(
+    `INSERT INTO projects (id, organization_id, name, settings) VALUES ($1, $2, $3, $4::jsonb)
+     RETURNING id, organization_id, name, settings, created_at, updated_at`,
+    [project.id, project.organizationId, project.name, JSON.stringify(project.settings)],
+  );
+  return toProject(row!);
+}
+
+export async function findProject(q: Queryable, id: string): Promise<Project | undefined> {
+  const [row] = await q.query<ProjectRow>(
+    'SELECT id, organization_id, name, settings, created_at, updated_at FROM projects WHERE id = $1',
+    [id],
+  );
+  return row && toProject(row);
+}
+
+export async function updateProject(
+  q: Queryable,
+  id: string,
+  changes: { name: string; settings: Settings },
+): Promise<Project | undefined> {
+  const [row] = await q.query<ProjectRow>(
+    `UPDATE projects SET name = $2, settings = $3::jsonb, updated_at = now() WHERE id = $1
+     RETURNING id, organization_id, name, settings, created_at, updated_at`,
+    [id, changes.name, JSON.stringify(changes.settings)],
+  );
+  return row && toProject(row);
+}
+
+interface ApiKeyRow {
+  id: string;
+  name: string;
+  scopes: Scope[];
+  key_prefix: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const toApiKey = (row: ApiKeyRow): ApiKey => ({
+  ...row,
+  created_at: row.created_at.toISOString(),
+  revoked_at: row.revoked_at?.toISOString() ?? null,
+});
+
+export async function insertApiKey(
+  q: Queryable,
+  key: { id: string; projectId: string; name: string; scopes: Scope[]; hash: string; prefix: string },
+): Promise<ApiKey> {
+  const [row] = await q.query<ApiKeyRow>(
+    `INSERT INTO api_keys (id, project_id, name, scopes, key_hash, key_prefix) VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING id, name, scopes, key_prefix, created_at, revoked_at`,
+    [key.id, key.projectId, key.name, key.scopes, key.hash, key.prefix],
+  );
+  return toApiKey(row!);
+}
+
+export async function listApiKeys(q: Queryable, projectId: string): Promise<ApiKey[]> {
+  const rows = await q.query<ApiKeyRow>(
+    `SELECT id, name, scopes, key_prefix, created_at, revoked_at FROM api_keys
+     WHERE project_id = $1 ORDER BY id DESC`,
+    [projectId],
+  );
+  return rows.map(toApiKey);
+}
+
+/** Marks the key revoked and returns its hash (to evict it from the cache), or undefined when unknown. */
+export async function revokeApiKey(
+  q: Queryable,
+  projectId: string,
+  keyId: string,
+): Promise<string | undefined> {
+  const [row] = await q.query<{ key_hash: string }>(
+    `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE project_id = $1 AND id = $2
+     RETURNING key_hash`,
+    [projectId, keyId],
+  );
+  return row?.key_hash;
+}
+
+export async function findActiveApiKeyByHash(
+  q: Queryable,
+  hash: string,
+): Promise<{ id: string; project_id: string; scopes: Scope[] } | undefined> {
+  const [row] = await q.query<{ id: string; project_id: string; scopes: Scope[] }>(
+    'SELECT id, project_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+    [hash],
+  );
+  return row;
+}

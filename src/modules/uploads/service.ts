@@ -1,0 +1,219 @@
+import { ulid } from 'ulid';
+import type { Config } from '../../config.ts';
+import {
+  fileTooLarge,
+  invalidState,
+  tokenExpired,
+  tokenLimitReached,
+  unauthenticated,
+  validationError,
+} from '../../http/errors.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import { enqueueJob } from '../../infra/jobs.ts';
+import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { newId } from '../../lib/ids.ts';
+import { mimeAllowed, normalizeMimeType, parseMimeList } from '../../lib/mime.ts';
+import { recordEvent } from '../events/outbox.ts';
+import * as files from '../files/repo.ts';
+import { categoryOf, checkMetadataSize, checkName, extensionMatches, normalizeTags } from '../files/rules.ts';
+import { type Caller, visibleFile } from '../files/service.ts';
+import type { FolderService } from '../folders/service.ts';
+import type { MetadataSchemaService } from '../metadata-schema/service.ts';
+import type { Project } from '../projects/schemas.ts';
+import { consumeToken, findToken, type UploadTokenRow } from './token-repo.ts';
+
+/** What a client declares about a file it is about to upload (single or multipart). */
+export interface UploadRequest {
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  folder_id?: string | null;
+  metadata?: Record<string, unknown>;
+  tags?: string[];
+}
+
+/** The storage key of a new object: generated ids only, so user input never reaches a path. */
+export function newObjectKey(projectId: string, fileId: string): string {
+  return `${projectId}/${fileId}/${ulid()}`;
+}
+
+export function createUploadService(deps: {
+  config: Config;
+  db: Db;
+  store: ObjectStore;
+  folders: FolderService;
+  schemas: MetadataSchemaService;
+}) {
+  const { config, db, store, folders, schemas } = deps;
+
+  async function tokenOf(q: Queryable, caller: Caller): Promise<UploadTokenRow | undefined> {
+    if (caller.principal.kind !== 'upload_token') return undefined;
+    const token = await findToken(q, caller.principal.tokenId);
+    if (!token) throw unauthenticated();
+    if (token.expires_at.getTime() <= Date.now()) throw tokenExpired();
+    return token;
+  }
+
+  /**
+   * Every rule an upload must pass, in the documented order: the request's own shape, then the
+   * upload token's constraints (a)–(e), then the project's configuration (f). Returns the file
+   * as it will be created.
+   */
+  async function admit(q: Queryable, caller: Caller, request: UploadRequest) {
+    const { project } = caller;
+    checkName('filename', request.filename);
+    const contentType = normalizeMimeType(request.content_type);
+    if (!contentType) {
+      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+    }
+    let metadata = request.metadata ?? {};
+    let tags = normalizeTags(request.tags ?? []);
+    let folderId = request.folder_id ?? null;
+
+    const token = await tokenOf(q, caller);
+    if (token) {
+      if (request.size_bytes > token.max_size) throw fileTooLarge(token.max_size, 'token');
+      if (!mimeAllowed(token.allowed_mime_types, contentType)) {
+        throw validationError(`content_type ${contentType} is not allowed by the upload token`, {
+          field: 'content_type',
+          allowed_mime_types: token.allowed_mime_types,
+        });
+      }
+      folderId = token.folder_id;
+      metadata = { ...metadata, ...token.metadata };
+      tags = normalizeTags([...tags, ...(token.tags ?? [])]);
+    }
+
+    const { max_file_size_bytes, allowed_mime_types } = project.settings;
+    if (max_file_size_bytes !== null && request.size_bytes > max_file_size_bytes) {
+      throw fileTooLarge(max_file_size_bytes, 'project');
+    }
+    if (allowed_mime_types !== null) {
+      const list = parseMimeList(allowed_mime_types);
+      if ('entries' in list && !mimeAllowed(list.entries, contentType)) {
+        throw validationError(`content_type ${contentType} is not allowed in this project`, {
+          field: 'content_type',
+          allowed_mime_types: list.entries,
+        });
+      }
+    }
+    if (!extensionMatches(request.filename, contentType)) {
+      throw validationError(
+        `The extension of ${JSON.stringify(request.filename)} does not match ${contentType}`,
+        {
+          field: 'filename',
+          content_type: contentType,
+        },
+      );
+    }
+    if (folderId !== null && !(await folders.exists(q, project.id, folderId))) {
+      throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
+    }
+    checkMetadataSize(metadata);
+    await schemas.check(q, project, metadata);
+
+    const id = newId('file');
+    const file: files.NewFile = {
+      id,
+      project_id: project.id,
+      folder_id: folderId,
+      status: 'uploading',
+      filename: request.filename,
+      content_type: contentType,
+      size_bytes: request.size_bytes,
+      category: categoryOf(contentType),
+      storage_key: newObjectKey(project.id, id),
+      metadata,
+      tags,
+      owner_user_id: token?.owner_user_id ?? null,
+      owner_org_id: token?.owner_org_id ?? null,
+      upload_token_id: token?.id ?? null,
+      upload_expires_at: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+    };
+    return { file, token };
+  }
+
+  return {
+    /**
+     * Creates the file record (status uploading, event file.uploaded) in one transaction that
+     * also counts the upload against its token, and returns it for the caller to hand out URLs.
+     */
+    async createUpload(
+      caller: Caller,
+      request: UploadRequest,
+      options: { uploadExpiresAt?: Date } = {},
+    ): Promise<files.FileRow> {
+      return db.tx(async (q) => {
+        const { file, token } = await admit(q, caller, request);
+        if (options.uploadExpiresAt) file.upload_expires_at = options.uploadExpiresAt;
+        if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
+        const created = await files.insertFile(q, file);
+        await recordEvent(q, caller.project, 'file.uploaded', created);
+        return created;
+      });
+    },
+
+    async initiate(caller: Caller, request: UploadRequest) {
+      const file = await this.createUpload(caller, request);
+      const expiresAt = file.upload_expires_at!;
+      const url = await store.presignPut(file.storage_key, {
+        size: file.size_bytes,
+        contentType: file.content_type,
+        expiresAt,
+      });
+      return { file_id: file.id, upload_url: url, expires_at: expiresAt.toISOString() };
+    },
+
+    /** Checks the uploaded object against the declaration, then moves the file out of `uploading`. */
+    async confirm(caller: Caller, fileId: string) {
+      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId));
+      if (file.status !== 'uploading') {
+        throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
+      }
+      const object = await store.head(file.storage_key);
+      if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
+      if (object.size !== file.size_bytes) {
+        throw invalidState(
+          `The uploaded object has ${object.size} bytes, not the declared ${file.size_bytes}`,
+          {
+            declared_size_bytes: file.size_bytes,
+            uploaded_size_bytes: object.size,
+          },
+        );
+      }
+      return files.toFileObject(
+        await db.tx((q) => finishUpload(q, caller.project, file.id, object.sha256 ?? null)),
+      );
+    },
+  };
+}
+
+/**
+ * The bytes of an `uploading` file are complete: it becomes `processing` (a scan job queued) when
+ * the project scans, else `ready` (event file.ready). Only from `uploading`: a second call is 409.
+ */
+export async function finishUpload(
+  q: Queryable,
+  project: Project,
+  fileId: string,
+  checksum: string | null,
+): Promise<files.FileRow> {
+  const scan = project.settings.virus_scan_enabled;
+  const file = await files.updateFile(
+    q,
+    project.id,
+    fileId,
+    {
+      status: scan ? 'processing' : 'ready',
+      checksum_sha256: checksum ?? undefined,
+      upload_expires_at: null,
+    },
+    'uploading',
+  );
+  if (!file) throw invalidState('The file is no longer uploading');
+  if (scan) await enqueueJob(q, 'scan', project.id, file.id);
+  else await recordEvent(q, project, 'file.ready', file);
+  return file;
+}
+
+export type UploadService = ReturnType<typeof createUploadService>;

@@ -1,0 +1,68 @@
+import { join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import { type Config, ConfigError } from './config.ts';
+import { type Cache, memoryCache, redisCache } from './infra/cache.ts';
+import { type Db, openPglite, openPostgres } from './infra/db.ts';
+import { migrate } from './infra/migrate.ts';
+import { getOrCreateSetting } from './infra/server-settings.ts';
+import { createLocalStore } from './infra/storage/local.ts';
+import { randomSecret } from './lib/secrets.ts';
+import { resolveAdminKey } from './modules/admin/admin-key.ts';
+import { createServices, type Services } from './services.ts';
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({
+    level: config.logLevel,
+    base: { service: 'coffer' },
+    redact: {
+      paths: ['req.headers.authorization', '*.authorization', '*.signing_secret', '*.key', '*.token'],
+      remove: true,
+    },
+  });
+}
+
+export interface RuntimeOptions {
+  logger?: Logger;
+  /** Overrides for tests: an already open database (e.g. a schema of a shared server) or cache. */
+  db?: Db;
+  cache?: Cache;
+}
+
+export interface Runtime {
+  services: Services;
+  /** The admin key when this start generated it: to be printed once, never logged. */
+  generatedAdminKey: string | undefined;
+  close(): Promise<void>;
+}
+
+export async function openDatabase(config: Config): Promise<Db> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl) : openPglite(config.dataDir);
+}
+
+/** Opens the database (migrated), the cache and the object store that `config` names, and wires the services. */
+export async function openRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
+  const logger = options.logger ?? createLogger(config);
+  if (config.storage.kind === 's3') {
+    throw new ConfigError('COFFER_STORAGE: expected local; the s3 backend is not part of this release');
+  }
+  const db = options.db ?? (await openDatabase(config));
+  const applied = await migrate(db);
+  if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
+  const cache = options.cache ?? (config.redisUrl ? redisCache(config.redisUrl) : memoryCache());
+  const urlSecret = await getOrCreateSetting(db, 'url_signing_secret', () => randomSecret());
+  const store = createLocalStore({
+    dir: join(config.dataDir, 'objects'),
+    publicUrl: config.publicUrl,
+    secret: urlSecret.value,
+  });
+  const admin = await resolveAdminKey(db, config);
+  const services = createServices({ config, db, cache, store, logger, adminKeyHash: admin.hash });
+  return {
+    services,
+    generatedAdminKey: admin.generated,
+    async close() {
+      if (!options.cache) await cache.close();
+      if (!options.db) await db.close();
+    },
+  };
+}

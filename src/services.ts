@@ -1,0 +1,45 @@
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import type { Credentials } from './http/auth.ts';
+import type { Cache } from './infra/cache.ts';
+import type { Db } from './infra/db.ts';
+import type { LocalObjectStore } from './infra/storage/local.ts';
+import { createCollector } from './modules/files/collector.ts';
+import { createFileService } from './modules/files/service.ts';
+import { createFolderService } from './modules/folders/service.ts';
+import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
+import { createProjectService } from './modules/projects/service.ts';
+import { createUploadService } from './modules/uploads/service.ts';
+import { createUploadTokenService } from './modules/uploads/tokens.ts';
+import type { Worker } from './workers.ts';
+
+export interface Infra {
+  config: Config;
+  db: Db;
+  cache: Cache;
+  store: LocalObjectStore;
+  logger: Logger;
+  adminKeyHash: string;
+}
+
+/** The composition root: every service, wired to the infrastructure it was given. */
+export function createServices(infra: Infra) {
+  const { config, db, cache, store } = infra;
+  const projects = createProjectService(db, cache);
+  const folders = createFolderService(db);
+  const schemas = createMetadataSchemaService(db);
+  const files = createFileService({ db, store, folders, schemas });
+  const uploads = createUploadService({ config, db, store, folders, schemas });
+  const tokens = createUploadTokenService({ db, folders });
+  const credentials: Credentials = {
+    adminKeyHash: infra.adminKeyHash,
+    projects,
+    resolveUploadToken: (secret) => tokens.resolve(secret),
+  };
+  const collector = createCollector({ db, store, graceSeconds: config.gcGraceSeconds, logger: infra.logger });
+  /** The background work `coffer serve` and `coffer worker` run. */
+  const workers = (): Worker[] => [{ name: 'collector', intervalMs: 60_000, run: () => collector.sweep() }];
+  return { ...infra, projects, folders, schemas, files, uploads, tokens, collector, credentials, workers };
+}
+
+export type Services = ReturnType<typeof createServices>;

@@ -1,0 +1,42 @@
+import type { Logger } from 'pino';
+
+export interface Worker {
+  name: string;
+  /** Milliseconds between the end of one run and the start of the next. */
+  intervalMs: number;
+  run(): Promise<unknown>;
+}
+
+/**
+ * Runs each worker periodically until stopped. A run that throws is logged and retried at the
+ * next interval; stop() waits for runs in progress, so shutdown never cuts work in half.
+ */
+export function startWorkers(workers: Worker[], logger: Logger): { stop(): Promise<void> } {
+  let stopped = false;
+  const timers = new Set<NodeJS.Timeout>();
+  const running = new Set<Promise<unknown>>();
+
+  const schedule = (worker: Worker, delay: number) => {
+    if (stopped) return;
+    const timer = setTimeout(async () => {
+      timers.delete(timer);
+      const run = worker
+        .run()
+        .catch((error: unknown) => logger.error({ err: error, worker: worker.name }, 'worker run failed'));
+      running.add(run);
+      await run;
+      running.delete(run);
+      schedule(worker, worker.intervalMs);
+    }, delay);
+    timers.add(timer);
+  };
+
+  for (const worker of workers) schedule(worker, 0);
+  return {
+    async stop() {
+      stopped = true;
+      for (const timer of timers) clearTimeout(timer);
+      await Promise.all(running);
+    },
+  };
+}

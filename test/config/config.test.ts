@@ -1,0 +1,105 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+
+describe('configuration', () => {
+  it('has the contract defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      publicUrl: 'http://localhost:8080',
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      storage: { kind: 'local' },
+      webhookRetrySchedule: [0, 30, 300, 3600, 21600],
+      webhookTimeoutMs: 10000,
+      webhookAllowPrivateNetworks: false,
+      gcGraceSeconds: 86400,
+      trustProxy: false,
+      corsOrigins: '*',
+      uploadUrlTtlSeconds: 3600,
+      multipartExpirySeconds: 604800,
+    });
+    expect(config.dataDir).toMatch(/\/data$/);
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      PORT: '9000',
+      HOST: '0.0.0.0',
+      COFFER_PUBLIC_URL: 'https://files.example.com/',
+      COFFER_DATABASE_URL: 'postgres://u@db/coffer',
+      COFFER_REDIS_URL: 'redis://cache:6379',
+      COFFER_CLAMD_URL: 'tcp://clamd:3310',
+      COFFER_WEBHOOK_RETRY_SCHEDULE: '0,0.5,1,2,3',
+      COFFER_WEBHOOK_TIMEOUT_MS: '500',
+      COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      COFFER_GC_GRACE_SECONDS: '0',
+      COFFER_TRUST_PROXY: 'true',
+      COFFER_CORS_ORIGINS: 'https://a.example.com,http://localhost:3000',
+      COFFER_UPLOAD_URL_TTL_SECONDS: '60',
+      COFFER_MULTIPART_EXPIRY_SECONDS: '120',
+    });
+    expect(config).toMatchObject({
+      port: 9000,
+      host: '0.0.0.0',
+      publicUrl: 'https://files.example.com',
+      databaseUrl: 'postgres://u@db/coffer',
+      redisUrl: 'redis://cache:6379',
+      clamdUrl: 'tcp://clamd:3310',
+      webhookRetrySchedule: [0, 0.5, 1, 2, 3],
+      webhookTimeoutMs: 500,
+      webhookAllowPrivateNetworks: true,
+      gcGraceSeconds: 0,
+      trustProxy: true,
+      corsOrigins: ['https://a.example.com', 'http://localhost:3000'],
+      uploadUrlTtlSeconds: 60,
+      multipartExpirySeconds: 120,
+    });
+  });
+
+  it.each([
+    ['PORT', 'eighty'],
+    ['PORT', '70000'],
+    ['COFFER_PUBLIC_URL', 'not a url'],
+    ['COFFER_DATABASE_URL', 'mysql://x'],
+    ['COFFER_REDIS_URL', 'http://x'],
+    ['COFFER_STORAGE', 'ftp'],
+    ['COFFER_CLAMD_URL', 'clamd:3310'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '1,2,3'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,-1,3600,21600'],
+    ['COFFER_WEBHOOK_TIMEOUT_MS', '0'],
+    ['COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'maybe'],
+    ['COFFER_GC_GRACE_SECONDS', '-5'],
+    ['COFFER_TRUST_PROXY', '2'],
+    ['COFFER_CORS_ORIGINS', 'example.com'],
+    ['COFFER_UPLOAD_URL_TTL_SECONDS', '1.5'],
+    ['COFFER_MULTIPART_EXPIRY_SECONDS', 'week'],
+    ['COFFER_ADMIN_KEY', 'short'],
+  ])('rejects %s=%s naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: expected`));
+  });
+
+  it('never echoes a malformed admin key', () => {
+    expect(() => loadConfig({ COFFER_ADMIN_KEY: 'coffer_admin_secret' })).toThrow(/^COFFER_ADMIN_KEY/);
+    try {
+      loadConfig({ COFFER_ADMIN_KEY: 'coffer_admin_secret' });
+    } catch (error) {
+      expect((error as Error).message).not.toContain('secret');
+    }
+  });
+
+  it('stops the process with exit code 2 and one line on a bad value', () => {
+    const result = spawnSync(process.execPath, ['src/main.ts', 'serve'], {
+      env: { ...process.env, PORT: 'eighty' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      'Invalid configuration: PORT: expected an integer from 0 to 65535, got "eighty"',
+    ]);
+  });
+});

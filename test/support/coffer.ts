@@ -1,0 +1,135 @@
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../../src/app.ts';
+import { type Config, loadConfig } from '../../src/config.ts';
+import { SCOPES, type Scope, type SettingsInput } from '../../src/modules/projects/schemas.ts';
+import { openRuntime } from '../../src/runtime.ts';
+import type { Services } from '../../src/services.ts';
+import { testCache, testDb } from './backends.ts';
+
+export const ADMIN_KEY = `coffer_admin_${'t'.repeat(43)}`;
+
+export interface Reply<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface CallOptions {
+  token?: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface TestCoffer {
+  url: string;
+  config: Config;
+  services: Services;
+  app: FastifyInstance;
+  call<T = any>(method: string, path: string, options?: CallOptions): Promise<Reply<T>>;
+  /** A new organization and project (with settings), and an API key holding `scopes` (all by default). */
+  newProject(settings?: SettingsInput, scopes?: readonly Scope[]): Promise<TestProject>;
+  close(): Promise<void>;
+}
+
+export interface TestProject {
+  id: string;
+  organizationId: string;
+  key: string;
+  /** Calls `/v1/projects/{id}{path}` with the project's key unless another token is given. */
+  call<T = any>(method: string, path: string, options?: CallOptions): Promise<Reply<T>>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function request<T = any>(
+  url: string,
+  method: string,
+  options: CallOptions = {},
+): Promise<Reply<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    headers['content-type'] ??= 'application/json';
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  }
+  const response = await fetch(url, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, body: parsed as T, headers: response.headers };
+}
+
+/** A real Coffer server on a free port, over this worker's database, with a fresh data directory. */
+export async function startCoffer(env: Record<string, string> = {}): Promise<TestCoffer> {
+  const port = await freePort();
+  const config = loadConfig({
+    PORT: String(port),
+    COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
+    COFFER_ADMIN_KEY: ADMIN_KEY,
+    COFFER_LOG_LEVEL: 'silent',
+    ...env,
+  });
+  const cache = testCache();
+  const runtime = await openRuntime(config, {
+    db: await testDb(),
+    cache,
+    logger: pino({ level: 'silent' }),
+  });
+  const app = await buildApp({ config, services: runtime.services });
+  await app.listen({ port, host: config.host });
+  const url = `http://127.0.0.1:${port}`;
+  const call = <T = any>(method: string, path: string, options?: CallOptions) =>
+    request<T>(`${url}${path}`, method, options);
+
+  return {
+    url,
+    config,
+    services: runtime.services,
+    app,
+    call,
+    async newProject(settings, scopes = SCOPES) {
+      const org = await call('POST', '/v1/organizations', { token: ADMIN_KEY, body: { name: 'Test org' } });
+      const project = await call('POST', `/v1/organizations/${org.body.id}/projects`, {
+        token: ADMIN_KEY,
+        body: { name: 'Test project', settings },
+      });
+      if (project.status !== 201) throw new Error(`project creation failed: ${JSON.stringify(project.body)}`);
+      const key = await call('POST', `/v1/projects/${project.body.id}/api-keys`, {
+        token: ADMIN_KEY,
+        body: { name: 'test', scopes },
+      });
+      const id = project.body.id as string;
+      return {
+        id,
+        organizationId: org.body.id,
+        key: key.body.key,
+        call: (method, path, options = {}) =>
+          call(method, `/v1/projects/${id}${path}`, { ...options, token: options.token ?? key.body.key }),
+      };
+    },
+    async close() {
+      await app.close();
+      await runtime.close();
+      await cache.close();
+    },
+  };
+}
