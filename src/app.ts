@@ -149,7 +149,7 @@ export async function buildApp({ config, services, logger = false }: AppOptions)
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));
-      await v1.register(uploadRoutes(services.uploads, services.tokens));
+      await v1.register(uploadRoutes(services.uploads, services.tokens, services.multipart));
       await v1.register(fileRoutes(services.files));
       await v1.register(folderRoutes(services.folders));
       await v1.register(metadataSchemaRoutes(services.schemas));

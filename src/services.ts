@@ -9,6 +9,7 @@ import { createFileService } from './modules/files/service.ts';
 import { createFolderService } from './modules/folders/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
+import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
 import { createUploadTokenService } from './modules/uploads/tokens.ts';
 import type { Worker } from './workers.ts';
@@ -31,6 +32,7 @@ export function createServices(infra: Infra) {
   const files = createFileService({ db, store, folders, schemas });
   const uploads = createUploadService({ config, db, store, folders, schemas });
   const tokens = createUploadTokenService({ db, folders });
+  const multipart = createMultipartService({ config, db, store, uploads, logger: infra.logger });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
     projects,
@@ -38,8 +40,23 @@ export function createServices(infra: Infra) {
   };
   const collector = createCollector({ db, store, graceSeconds: config.gcGraceSeconds, logger: infra.logger });
   /** The background work `coffer serve` and `coffer worker` run. */
-  const workers = (): Worker[] => [{ name: 'collector', intervalMs: 60_000, run: () => collector.sweep() }];
-  return { ...infra, projects, folders, schemas, files, uploads, tokens, collector, credentials, workers };
+  const workers = (): Worker[] => [
+    { name: 'collector', intervalMs: 60_000, run: () => collector.sweep() },
+    { name: 'multipart-reaper', intervalMs: 60_000, run: () => multipart.reap() },
+  ];
+  return {
+    ...infra,
+    projects,
+    folders,
+    schemas,
+    files,
+    uploads,
+    tokens,
+    multipart,
+    collector,
+    credentials,
+    workers,
+  };
 }
 
 export type Services = ReturnType<typeof createServices>;

@@ -9,7 +9,7 @@ CREATE TABLE server_settings (
 CREATE TABLE organizations (
   id text COLLATE "C" PRIMARY KEY,
   name text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now()
 );
 
 CREATE TABLE projects (
@@ -17,8 +17,8 @@ CREATE TABLE projects (
   organization_id text NOT NULL REFERENCES organizations (id),
   name text NOT NULL,
   settings jsonb NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  updated_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE INDEX projects_organization ON projects (organization_id);
 
@@ -30,7 +30,7 @@ CREATE TABLE api_keys (
   -- SHA-256 of the whole key: keys are 256-bit random, so a fast hash is the right one.
   key_hash text NOT NULL UNIQUE,
   key_prefix text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  revoked_at timestamptz
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  revoked_at timestamptz(3)
 );
 CREATE INDEX api_keys_project ON api_keys (project_id, id);

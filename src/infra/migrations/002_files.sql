@@ -5,8 +5,8 @@ CREATE TABLE folders (
   name text NOT NULL,
   -- Slash-joined names from the root ("photos/2024"), kept right for the whole subtree on rename and move.
   path text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  updated_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE UNIQUE INDEX folders_sibling_name ON folders (project_id, (coalesce(parent_id, '')), name);
 CREATE UNIQUE INDEX folders_path ON folders (project_id, path text_pattern_ops);
@@ -30,12 +30,12 @@ CREATE TABLE files (
   legal_hold boolean NOT NULL DEFAULT false,
   legal_hold_reason text,
   failure_reason text,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(),
-  upload_expires_at timestamptz,
-  deleted_at timestamptz,
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  updated_at timestamptz(3) NOT NULL DEFAULT now(),
+  upload_expires_at timestamptz(3),
+  deleted_at timestamptz(3),
   -- When the background collector removed the stored objects of a deleted or abandoned file.
-  purged_at timestamptz
+  purged_at timestamptz(3)
 );
 -- Listing: newest first is id order (ids are time-sortable), keyset pagination on id.
 CREATE INDEX files_list ON files (project_id, id DESC) WHERE deleted_at IS NULL;
@@ -59,7 +59,7 @@ CREATE TABLE events (
   type text NOT NULL,
   file_id text COLLATE "C",
   payload jsonb NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE INDEX events_project ON events (project_id, id);
 
@@ -67,8 +67,8 @@ CREATE TABLE metadata_schemas (
   project_id text PRIMARY KEY REFERENCES projects (id),
   schema jsonb NOT NULL,
   is_active boolean NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  updated_at timestamptz(3) NOT NULL DEFAULT now()
 );
 
 -- Durable background work (the processing pipeline): claimed with FOR UPDATE SKIP LOCKED,
@@ -78,10 +78,10 @@ CREATE TABLE jobs (
   kind text NOT NULL,
   project_id text NOT NULL REFERENCES projects (id),
   file_id text COLLATE "C",
-  run_at timestamptz NOT NULL DEFAULT now(),
+  run_at timestamptz(3) NOT NULL DEFAULT now(),
   attempts integer NOT NULL DEFAULT 0,
   last_error text,
-  created_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE INDEX jobs_due ON jobs (kind, run_at);
 
@@ -99,7 +99,7 @@ CREATE TABLE upload_tokens (
   tags text[],
   owner_user_id text,
   owner_org_id text,
-  expires_at timestamptz NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
+  expires_at timestamptz(3) NOT NULL,
+  created_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE INDEX upload_tokens_expiry ON upload_tokens (expires_at);

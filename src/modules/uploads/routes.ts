@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, Nullable, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, ProjectParams } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
+import type { MultipartService } from './multipart.ts';
 import type { UploadService } from './service.ts';
 import type { UploadTokenService } from './tokens.ts';
 
@@ -50,7 +51,25 @@ const TokenResponse = Type.Object({
   folder_id: Nullable(Type.String()),
 });
 
-export function uploadRoutes(uploads: UploadService, tokens: UploadTokenService): FastifyPluginAsyncTypebox {
+const SessionParams = Type.Object({ project_id: Type.String(), upload_id: Type.String() });
+const StartBody = Type.Object(
+  {
+    filename: Type.String({ maxLength: 1024 }),
+    content_type: Type.String({ maxLength: 255 }),
+    total_size_bytes: Type.Integer({ minimum: 0 }),
+    folder_id: Type.Optional(Nullable(Type.String())),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    tags: Type.Optional(Type.Array(Type.String())),
+  },
+  { additionalProperties: false },
+);
+const Part = Type.Object({ part_number: Type.Integer(), etag: Type.String(), size_bytes: Type.Integer() });
+
+export function uploadRoutes(
+  uploads: UploadService,
+  tokens: UploadTokenService,
+  multipart: MultipartService,
+): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post(
       '/projects/:project_id/upload-tokens',
@@ -100,6 +119,140 @@ export function uploadRoutes(uploads: UploadService, tokens: UploadTokenService)
         },
       },
       async (request) => uploads.confirm(request, request.params.file_id),
+    );
+
+    const multipartAccess = { access: 'files:upload' as const, uploadToken: true };
+
+    app.post(
+      '/projects/:project_id/files/upload/multipart/start',
+      {
+        config: multipartAccess,
+        schema: {
+          tags,
+          summary: 'Start a multipart upload',
+          description:
+            'For files over 100 MB or uploads that must survive an interruption. The same token and project checks as initiate apply to total_size_bytes.',
+          params: ProjectParams,
+          body: StartBody,
+          response: {
+            201: Type.Object({
+              upload_id: Type.String(),
+              file_id: Type.String(),
+              expires_at: Timestamp,
+              min_part_size_bytes: Type.Integer({
+                description: 'Every part but the last must be at least this big',
+              }),
+            }),
+            default: ErrorBody,
+          },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await multipart.start(request, request.body)),
+    );
+
+    app.get(
+      '/projects/:project_id/files/upload/multipart/:upload_id/part-url',
+      {
+        config: multipartAccess,
+        schema: {
+          tags,
+          summary: 'Get a presigned URL for one part',
+          description:
+            'PUT the part bytes to the URL and keep the ETag header of the answer for complete. Uploading a part again replaces it.',
+          params: SessionParams,
+          querystring: Type.Object({
+            part: Type.Integer({ minimum: 1, maximum: 10_000 }),
+            ttl: Type.Optional(
+              Type.Integer({
+                minimum: 60,
+                maximum: 86_400,
+                description: 'Seconds; ignored when require_signed_urls is on',
+              }),
+            ),
+          }),
+          response: {
+            200: Type.Object({
+              upload_id: Type.String(),
+              part_number: Type.Integer(),
+              url: Type.String(),
+              expires_at: Timestamp,
+            }),
+            default: ErrorBody,
+          },
+        },
+      },
+      async (request) =>
+        multipart.partUrl(request, request.params.upload_id, request.query.part, request.query.ttl),
+    );
+
+    app.get(
+      '/projects/:project_id/files/upload/multipart/:upload_id',
+      {
+        config: multipartAccess,
+        schema: {
+          tags,
+          summary: 'List the uploaded parts (to resume)',
+          params: SessionParams,
+          response: {
+            200: Type.Object({
+              upload_id: Type.String(),
+              file_id: Type.String(),
+              status: Type.String(),
+              total_size_bytes: Type.Integer(),
+              expires_at: Timestamp,
+              parts: Type.Array(Part),
+            }),
+            default: ErrorBody,
+          },
+        },
+      },
+      async (request) => multipart.describe(request, request.params.upload_id),
+    );
+
+    app.post(
+      '/projects/:project_id/files/upload/multipart/:upload_id/complete',
+      {
+        config: multipartAccess,
+        schema: {
+          tags,
+          summary: 'Complete a multipart upload',
+          description:
+            'Parts ascending and unique, each ETag as uploaded, every part but the last at least 5 MiB, sizes adding up to total_size_bytes (422 naming the part otherwise). The file then becomes ready, or processing when the project scans uploads.',
+          params: SessionParams,
+          body: Type.Object(
+            {
+              parts: Type.Array(
+                Type.Object({
+                  part_number: Type.Integer({ minimum: 1, maximum: 10_000 }),
+                  etag: Type.String({ maxLength: 128 }),
+                }),
+                { maxItems: 10_000 },
+              ),
+            },
+            { additionalProperties: false },
+          ),
+          response: { 200: FileObject, default: ErrorBody },
+        },
+      },
+      async (request) => multipart.complete(request, request.params.upload_id, request.body.parts),
+    );
+
+    app.delete(
+      '/projects/:project_id/files/upload/multipart/:upload_id',
+      {
+        config: multipartAccess,
+        schema: {
+          tags,
+          summary: 'Abort a multipart upload',
+          description: 'Discards the uploaded parts; the file becomes failed.',
+          params: SessionParams,
+          response: { 204: NoContent, default: ErrorBody },
+        },
+      },
+      async (request, reply) => {
+        await multipart.abort(request, request.params.upload_id);
+        return reply.code(204).send();
+      },
     );
   };
 }

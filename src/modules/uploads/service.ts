@@ -138,23 +138,27 @@ export function createUploadService(deps: {
      * Creates the file record (status uploading, event file.uploaded) in one transaction that
      * also counts the upload against its token, and returns it for the caller to hand out URLs.
      */
-    async createUpload(
+    async createUpload<T = undefined>(
       caller: Caller,
       request: UploadRequest,
-      options: { uploadExpiresAt?: Date } = {},
-    ): Promise<files.FileRow> {
+      options: {
+        uploadExpiresAt?: Date;
+        /** More work for the same transaction (e.g. recording a multipart session). */
+        also?: (q: Queryable, file: files.FileRow) => Promise<T>;
+      } = {},
+    ): Promise<{ file: files.FileRow; extra: T | undefined }> {
       return db.tx(async (q) => {
         const { file, token } = await admit(q, caller, request);
         if (options.uploadExpiresAt) file.upload_expires_at = options.uploadExpiresAt;
         if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
         const created = await files.insertFile(q, file);
         await recordEvent(q, caller.project, 'file.uploaded', created);
-        return created;
+        return { file: created, extra: await options.also?.(q, created) };
       });
     },
 
     async initiate(caller: Caller, request: UploadRequest) {
-      const file = await this.createUpload(caller, request);
+      const { file } = await this.createUpload(caller, request);
       const expiresAt = file.upload_expires_at!;
       const url = await store.presignPut(file.storage_key, {
         size: file.size_bytes,

@@ -1,0 +1,267 @@
+import type { Logger } from 'pino';
+import type { Config } from '../../config.ts';
+import { invalidState, notFound, validationError } from '../../http/errors.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import type { ObjectStore, PartInfo } from '../../infra/storage/object-store.ts';
+import { newId } from '../../lib/ids.ts';
+import * as files from '../files/repo.ts';
+import { type Caller, visibleFile } from '../files/service.ts';
+import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
+
+/** S3's rule: every part but the last holds at least 5 MiB. */
+export const MIN_PART_BYTES = 5 * 1024 * 1024;
+export const MAX_PARTS = 10_000;
+
+type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
+
+interface SessionRow {
+  id: string;
+  project_id: string;
+  file_id: string;
+  store_upload_id: string;
+  storage_key: string;
+  total_size_bytes: number;
+  status: SessionStatus;
+  expires_at: Date;
+}
+
+const COLUMNS = 'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, status, expires_at';
+
+/** S3 and browsers hand ETags around with or without their quotes. */
+const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
+
+async function setStatus(q: Queryable, id: string, from: SessionStatus, to: SessionStatus): Promise<boolean> {
+  const finished = to === 'open' || to === 'completing' ? null : new Date();
+  const rows = await q.query(
+    'UPDATE multipart_sessions SET status = $3, finished_at = $4 WHERE id = $1 AND status = $2 RETURNING id',
+    [id, from, to, finished],
+  );
+  return rows.length > 0;
+}
+
+/** Checks the client's part list against what the store holds; every failure names the part. */
+export function checkParts(
+  listed: { part_number: number; etag: string }[],
+  stored: PartInfo[],
+  totalSizeBytes: number,
+): void {
+  if (listed.length === 0) throw validationError('parts must list at least one part', { field: 'parts' });
+  const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
+  let total = 0;
+  listed.forEach((part, index) => {
+    const field = `parts.${index}`;
+    const previous = listed[index - 1];
+    if (previous && part.part_number <= previous.part_number) {
+      throw validationError(
+        `Part ${part.part_number} is out of order or repeated: list parts ascending and unique`,
+        {
+          field,
+          part_number: part.part_number,
+        },
+      );
+    }
+    const found = byNumber.get(part.part_number);
+    if (!found) {
+      throw validationError(`Part ${part.part_number} was not uploaded`, {
+        field,
+        part_number: part.part_number,
+      });
+    }
+    if (bareEtag(found.etag) !== bareEtag(part.etag)) {
+      throw validationError(`The ETag of part ${part.part_number} does not match the uploaded part`, {
+        field,
+        part_number: part.part_number,
+      });
+    }
+    if (index < listed.length - 1 && found.size < MIN_PART_BYTES) {
+      throw validationError(`Part ${part.part_number} is smaller than 5 MiB and is not the last part`, {
+        field,
+        part_number: part.part_number,
+        size_bytes: found.size,
+        min_size_bytes: MIN_PART_BYTES,
+      });
+    }
+    total += found.size;
+  });
+  if (total !== totalSizeBytes) {
+    throw validationError(
+      `The parts hold ${total} bytes, not the declared total_size_bytes ${totalSizeBytes}`,
+      {
+        field: 'parts',
+        parts_size_bytes: total,
+        total_size_bytes: totalSizeBytes,
+      },
+    );
+  }
+}
+
+export function createMultipartService(deps: {
+  config: Config;
+  db: Db;
+  store: ObjectStore;
+  uploads: UploadService;
+  logger: Logger;
+}) {
+  const { config, db, store, uploads, logger } = deps;
+
+  /** The caller's open-or-not session and its file; 404 when unknown, of another project or another token. */
+  async function load(caller: Caller, uploadId: string) {
+    const [session] = await db.query<SessionRow>(
+      `SELECT ${COLUMNS} FROM multipart_sessions WHERE project_id = $1 AND id = $2`,
+      [caller.project.id, uploadId],
+    );
+    if (!session) throw notFound('Multipart upload');
+    const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id));
+    return { session, file };
+  }
+
+  function requireOpen(session: SessionRow): void {
+    if (session.status !== 'open') {
+      throw invalidState(`The multipart upload is ${session.status}`, { status: session.status });
+    }
+  }
+
+  async function discard(session: SessionRow, to: 'aborted' | 'expired'): Promise<boolean> {
+    const done = await db.tx(async (q) => {
+      if (!(await setStatus(q, session.id, 'open', to))) return false;
+      await files.updateFile(
+        q,
+        session.project_id,
+        session.file_id,
+        {
+          status: 'failed',
+          failure_reason: to === 'aborted' ? 'upload_aborted' : 'upload_expired',
+          upload_expires_at: null,
+        },
+        'uploading',
+      );
+      return true;
+    });
+    if (done) await store.abortMultipart(session.storage_key, session.store_upload_id);
+    return done;
+  }
+
+  return {
+    async start(caller: Caller, request: Omit<UploadRequest, 'size_bytes'> & { total_size_bytes: number }) {
+      const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      const { file, extra: uploadId } = await uploads.createUpload(
+        caller,
+        { ...request, size_bytes: request.total_size_bytes },
+        {
+          uploadExpiresAt: expiresAt,
+          also: async (q, created) => {
+            const id = newId('session');
+            const storeUploadId = await store.createMultipart(created.storage_key, {
+              contentType: created.content_type,
+            });
+            await q.query(
+              `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+              [
+                id,
+                created.project_id,
+                created.id,
+                storeUploadId,
+                created.storage_key,
+                created.size_bytes,
+                expiresAt,
+              ],
+            );
+            return id;
+          },
+        },
+      );
+      return {
+        upload_id: uploadId!,
+        file_id: file.id,
+        expires_at: expiresAt.toISOString(),
+        min_part_size_bytes: MIN_PART_BYTES,
+      };
+    },
+
+    /** A presigned PUT URL for one part; the caller's TTL unless the project requires signed URL lifetimes. */
+    async partUrl(caller: Caller, uploadId: string, partNumber: number, ttl: number | undefined) {
+      const { session } = await load(caller, uploadId);
+      requireOpen(session);
+      const seconds =
+        caller.project.settings.require_signed_urls || ttl === undefined ? config.uploadUrlTtlSeconds : ttl;
+      const expiresAt = new Date(Date.now() + seconds * 1000);
+      const url = await store.presignPart(
+        session.storage_key,
+        session.store_upload_id,
+        partNumber,
+        expiresAt,
+      );
+      return { upload_id: session.id, part_number: partNumber, url, expires_at: expiresAt.toISOString() };
+    },
+
+    /** What is uploaded so far, so a client that crashed sends only the missing parts. */
+    async describe(caller: Caller, uploadId: string) {
+      const { session } = await load(caller, uploadId);
+      const parts =
+        session.status === 'open' ? await store.listParts(session.storage_key, session.store_upload_id) : [];
+      return {
+        upload_id: session.id,
+        file_id: session.file_id,
+        status: session.status,
+        total_size_bytes: session.total_size_bytes,
+        expires_at: session.expires_at.toISOString(),
+        parts: parts.map((part) => ({
+          part_number: part.partNumber,
+          etag: part.etag,
+          size_bytes: part.size,
+        })),
+      };
+    },
+
+    /** Validates the parts, assembles the object, then finishes the file exactly as confirm does. */
+    async complete(caller: Caller, uploadId: string, parts: { part_number: number; etag: string }[]) {
+      const { session } = await load(caller, uploadId);
+      requireOpen(session);
+      checkParts(
+        parts,
+        await store.listParts(session.storage_key, session.store_upload_id),
+        session.total_size_bytes,
+      );
+      // Claims the session so that concurrent completes or aborts cannot interleave with assembly.
+      if (!(await setStatus(db, session.id, 'open', 'completing'))) {
+        throw invalidState('The multipart upload is already being completed or was aborted');
+      }
+      let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
+      try {
+        object = await store.completeMultipart(
+          session.storage_key,
+          session.store_upload_id,
+          parts.map((part) => ({ partNumber: part.part_number, etag: part.etag })),
+        );
+      } catch (error) {
+        await setStatus(db, session.id, 'completing', 'open');
+        throw error;
+      }
+      const file = await db.tx(async (q) => {
+        await setStatus(q, session.id, 'completing', 'completed');
+        return finishUpload(q, caller.project, session.file_id, object.sha256 ?? null);
+      });
+      return files.toFileObject(file);
+    },
+
+    async abort(caller: Caller, uploadId: string): Promise<void> {
+      const { session } = await load(caller, uploadId);
+      requireOpen(session);
+      if (!(await discard(session, 'aborted'))) throw invalidState('The multipart upload is no longer open');
+    },
+
+    /** Aborts sessions left open past COFFER_MULTIPART_EXPIRY_SECONDS and removes their parts. */
+    async reap(): Promise<number> {
+      const expired = await db.query<SessionRow>(
+        `SELECT ${COLUMNS} FROM multipart_sessions WHERE status = 'open' AND expires_at <= now() ORDER BY expires_at LIMIT 100`,
+      );
+      let count = 0;
+      for (const session of expired) if (await discard(session, 'expired')) count++;
+      if (count > 0) logger.info({ sessions: count }, 'expired multipart uploads aborted');
+      return count;
+    },
+  };
+}
+
+export type MultipartService = ReturnType<typeof createMultipartService>;

@@ -1,0 +1,280 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+
+const MiB = 1024 * 1024;
+let coffer: TestCoffer;
+beforeAll(async () => {
+  coffer = await startCoffer();
+});
+afterAll(() => coffer.close());
+
+const md5 = (bytes: Buffer) => `"${createHash('md5').update(bytes).digest('hex')}"`;
+
+async function start(project: TestProject, total: number, extra: Record<string, unknown> = {}) {
+  const reply = await project.call('POST', '/files/upload/multipart/start', {
+    body: {
+      filename: 'big.bin',
+      content_type: 'application/octet-stream',
+      total_size_bytes: total,
+      ...extra,
+    },
+  });
+  expect(reply.status).toBe(201);
+  return reply.body as { upload_id: string; file_id: string };
+}
+
+async function putPart(project: TestProject, uploadId: string, partNumber: number, bytes: Buffer) {
+  const url = await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${partNumber}`);
+  expect(url.status).toBe(200);
+  const reply = await fetch(url.body.url, { method: 'PUT', body: bytes });
+  expect(reply.status).toBe(200);
+  return reply.headers.get('etag')!;
+}
+
+const complete = (project: TestProject, uploadId: string, parts: { part_number: number; etag: string }[]) =>
+  project.call('POST', `/files/upload/multipart/${uploadId}/complete`, { body: { parts } });
+
+describe('multipart upload', () => {
+  it('assembles parts uploaded out of order into the exact bytes and makes the file ready', async () => {
+    const project = await coffer.newProject();
+    const parts = [randomBytes(5 * MiB), randomBytes(5 * MiB), randomBytes(1000)];
+    const whole = Buffer.concat(parts);
+    const session = await start(project, whole.length);
+    expect(session.upload_id).toMatch(/^session_[0-9A-Z]{26}$/);
+    expect((await project.call('GET', `/files/${session.file_id}`)).body.status).toBe('uploading');
+    const events = await coffer.services.db.query('SELECT type FROM events WHERE file_id = $1', [
+      session.file_id,
+    ]);
+    expect(events).toEqual([{ type: 'file.uploaded' }]);
+
+    const etags: string[] = [];
+    for (const n of [3, 1, 2]) etags[n - 1] = await putPart(project, session.upload_id, n, parts[n - 1]!);
+    expect(etags).toEqual(parts.map(md5));
+
+    const done = await complete(
+      project,
+      session.upload_id,
+      etags.map((etag, i) => ({ part_number: i + 1, etag })),
+    );
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({
+      id: session.file_id,
+      status: 'ready',
+      size_bytes: whole.length,
+      checksum_sha256: createHash('sha256').update(whole).digest('hex'),
+    });
+    const download = await project.call('GET', `/files/${session.file_id}/download`);
+    const bytes = Buffer.from(await (await fetch(download.body.url)).arrayBuffer());
+    expect(bytes.equals(whole)).toBe(true);
+
+    const again = await complete(
+      project,
+      session.upload_id,
+      etags.map((etag, i) => ({ part_number: i + 1, etag })),
+    );
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('INVALID_STATE');
+    const partUrl = await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`);
+    expect(partUrl.status).toBe(409);
+    expect(partUrl.body.error.code).toBe('INVALID_STATE');
+  });
+
+  it('replaces a part uploaded again', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 4);
+    await putPart(project, session.upload_id, 1, Buffer.from('old!'));
+    const etag = await putPart(project, session.upload_id, 1, Buffer.from('new!'));
+    const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`);
+    expect(listed.body.parts).toEqual([{ part_number: 1, etag, size_bytes: 4 }]);
+    const done = await complete(project, session.upload_id, [{ part_number: 1, etag }]);
+    expect(done.status).toBe(200);
+    const download = await project.call('GET', `/files/${session.file_id}/download`);
+    expect(await (await fetch(download.body.url)).text()).toBe('new!');
+  });
+
+  it('resumes after a simulated crash: lists what is stored and sends only the rest', async () => {
+    const project = await coffer.newProject();
+    const parts = [randomBytes(5 * MiB), randomBytes(10)];
+    const session = await start(project, 5 * MiB + 10);
+    await putPart(project, session.upload_id, 1, parts[0]!);
+    // The client crashes here and forgets every ETag; a new client asks what is there.
+    const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`);
+    expect(listed.status).toBe(200);
+    expect(listed.body).toMatchObject({
+      upload_id: session.upload_id,
+      file_id: session.file_id,
+      status: 'open',
+    });
+    expect(listed.body.parts).toEqual([{ part_number: 1, etag: md5(parts[0]!), size_bytes: 5 * MiB }]);
+    const second = await putPart(project, session.upload_id, 2, parts[1]!);
+    const done = await complete(project, session.upload_id, [
+      { part_number: 1, etag: listed.body.parts[0].etag },
+      { part_number: 2, etag: second.replaceAll('"', '') },
+    ]);
+    expect(done.status).toBe(200);
+    expect(done.body.checksum_sha256).toBe(createHash('sha256').update(Buffer.concat(parts)).digest('hex'));
+  });
+
+  describe('complete refuses, naming the part, and changes nothing', () => {
+    let project: TestProject;
+    let session: { upload_id: string; file_id: string };
+    let etags: string[];
+    beforeAll(async () => {
+      project = await coffer.newProject();
+      session = await start(project, 5 * MiB + 2000);
+      etags = [
+        await putPart(project, session.upload_id, 1, randomBytes(1000)),
+        await putPart(project, session.upload_id, 2, randomBytes(5 * MiB)),
+        await putPart(project, session.upload_id, 3, randomBytes(1000)),
+      ];
+    });
+
+    it.each([
+      ['a wrong ETag', () => [{ part_number: 2, etag: '"0123"' }], 'parts.0'],
+      ['a too-small middle part', () => etags.map((etag, i) => ({ part_number: i + 1, etag })), 'parts.0'],
+      [
+        'descending parts',
+        () => [
+          { part_number: 2, etag: etags[1]! },
+          { part_number: 1, etag: etags[0]! },
+        ],
+        'parts.1',
+      ],
+      [
+        'a repeated part',
+        () => [
+          { part_number: 2, etag: etags[1]! },
+          { part_number: 2, etag: etags[1]! },
+        ],
+        'parts.1',
+      ],
+      ['a part never uploaded', () => [{ part_number: 7, etag: '"x"' }], 'parts.0'],
+      ['a total that does not match', () => [{ part_number: 2, etag: etags[1]! }], 'parts'],
+      ['no parts', () => [], 'parts'],
+    ])('%s', async (_what, parts, field) => {
+      const reply = await complete(project, session.upload_id, parts());
+      expect(reply.status).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field } });
+      expect((await project.call('GET', `/files/${session.file_id}`)).body.status).toBe('uploading');
+    });
+
+    it('completes once the list is right', async () => {
+      const reply = await complete(project, session.upload_id, [
+        { part_number: 2, etag: etags[1]! },
+        { part_number: 3, etag: etags[2]! },
+      ]);
+      expect(reply.status).toBe(422);
+      expect(reply.body.error.details.field).toBe('parts');
+      const fixed = await putPart(project, session.upload_id, 3, randomBytes(2000));
+      const ok = await complete(project, session.upload_id, [
+        { part_number: 2, etag: etags[1]! },
+        { part_number: 3, etag: fixed },
+      ]);
+      expect(ok.status).toBe(200);
+    });
+  });
+
+  it('aborts mid-way: parts discarded, file failed, 204; a second abort is 409', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 5 * MiB + 1);
+    const url = (await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`))
+      .body.url;
+    await fetch(url, { method: 'PUT', body: randomBytes(100) });
+    const aborted = await project.call('DELETE', `/files/upload/multipart/${session.upload_id}`);
+    expect(aborted.status).toBe(204);
+    expect((await project.call('GET', `/files/${session.file_id}`)).body).toMatchObject({ status: 'failed' });
+    expect(readdirSync(join(coffer.config.dataDir, 'objects', '.multipart'))).toEqual([]);
+    const late = await fetch(url, { method: 'PUT', body: randomBytes(100) });
+    expect(late.status).toBe(404);
+    const again = await project.call('DELETE', `/files/upload/multipart/${session.upload_id}`);
+    expect(again.status).toBe(409);
+    expect(again.body.error.code).toBe('INVALID_STATE');
+    const completeAfter = await complete(project, session.upload_id, [{ part_number: 1, etag: '"x"' }]);
+    expect(completeAfter.status).toBe(409);
+  });
+
+  it('checks part numbers and TTLs', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 10);
+    for (const query of ['part=0', 'part=10001', 'part=x', '', 'part=1&ttl=59', 'part=1&ttl=86401']) {
+      const reply = await project.call(
+        'GET',
+        `/files/upload/multipart/${session.upload_id}/part-url?${query}`,
+      );
+      expect(reply.status, query).toBe(400);
+      expect(reply.body.error.code).toBe('BAD_REQUEST');
+    }
+    const reply = await project.call(
+      'GET',
+      `/files/upload/multipart/${session.upload_id}/part-url?part=10000&ttl=120`,
+    );
+    expect(reply.body.part_number).toBe(10000);
+    expect(Math.round((new Date(reply.body.expires_at).getTime() - Date.now()) / 1000)).toBe(120);
+
+    const strict = await coffer.newProject({ require_signed_urls: true });
+    const strictSession = await start(strict, 10);
+    const ignored = await strict.call(
+      'GET',
+      `/files/upload/multipart/${strictSession.upload_id}/part-url?part=1&ttl=120`,
+    );
+    expect(Math.round((new Date(ignored.body.expires_at).getTime() - Date.now()) / 1000)).toBe(
+      coffer.config.uploadUrlTtlSeconds,
+    );
+  });
+
+  it('applies the project checks to total_size_bytes and goes to processing when scanning', async () => {
+    const small = await coffer.newProject({ max_file_size_bytes: 100 });
+    const tooBig = await small.call('POST', '/files/upload/multipart/start', {
+      body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 101 },
+    });
+    expect(tooBig.status).toBe(413);
+    expect(tooBig.body.error.code).toBe('FILE_TOO_LARGE');
+    const images = await coffer.newProject({ allowed_mime_types: 'image/*' });
+    const wrongType = await images.call('POST', '/files/upload/multipart/start', {
+      body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 1 },
+    });
+    expect(wrongType.status).toBe(422);
+
+    const scanning = await coffer.newProject({ virus_scan_enabled: true });
+    const session = await start(scanning, 3);
+    const etag = await putPart(scanning, session.upload_id, 1, Buffer.from('abc'));
+    const done = await complete(scanning, session.upload_id, [{ part_number: 1, etag }]);
+    expect(done.body.status).toBe('processing');
+  });
+
+  it('is invisible to other projects', async () => {
+    const a = await coffer.newProject();
+    const b = await coffer.newProject();
+    const session = await start(a, 10);
+    const reply = await b.call('GET', `/files/upload/multipart/${session.upload_id}`);
+    expect(reply.status).toBe(404);
+    expect((await a.call('GET', '/files/upload/multipart/session_01ARZ3NDEKTSV4RRFFQ69G5FAV')).status).toBe(
+      404,
+    );
+  });
+
+  it('reaps sessions open past COFFER_MULTIPART_EXPIRY_SECONDS', async () => {
+    const quick = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '1' });
+    try {
+      const project = await quick.newProject();
+      const reply = await project.call('POST', '/files/upload/multipart/start', {
+        body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 10 },
+      });
+      const url = (
+        await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}/part-url?part=1`)
+      ).body.url;
+      expect((await fetch(url, { method: 'PUT', body: randomBytes(10) })).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      expect(await quick.services.multipart.reap()).toBeGreaterThanOrEqual(1);
+      expect((await project.call('GET', `/files/${reply.body.file_id}`)).body.status).toBe('failed');
+      expect(readdirSync(join(quick.config.dataDir, 'objects', '.multipart'))).toEqual([]);
+      const listed = await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}`);
+      expect(listed.body.status).toBe('expired');
+    } finally {
+      await quick.close();
+    }
+  });
+});

@@ -1,0 +1,45 @@
+import type { Reply, TestProject } from './coffer.ts';
+
+export interface UploadInput {
+  filename?: string;
+  content_type?: string;
+  bytes?: Buffer | string;
+  folder_id?: string | null;
+  metadata?: Record<string, unknown>;
+  tags?: string[];
+  token?: string;
+}
+
+/** Initiates an upload (201 expected) and returns the reply body. */
+export async function initiate(project: TestProject, input: UploadInput = {}) {
+  const bytes = Buffer.from(input.bytes ?? 'hello world');
+  const reply = await project.call('POST', '/files/upload', {
+    token: input.token,
+    body: {
+      filename: input.filename ?? 'hello.txt',
+      content_type: input.content_type ?? 'text/plain',
+      size_bytes: bytes.length,
+      ...(input.folder_id !== undefined ? { folder_id: input.folder_id } : {}),
+      ...(input.metadata ? { metadata: input.metadata } : {}),
+      ...(input.tags ? { tags: input.tags } : {}),
+    },
+  });
+  if (reply.status !== 201) throw new Error(`initiate failed: ${reply.status} ${JSON.stringify(reply.body)}`);
+  return { ...(reply.body as { file_id: string; upload_url: string; expires_at: string }), bytes };
+}
+
+export async function put(
+  url: string,
+  bytes: Buffer | string,
+  contentType = 'text/plain',
+): Promise<Response> {
+  return fetch(url, { method: 'PUT', body: Buffer.from(bytes), headers: { 'content-type': contentType } });
+}
+
+/** Initiate, PUT and confirm: the whole two-step upload. Returns the confirmed file. */
+export async function upload(project: TestProject, input: UploadInput = {}): Promise<Reply> {
+  const started = await initiate(project, input);
+  const stored = await put(started.upload_url, started.bytes, input.content_type ?? 'text/plain');
+  if (stored.status !== 200) throw new Error(`PUT failed: ${stored.status} ${await stored.text()}`);
+  return project.call('POST', `/files/${started.file_id}/confirm`, { token: input.token });
+}
