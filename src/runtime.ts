@@ -4,6 +4,7 @@ import { type Config, ConfigError } from './config.ts';
 import { type Cache, memoryCache, redisCache } from './infra/cache.ts';
 import { type Db, openPglite, openPostgres } from './infra/db.ts';
 import { migrate } from './infra/migrate.ts';
+import { createScanner } from './infra/scanner/index.ts';
 import { getOrCreateSetting } from './infra/server-settings.ts';
 import { createLocalStore } from './infra/storage/local.ts';
 import { randomSecret } from './lib/secrets.ts';
@@ -56,7 +57,8 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
     secret: urlSecret.value,
   });
   const admin = await resolveAdminKey(db, config);
-  const services = createServices({ config, db, cache, store, logger, adminKeyHash: admin.hash });
+  const scanner = createScanner(config.clamdUrl, logger);
+  const services = createServices({ config, db, cache, store, scanner, logger, adminKeyHash: admin.hash });
   return {
     services,
     generatedAdminKey: admin.generated,

@@ -3,11 +3,13 @@ import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
 import type { Cache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
+import type { Scanner } from './infra/scanner/index.ts';
 import type { LocalObjectStore } from './infra/storage/local.ts';
 import { createCollector } from './modules/files/collector.ts';
 import { createFileService } from './modules/files/service.ts';
 import { createFolderService } from './modules/folders/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
+import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
@@ -19,6 +21,7 @@ export interface Infra {
   db: Db;
   cache: Cache;
   store: LocalObjectStore;
+  scanner: Scanner;
   logger: Logger;
   adminKeyHash: string;
 }
@@ -33,6 +36,7 @@ export function createServices(infra: Infra) {
   const uploads = createUploadService({ config, db, store, folders, schemas });
   const tokens = createUploadTokenService({ db, folders });
   const multipart = createMultipartService({ config, db, store, uploads, logger: infra.logger });
+  const pipeline = createPipeline({ db, store, scanner: infra.scanner, projects, logger: infra.logger });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
     projects,
@@ -43,6 +47,7 @@ export function createServices(infra: Infra) {
   const workers = (): Worker[] => [
     { name: 'collector', intervalMs: 60_000, run: () => collector.sweep() },
     { name: 'multipart-reaper', intervalMs: 60_000, run: () => multipart.reap() },
+    { name: 'pipeline', intervalMs: 250, run: async () => (await pipeline.runOnce()) > 0 },
   ];
   return {
     ...infra,
@@ -53,6 +58,7 @@ export function createServices(infra: Infra) {
     uploads,
     tokens,
     multipart,
+    pipeline,
     collector,
     credentials,
     workers,

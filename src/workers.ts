@@ -4,6 +4,7 @@ export interface Worker {
   name: string;
   /** Milliseconds between the end of one run and the start of the next. */
   intervalMs: number;
+  /** One pass; true when it found work, so the next pass starts at once. */
   run(): Promise<unknown>;
 }
 

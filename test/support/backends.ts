@@ -38,3 +38,8 @@ export function testCache(): Cache {
     ? redisCache(process.env.COFFER_TEST_REDIS_URL, `${namespace()}:`)
     : memoryCache();
 }
+
+/** clamd for the PostgreSQL pass when CI provides one; the built-in EICAR scanner otherwise. */
+export function testClamdUrl(): string | undefined {
+  return backend === 'postgres' ? process.env.COFFER_TEST_CLAMD_URL : undefined;
+}

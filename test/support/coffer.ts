@@ -9,7 +9,8 @@ import { type Config, loadConfig } from '../../src/config.ts';
 import { SCOPES, type Scope, type SettingsInput } from '../../src/modules/projects/schemas.ts';
 import { openRuntime } from '../../src/runtime.ts';
 import type { Services } from '../../src/services.ts';
-import { testCache, testDb } from './backends.ts';
+import { startWorkers } from '../../src/workers.ts';
+import { testCache, testClamdUrl, testDb } from './backends.ts';
 
 export const ADMIN_KEY = `coffer_admin_${'t'.repeat(43)}`;
 
@@ -79,13 +80,17 @@ export async function request<T = any>(
 }
 
 /** A real Coffer server on a free port, over this worker's database, with a fresh data directory. */
-export async function startCoffer(env: Record<string, string> = {}): Promise<TestCoffer> {
+export async function startCoffer(
+  env: Record<string, string> = {},
+  options: { workers?: boolean } = {},
+): Promise<TestCoffer> {
   const port = await freePort();
   const config = loadConfig({
     PORT: String(port),
     COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
+    ...(testClamdUrl() ? { COFFER_CLAMD_URL: testClamdUrl()! } : {}),
     ...env,
   });
   const cache = testCache();
@@ -96,6 +101,9 @@ export async function startCoffer(env: Record<string, string> = {}): Promise<Tes
   });
   const app = await buildApp({ config, services: runtime.services });
   await app.listen({ port, host: config.host });
+  const workers = options.workers
+    ? startWorkers(runtime.services.workers(), pino({ level: 'silent' }))
+    : undefined;
   const url = `http://127.0.0.1:${port}`;
   const call = <T = any>(method: string, path: string, options?: CallOptions) =>
     request<T>(`${url}${path}`, method, options);
@@ -128,6 +136,7 @@ export async function startCoffer(env: Record<string, string> = {}): Promise<Tes
     },
     async close() {
       await app.close();
+      await workers?.stop();
       await runtime.close();
       await cache.close();
     },

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -436,6 +436,9 @@ class LocalStore implements LocalObjectStore {
   ): Promise<{ size: number; digest: string }> {
     const tmp = join(this.dir, '.tmp', randomSecret(12));
     await mkdir(dirname(tmp), { recursive: true });
+    // Created before anything can fail, so that the cleanup below always finds it (a stream would open it
+    // lazily, and could create it after a failed pipeline was cleaned up).
+    const file = await open(tmp, 'wx');
     const hash = createHash(algorithm);
     let size = 0;
     try {
@@ -455,7 +458,7 @@ class LocalStore implements LocalObjectStore {
             throw badRequest(`The body has ${size} bytes but ${limits.exact} were declared`);
           }
         },
-        createWriteStream(tmp, { flags: 'wx', flush: true, highWaterMark: BUFFER_SIZE }),
+        file.createWriteStream({ flush: true, highWaterMark: BUFFER_SIZE }), // fsynced and closed when done
       );
       const digest = hash.digest('hex');
       // The target folder may be pruned by a concurrent delete between its creation and the rename: retry once.
@@ -535,13 +538,20 @@ function keyOf(request: FastifyRequest): string {
   return key;
 }
 
+/**
+ * Whether a PUT's Content-Type is the signed one (case and spaces aside). When the signed type has no
+ * parameters, the header's are ignored: browsers add `;charset=UTF-8` to text bodies.
+ */
 function sameType(header: string | undefined, signed: string): boolean {
   const normal = (value: string) =>
     value
       .replace(/\s*;\s*/g, ';')
       .trim()
       .toLowerCase();
-  return header !== undefined && normal(header) === normal(signed);
+  if (header === undefined) return false;
+  const sent = normal(header);
+  const expected = normal(signed);
+  return sent === expected || (!expected.includes(';') && sent.split(';')[0] === expected);
 }
 
 async function download(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {

@@ -31,7 +31,10 @@ export interface ObjectStore {
   /** A URL accepting exactly one PUT of `size` bytes of `contentType` until `expiresAt`. */
   presignPut(key: string, options: { size: number; contentType: string; expiresAt: Date }): Promise<string>;
   /** A URL serving the object as an attachment named `filename` until `expiresAt`. */
-  presignGet(key: string, options: { expiresAt: Date; filename: string; contentType: string }): Promise<string>;
+  presignGet(
+    key: string,
+    options: { expiresAt: Date; filename: string; contentType: string },
+  ): Promise<string>;
   head(key: string): Promise<ObjectInfo | undefined>;
   read(key: string, range?: ByteRange): Promise<Readable>;
   /** Removes the object; removing a missing object is not an error. */
@@ -42,7 +45,11 @@ export interface ObjectStore {
   presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
-  completeMultipart(key: string, uploadId: string, parts: { partNumber: number; etag: string }[]): Promise<ObjectInfo>;
+  completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: { partNumber: number; etag: string }[],
+  ): Promise<ObjectInfo>;
   /** Discards the upload's parts; aborting an unknown or finished upload is not an error. */
   abortMultipart(key: string, uploadId: string): Promise<void>;
 }

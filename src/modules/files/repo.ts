@@ -20,6 +20,7 @@ export interface FileRow {
   upload_token_id: string | null;
   legal_hold: boolean;
   failure_reason: string | null;
+  scan_signature: string | null;
   created_at: Date;
   updated_at: Date;
   upload_expires_at: Date | null;
@@ -28,7 +29,7 @@ export interface FileRow {
 
 const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
   checksum_sha256, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
-  created_at, updated_at, upload_expires_at, deleted_at`;
+  scan_signature, created_at, updated_at, upload_expires_at, deleted_at`;
 
 export function toFileObject(row: FileRow): FileObject {
   return {
@@ -48,6 +49,7 @@ export function toFileObject(row: FileRow): FileObject {
     owner_org_id: row.owner_org_id,
     legal_hold: row.legal_hold,
     failure_reason: row.failure_reason,
+    scan_signature: row.scan_signature,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
     deleted_at: row.deleted_at?.toISOString() ?? null,
@@ -56,7 +58,13 @@ export function toFileObject(row: FileRow): FileObject {
 
 export type NewFile = Omit<
   FileRow,
-  'created_at' | 'updated_at' | 'deleted_at' | 'legal_hold' | 'checksum_sha256' | 'failure_reason'
+  | 'created_at'
+  | 'updated_at'
+  | 'deleted_at'
+  | 'legal_hold'
+  | 'checksum_sha256'
+  | 'failure_reason'
+  | 'scan_signature'
 >;
 
 export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> {
@@ -110,6 +118,7 @@ export type FileChanges = Partial<
     | 'checksum_sha256'
     | 'legal_hold'
     | 'failure_reason'
+    | 'scan_signature'
     | 'deleted_at'
     | 'storage_key'
     | 'size_bytes'

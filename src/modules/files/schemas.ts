@@ -25,6 +25,9 @@ export const FileObject = Type.Object(
     owner_org_id: Nullable(Type.String()),
     legal_hold: Type.Boolean(),
     failure_reason: Nullable(Type.String({ description: 'Why the file is failed or quarantined' })),
+    scan_signature: Nullable(
+      Type.String({ description: 'What the virus scanner found in a quarantined file' }),
+    ),
     created_at: Timestamp,
     updated_at: Timestamp,
     deleted_at: Nullable(Timestamp),

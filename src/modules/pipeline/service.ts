@@ -1,0 +1,152 @@
+import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Db } from '../../infra/db.ts';
+import { claimJobs, finishJob, type Job, retryJob } from '../../infra/jobs.ts';
+import { type Scanner, ScannerUnavailableError, ScanRejectedError } from '../../infra/scanner/index.ts';
+import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { recordEvent } from '../events/outbox.ts';
+import * as files from '../files/repo.ts';
+import type { FileStatus } from '../files/rules.ts';
+import type { ProjectService } from '../projects/service.ts';
+import { checkMime, SNIFF_BYTES } from './mime-check.ts';
+
+export interface PipelineOptions {
+  /** Jobs one worker handles at once. */
+  concurrency: number;
+  /** How long a claimed job stays invisible to other workers; a dead worker's job returns after it. */
+  leaseSeconds: number;
+  /** Attempts while the scanner is unreachable, before the file is failed (never marked clean). */
+  maxAttempts: number;
+  /** Delay before attempt n+1 after attempt n found the scanner unreachable. */
+  backoffSeconds(attempt: number): number;
+}
+
+export const DEFAULT_PIPELINE_OPTIONS: PipelineOptions = {
+  concurrency: 4,
+  leaseSeconds: 600,
+  maxAttempts: 10,
+  backoffSeconds: (attempt) => Math.min(5 * 2 ** (attempt - 1), 600),
+};
+
+type Verdict =
+  | { status: 'ready' }
+  | { status: 'quarantined'; signature: string }
+  | { status: 'failed'; reason: string };
+
+const EVENT_OF = { ready: 'file.ready', failed: 'file.failed', quarantined: 'file.quarantined' } as const;
+
+async function readHead(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of stream) {
+    chunks.push(chunk as Buffer);
+    length += (chunk as Buffer).length;
+    if (length >= limit) break;
+  }
+  stream.destroy();
+  return Buffer.concat(chunks).subarray(0, limit);
+}
+
+/**
+ * The processing pipeline of `processing` files: a virus scan of the whole object, then a check
+ * that the leading bytes agree with the declared content type. Each verdict and its event are
+ * written in one transaction, only while the file is still `processing`.
+ */
+export function createPipeline(deps: {
+  db: Db;
+  store: ObjectStore;
+  scanner: Scanner;
+  projects: ProjectService;
+  logger: Logger;
+  options?: Partial<PipelineOptions>;
+}) {
+  const { db, store, scanner, projects, logger } = deps;
+  const options = { ...DEFAULT_PIPELINE_OPTIONS, ...deps.options };
+
+  async function judge(file: files.FileRow): Promise<Verdict> {
+    const scan = await scanner.scan(await store.read(file.storage_key));
+    if (!scan.clean) return { status: 'quarantined', signature: scan.signature };
+    const size = file.size_bytes;
+    const head =
+      size === 0
+        ? Buffer.alloc(0)
+        : await readHead(
+            await store.read(file.storage_key, { start: 0, end: Math.min(size, SNIFF_BYTES) - 1 }),
+            SNIFF_BYTES,
+          );
+    const mismatch = await checkMime(file.content_type, head);
+    return mismatch ? { status: 'failed', reason: `mime_mismatch: ${mismatch}` } : { status: 'ready' };
+  }
+
+  async function settle(job: Job, file: files.FileRow, verdict: Verdict): Promise<void> {
+    const project = await projects.getProject(file.project_id);
+    await db.tx(async (q) => {
+      const updated = await files.updateFile(
+        q,
+        file.project_id,
+        file.id,
+        {
+          status: verdict.status as FileStatus,
+          failure_reason:
+            verdict.status === 'failed'
+              ? verdict.reason
+              : verdict.status === 'quarantined'
+                ? 'virus_detected'
+                : null,
+          scan_signature: verdict.status === 'quarantined' ? verdict.signature : null,
+        },
+        'processing',
+      );
+      if (updated && project) await recordEvent(q, project, EVENT_OF[verdict.status], updated);
+      await finishJob(q, job.id);
+    });
+    logger.info({ file_id: file.id, status: verdict.status }, 'file processed');
+  }
+
+  async function process(job: Job): Promise<void> {
+    const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
+    // Deleted while waiting, or moved on already: nothing to decide any more.
+    if (!file || file.status !== 'processing' || file.deleted_at !== null) {
+      await finishJob(db, job.id);
+      return;
+    }
+    let verdict: Verdict;
+    try {
+      verdict = await judge(file);
+    } catch (error) {
+      if (error instanceof ScanRejectedError) {
+        verdict = { status: 'failed', reason: `scan_incomplete: ${error.message}` };
+      } else if (job.attempts >= options.maxAttempts) {
+        // Fail closed: a file that could not be scanned is never marked clean.
+        verdict = { status: 'failed', reason: `scan_unavailable: ${(error as Error).message}` };
+      } else {
+        const delay = options.backoffSeconds(job.attempts);
+        const level = error instanceof ScannerUnavailableError ? 'warn' : 'error';
+        logger[level](
+          { err: error, file_id: file.id, attempt: job.attempts, retry_in_s: delay },
+          'scan failed; will retry',
+        );
+        await retryJob(db, job.id, delay, (error as Error).message);
+        return;
+      }
+    }
+    await settle(job, file, verdict);
+  }
+
+  return {
+    /** Claims and processes one batch of due jobs; returns how many were claimed. */
+    async runOnce(): Promise<number> {
+      const jobs = await claimJobs(db, 'scan', options.concurrency, options.leaseSeconds);
+      await Promise.all(
+        jobs.map((job) =>
+          process(job).catch((error: unknown) =>
+            logger.error({ err: error, job_id: job.id }, 'pipeline job failed'),
+          ),
+        ),
+      );
+      return jobs.length;
+    },
+  };
+}
+
+export type Pipeline = ReturnType<typeof createPipeline>;

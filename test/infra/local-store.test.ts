@@ -1,0 +1,614 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parse as parseDisposition } from 'content-disposition';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installErrorHandling } from '../../src/http/error-handler.ts';
+import { createLocalStore, type LocalObjectStore, localObjectRoutes } from '../../src/infra/storage/local.ts';
+
+const SECRET = 'test-url-signing-secret';
+
+let dir: string;
+let app: FastifyInstance;
+let store: LocalObjectStore;
+let base: string;
+let counter = 0;
+
+const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+const md5 = (data: Buffer) => createHash('md5').update(data).digest('hex');
+const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000);
+const newKey = () => `proj_test/file_${++counter}/01HZX${String(counter).padStart(6, '0')}`;
+const tmpFiles = () => readdir(join(dir, '.tmp')).catch(() => [] as string[]);
+
+async function collect(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+async function expectError(response: Response, status: number, code: string) {
+  expect(response.status).toBe(status);
+  const body = (await response.json()) as { error: { code: string; message: string; request_id: string } };
+  expect(body.error.code).toBe(code);
+  expect(body.error.request_id).toEqual(expect.any(String));
+  return body.error;
+}
+
+/** Nothing of `key` is visible or half-written. */
+async function expectNoTrace(key: string) {
+  expect(await store.head(key)).toBeUndefined();
+  expect(existsSync(join(dir, key))).toBe(false);
+  expect(await tmpFiles()).toEqual([]);
+}
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await sleep(10);
+  }
+}
+
+function put(url: string, body: RequestInit['body'], contentType = 'application/octet-stream') {
+  return fetch(url, { method: 'PUT', body, headers: { 'content-type': contentType } });
+}
+
+function chunked(chunks: Buffer[]): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(new Uint8Array(chunk));
+      controller.close();
+    },
+  });
+}
+
+function putStream(url: string, chunks: Buffer[], contentType = 'application/octet-stream') {
+  return fetch(url, {
+    method: 'PUT',
+    body: chunked(chunks),
+    headers: { 'content-type': contentType },
+    duplex: 'half',
+  } as RequestInit);
+}
+
+/** A request with an exact, unnormalized path (fetch would resolve dot segments). */
+function rawRequest(
+  method: string,
+  path: string,
+  body?: Buffer,
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { hostname, port, method, path, headers: { 'content-type': 'text/plain' } },
+      (res) => {
+        collect(res).then(
+          (data) => resolve({ status: res.statusCode!, headers: res.headers, body: data }),
+          reject,
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function upload(data: Buffer, contentType = 'application/pdf'): Promise<string> {
+  const key = newKey();
+  const url = await store.presignPut(key, { size: data.length, contentType, expiresAt: inSeconds(60) });
+  const response = await put(url, data, contentType);
+  expect(response.status).toBe(200);
+  return key;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'coffer-local-store-'));
+  app = Fastify();
+  installErrorHandling(app);
+  // The routes only verify and store; the public URL (known once listening) only matters for presigning,
+  // so a second store over the same folder and secret presigns with the real address.
+  await app.register(
+    localObjectRoutes(createLocalStore({ dir, publicUrl: 'http://unused', secret: SECRET })),
+  );
+  base = await app.listen({ host: '127.0.0.1', port: 0 });
+  store = createLocalStore({ dir, publicUrl: base, secret: SECRET });
+});
+
+afterAll(async () => {
+  await app.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('presigned PUT and GET', () => {
+  it('round-trips the bytes with the documented headers', async () => {
+    const data = randomBytes(2 * 1024 * 1024 + 17); // above Fastify's default 1 MiB body limit
+    const key = newKey();
+    const putUrl = await store.presignPut(key, {
+      size: data.length,
+      contentType: 'application/pdf',
+      expiresAt: inSeconds(60),
+    });
+    expect(putUrl.startsWith(`${base}/objects/${key}?`)).toBe(true);
+    const stored = await put(putUrl, data, 'application/pdf');
+    expect(stored.status).toBe(200);
+    expect(stored.headers.get('etag')).toBe(`"${sha256(data)}"`);
+    expect(await stored.text()).toBe('');
+
+    expect(await store.head(key)).toEqual({
+      size: data.length,
+      etag: `"${sha256(data)}"`,
+      sha256: sha256(data),
+    });
+    expect(await tmpFiles()).toEqual([]);
+
+    const getUrl = await store.presignGet(key, {
+      expiresAt: inSeconds(3600),
+      filename: 'report.pdf',
+      contentType: 'application/pdf',
+    });
+    const response = await fetch(getUrl);
+    expect(response.status).toBe(200);
+    expect(Buffer.from(await response.arrayBuffer()).equals(data)).toBe(true);
+    const headers = response.headers;
+    expect(headers.get('content-type')).toBe('application/pdf');
+    expect(headers.get('content-length')).toBe(String(data.length));
+    expect(headers.get('etag')).toBe(`"${sha256(data)}"`);
+    expect(headers.get('accept-ranges')).toBe('bytes');
+    expect(headers.get('content-disposition')).toBe('attachment; filename=report.pdf');
+    expect(headers.get('x-content-type-options')).toBe('nosniff');
+    expect(headers.get('content-security-policy')).toBe('sandbox');
+    const maxAge = Number(/^private, max-age=(\d+)$/.exec(headers.get('cache-control') ?? '')?.[1]);
+    expect(maxAge).toBeGreaterThanOrEqual(3590);
+    expect(maxAge).toBeLessThanOrEqual(3600);
+
+    const head = await fetch(getUrl, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe(String(data.length));
+    expect(head.headers.get('etag')).toBe(`"${sha256(data)}"`);
+    expect((await head.arrayBuffer()).byteLength).toBe(0);
+
+    expect((await collect(await store.read(key))).equals(data)).toBe(true);
+  });
+
+  it('refuses a second PUT through the same URL and keeps the first bytes', async () => {
+    const data = Buffer.from('first version');
+    const key = newKey();
+    const url = await store.presignPut(key, {
+      size: data.length,
+      contentType: 'text/plain',
+      expiresAt: inSeconds(60),
+    });
+    expect((await put(url, data, 'text/plain')).status).toBe(200);
+    await expectError(await put(url, Buffer.from('other version'), 'text/plain'), 409, 'CONFLICT');
+    expect((await collect(await store.read(key))).toString()).toBe('first version');
+    expect(await tmpFiles()).toEqual([]);
+  });
+
+  it('accepts an empty object and a chunked body of the exact size', async () => {
+    const empty = await upload(Buffer.alloc(0), 'text/plain');
+    expect(await store.head(empty)).toEqual({
+      size: 0,
+      etag: `"${sha256(Buffer.alloc(0))}"`,
+      sha256: sha256(Buffer.alloc(0)),
+    });
+
+    const chunks = [randomBytes(1000), randomBytes(70_000), randomBytes(5)];
+    const data = Buffer.concat(chunks);
+    const key = newKey();
+    const url = await store.presignPut(key, {
+      size: data.length,
+      contentType: 'image/png',
+      expiresAt: inSeconds(60),
+    });
+    const response = await putStream(url, chunks, 'image/png');
+    expect(response.status).toBe(200);
+    expect((await store.head(key))?.sha256).toBe(sha256(data));
+  });
+
+  it('serves Content-Disposition per RFC 6266 for a name with spaces, quotes and non-ASCII', async () => {
+    const key = await upload(Buffer.from('%PDF-1.7'));
+    const filename = 'résumé "final".pdf';
+    const url = await store.presignGet(key, {
+      expiresAt: inSeconds(60),
+      filename,
+      contentType: 'application/pdf',
+    });
+    const response = await fetch(url);
+    expect(response.status).toBe(200);
+    const header = response.headers.get('content-disposition')!;
+    expect(header).toBe(
+      `attachment; filename="r?sum? \\"final\\".pdf"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.pdf`,
+    );
+    expect(parseDisposition(header)).toEqual({ type: 'attachment', parameters: { filename } });
+  });
+
+  it('answers 404 NOT_FOUND for a validly signed URL of a missing object', async () => {
+    const url = await store.presignGet(newKey(), {
+      expiresAt: inSeconds(60),
+      filename: 'x',
+      contentType: 'text/plain',
+    });
+    await expectError(await fetch(url), 404, 'NOT_FOUND');
+  });
+});
+
+describe('rejected uploads leave nothing behind', () => {
+  const size = 10;
+  const presign = (key: string, contentType = 'text/plain', expiresAt = inSeconds(60)) =>
+    store.presignPut(key, { size, contentType, expiresAt });
+
+  it('rejects a Content-Length longer or shorter than signed with 400 BAD_REQUEST', async () => {
+    for (const length of [size + 5, size - 5]) {
+      const key = newKey();
+      await expectError(
+        await put(await presign(key), Buffer.alloc(length, 1), 'text/plain'),
+        400,
+        'BAD_REQUEST',
+      );
+      await expectNoTrace(key);
+    }
+  });
+
+  it('rejects a chunked body that turns out too long or too short with 400 BAD_REQUEST', async () => {
+    for (const chunks of [
+      [Buffer.alloc(6), Buffer.alloc(6)],
+      [Buffer.alloc(4), Buffer.alloc(5)],
+    ]) {
+      const key = newKey();
+      const error = await expectError(
+        await putStream(await presign(key), chunks, 'text/plain'),
+        400,
+        'BAD_REQUEST',
+      );
+      expect(error.message).toMatch(/declared/);
+      await expectNoTrace(key);
+    }
+  });
+
+  it('answers a too long chunked body as soon as it is too long, without reading the rest', async () => {
+    const key = newKey();
+    const url = new URL(await presign(key));
+    const req = httpRequest(url, { method: 'PUT', headers: { 'content-type': 'text/plain' } });
+    req.on('error', () => {});
+    req.write(Buffer.alloc(size + 1)); // chunked, and never ended
+    const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+    expect(res.statusCode).toBe(400);
+    expect(res.headers.connection).toBe('close');
+    expect(JSON.parse((await collect(res)).toString()).error.code).toBe('BAD_REQUEST');
+    req.destroy();
+    await expectNoTrace(key);
+  });
+
+  it('rejects a Content-Type other than the signed one with 403 FORBIDDEN', async () => {
+    const key = newKey();
+    for (const contentType of ['text/html', 'text/plainx', 'application/octet-stream']) {
+      await expectError(await put(await presign(key), Buffer.alloc(size), contentType), 403, 'FORBIDDEN');
+    }
+    const noType = await fetch(await presign(key), { method: 'PUT', body: new Uint8Array(size) });
+    await expectError(noType, 403, 'FORBIDDEN');
+    await expectNoTrace(key);
+  });
+
+  it('accepts the signed Content-Type in other case, or with parameters a browser adds', async () => {
+    for (const contentType of ['Text/Plain', 'text/plain;charset=UTF-8']) {
+      const key = newKey();
+      expect((await put(await presign(key), Buffer.alloc(size), contentType)).status).toBe(200);
+      expect((await store.head(key))?.size).toBe(size);
+    }
+  });
+
+  it('rejects a tampered signature, size or key with 403 FORBIDDEN', async () => {
+    const key = newKey();
+    const url = new URL(await presign(key));
+    const sig = url.searchParams.get('sig')!;
+    const badSig = new URL(url);
+    badSig.searchParams.set('sig', `${sig.slice(0, -1)}${sig.endsWith('0') ? '1' : '0'}`);
+    const badSize = new URL(url);
+    badSize.searchParams.set('size', String(size + 1));
+    const otherKey = newKey();
+    const badKey = new URL(url.href.replace(key, otherKey));
+    const noSig = new URL(url);
+    noSig.searchParams.delete('sig');
+    for (const [target, length] of [
+      [badSig, size],
+      [badSize, size + 1],
+      [badKey, size],
+      [noSig, size],
+    ] as const) {
+      const error = await expectError(
+        await put(target.href, Buffer.alloc(length), 'text/plain'),
+        403,
+        'FORBIDDEN',
+      );
+      expect(error.message).toMatch(/signature/);
+    }
+    await expectNoTrace(key);
+    await expectNoTrace(otherKey);
+  });
+
+  it('rejects an expired URL with 403 FORBIDDEN saying it expired', async () => {
+    const key = newKey();
+    const url = await presign(key, 'text/plain', inSeconds(-5));
+    const error = await expectError(await put(url, Buffer.alloc(size), 'text/plain'), 403, 'FORBIDDEN');
+    expect(error.message).toMatch(/expired/);
+    await expectNoTrace(key);
+
+    const existing = await upload(Buffer.from('hello'), 'text/plain');
+    const getUrl = await store.presignGet(existing, {
+      expiresAt: inSeconds(-1),
+      filename: 'a',
+      contentType: 'text/plain',
+    });
+    expect((await expectError(await fetch(getUrl), 403, 'FORBIDDEN')).message).toMatch(/expired/);
+  });
+
+  it('refuses a GET URL used for PUT and a PUT URL used for GET', async () => {
+    const key = newKey();
+    const getUrl = await store.presignGet(key, {
+      expiresAt: inSeconds(60),
+      filename: 'a.txt',
+      contentType: 'text/plain',
+    });
+    await expectError(await put(getUrl, Buffer.alloc(size), 'text/plain'), 403, 'FORBIDDEN');
+    await expectNoTrace(key);
+
+    const data = Buffer.from('0123456789');
+    const existing = newKey();
+    const putUrl = await store.presignPut(existing, {
+      size,
+      contentType: 'text/plain',
+      expiresAt: inSeconds(60),
+    });
+    expect((await put(putUrl, data, 'text/plain')).status).toBe(200);
+    await expectError(await fetch(putUrl), 403, 'FORBIDDEN');
+    const withName = new URL(putUrl);
+    withName.searchParams.set('name', 'a.txt');
+    await expectError(await fetch(withName), 403, 'FORBIDDEN');
+  });
+
+  it('leaves nothing when the client aborts mid-upload', async () => {
+    const key = newKey();
+    const total = 4 * 1024 * 1024;
+    const url = new URL(
+      await store.presignPut(key, { size: total, contentType: 'video/mp4', expiresAt: inSeconds(60) }),
+    );
+    const req = httpRequest(url, {
+      method: 'PUT',
+      headers: { 'content-type': 'video/mp4', 'content-length': String(total) },
+    });
+    req.on('error', () => {});
+    req.write(randomBytes(512 * 1024));
+    await eventually(async () => (await tmpFiles()).length > 0);
+    req.destroy();
+    await eventually(async () => (await tmpFiles()).length === 0);
+    await expectNoTrace(key);
+  });
+});
+
+describe('ranges', () => {
+  const data = randomBytes(1000);
+  let url: string;
+
+  beforeAll(async () => {
+    const key = await upload(data, 'application/octet-stream');
+    url = await store.presignGet(key, {
+      expiresAt: inSeconds(60),
+      filename: 'data.bin',
+      contentType: 'application/octet-stream',
+    });
+  });
+
+  it.each([
+    ['bytes=10-19', 10, 19],
+    ['bytes=990-', 990, 999],
+    ['bytes=-5', 995, 999],
+    ['bytes=-5000', 0, 999],
+    ['bytes=10-5000', 10, 999],
+  ])('answers %s with 206 and the exact bytes', async (range, start, end) => {
+    const response = await fetch(url, { headers: { range } });
+    expect(response.status).toBe(206);
+    expect(response.headers.get('content-range')).toBe(`bytes ${start}-${end}/1000`);
+    expect(response.headers.get('content-length')).toBe(String(end - start + 1));
+    expect(Buffer.from(await response.arrayBuffer()).equals(data.subarray(start, end + 1))).toBe(true);
+  });
+
+  it.each(['bytes=1000-', 'bytes=5000-6000', 'bytes=-0'])('answers %s with 416', async (range) => {
+    const response = await fetch(url, { headers: { range } });
+    expect(response.headers.get('content-range')).toBe('bytes */1000');
+    await expectError(response, 416, 'RANGE_NOT_SATISFIABLE');
+  });
+
+  it.each(['bytes=0-1,5-6', 'bytes=5-2', 'items=0-1'])('serves %s as the whole object', async (range) => {
+    const response = await fetch(url, { headers: { range } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-range')).toBeNull();
+    expect(Buffer.from(await response.arrayBuffer()).equals(data)).toBe(true);
+  });
+
+  it('reads a range through the store', async () => {
+    const key = await upload(data);
+    expect((await collect(await store.read(key, { start: 5, end: 9 }))).equals(data.subarray(5, 10))).toBe(
+      true,
+    );
+    expect((await collect(await store.read(key, { start: 998, end: 5000 }))).equals(data.subarray(998))).toBe(
+      true,
+    );
+    await expect(store.read(newKey())).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
+  });
+});
+
+describe('keys', () => {
+  const badKeys = [
+    '../etc/passwd',
+    'a/../b',
+    'a/./b',
+    'a//b',
+    '/a',
+    'a/',
+    'a/b.txt',
+    '',
+    'a b',
+    'a\\b',
+    '..',
+  ];
+
+  it.each(badKeys)('presign and head refuse %j', async (key) => {
+    const expiresAt = inSeconds(60);
+    const refused = { status: 400, code: 'BAD_REQUEST' };
+    await expect(
+      store.presignPut(key, { size: 1, contentType: 'text/plain', expiresAt }),
+    ).rejects.toMatchObject(refused);
+    await expect(
+      store.presignGet(key, { expiresAt, filename: 'x', contentType: 'text/plain' }),
+    ).rejects.toMatchObject(refused);
+    await expect(store.head(key)).rejects.toMatchObject(refused);
+    await expect(store.read(key)).rejects.toMatchObject(refused);
+    await expect(store.createMultipart(key, { contentType: 'text/plain' })).rejects.toMatchObject(refused);
+  });
+
+  it('the routes refuse traversal paths with 400 BAD_REQUEST', async () => {
+    const signed = new URL(
+      await store.presignPut(newKey(), { size: 3, contentType: 'text/plain', expiresAt: inSeconds(60) }),
+    );
+    for (const path of [
+      'proj/../../escape',
+      'proj/%2e%2e/%2e%2e/escape',
+      '..%2f..%2fescape',
+      'proj//escape',
+      'a.b',
+    ]) {
+      const put = await rawRequest('PUT', `/objects/${path}${signed.search}`, Buffer.from('abc'));
+      expect(put.status).toBe(400);
+      expect(JSON.parse(put.body.toString()).error.code).toBe('BAD_REQUEST');
+      const get = await rawRequest('GET', `/objects/${path}${signed.search}`);
+      expect(get.status).toBe(400);
+    }
+    expect(existsSync(join(dir, '..', 'escape'))).toBe(false);
+    expect(await tmpFiles()).toEqual([]);
+  });
+
+  it('delete removes the object and its sidecar, and ignores missing objects', async () => {
+    const key = await upload(Buffer.from('bye'), 'text/plain');
+    await store.delete(key);
+    expect(await store.head(key)).toBeUndefined();
+    expect(existsSync(join(dir, key))).toBe(false);
+    expect(existsSync(join(dir, key.split('/')[0]!, key.split('/')[1]!))).toBe(false);
+    await store.delete(key);
+    const url = await store.presignGet(key, {
+      expiresAt: inSeconds(60),
+      filename: 'a',
+      contentType: 'text/plain',
+    });
+    await expectError(await fetch(url), 404, 'NOT_FOUND');
+  });
+});
+
+describe('multipart uploads', () => {
+  const partUrl = (key: string, uploadId: string, partNumber: number) =>
+    store.presignPart(key, uploadId, partNumber, inSeconds(60));
+
+  it('assembles parts uploaded out of order, with re-uploads replacing a part', async () => {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, { contentType: 'application/zip' });
+    const parts = [randomBytes(200 * 1024), randomBytes(150 * 1024), randomBytes(10 * 1024)];
+    const replaced = randomBytes(120 * 1024);
+
+    for (const index of [2, 0, 1]) {
+      const response = await put(await partUrl(key, uploadId, index + 1), parts[index]!, 'whatever/type');
+      expect(response.status).toBe(200);
+      expect(response.headers.get('etag')).toBe(`"${md5(parts[index]!)}"`);
+    }
+    const oldEtag = `"${md5(parts[1]!)}"`;
+    const again = await putStream(await partUrl(key, uploadId, 2), [
+      replaced.subarray(0, 1000),
+      replaced.subarray(1000),
+    ]);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('etag')).toBe(`"${md5(replaced)}"`);
+    parts[1] = replaced;
+    expect(await readdir(join(dir, '.multipart', uploadId, '2'))).toEqual([md5(replaced)]);
+
+    const listed = await store.listParts(key, uploadId);
+    expect(listed).toEqual(
+      parts.map((part, index) => ({ partNumber: index + 1, etag: `"${md5(part)}"`, size: part.length })),
+    );
+
+    const etags = listed.map(({ partNumber, etag }) => ({ partNumber, etag }));
+    await expect(
+      store.completeMultipart(key, uploadId, [etags[0]!, { partNumber: 2, etag: oldEtag }, etags[2]!]),
+    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR', details: { part_number: 2 } });
+    await expect(
+      store.completeMultipart(key, uploadId, [...etags, { partNumber: 4, etag: oldEtag }]),
+    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR', details: { part_number: 4 } });
+    await expect(
+      store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"../../../../x"' }]),
+    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR' });
+    expect(await store.head(key)).toBeUndefined();
+
+    const whole = Buffer.concat(parts);
+    const expectedEtag = `"${md5(Buffer.concat(parts.map((part) => Buffer.from(md5(part), 'hex'))))}-3"`;
+    const info = await store.completeMultipart(key, uploadId, etags);
+    expect(info).toEqual({ size: whole.length, etag: expectedEtag, sha256: sha256(whole) });
+    expect(await store.head(key)).toEqual(info);
+    expect(sha256(await collect(await store.read(key)))).toBe(sha256(whole));
+    expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+    expect(await tmpFiles()).toEqual([]);
+
+    const getUrl = await store.presignGet(key, {
+      expiresAt: inSeconds(60),
+      filename: 'a.zip',
+      contentType: 'application/zip',
+    });
+    const download = await fetch(getUrl);
+    expect(download.headers.get('etag')).toBe(expectedEtag);
+    expect(sha256(Buffer.from(await download.arrayBuffer()))).toBe(sha256(whole));
+
+    // The finished session's URLs are refused.
+    await expectError(await put(await partUrl(key, uploadId, 4), Buffer.from('late')), 404, 'NOT_FOUND');
+    await expect(store.listParts(key, uploadId)).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+  });
+
+  it('abort removes the parts; later part PUTs get 404 and aborting again is fine', async () => {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, { contentType: 'text/plain' });
+    expect((await put(await partUrl(key, uploadId, 1), Buffer.from('part one'))).status).toBe(200);
+    await store.abortMultipart(key, uploadId);
+    expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+    await expectError(await put(await partUrl(key, uploadId, 2), Buffer.from('part two')), 404, 'NOT_FOUND');
+    expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+    await store.abortMultipart(key, uploadId);
+    await store.abortMultipart(key, 'unknownuploadid123456');
+    await expect(
+      store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"x"' }]),
+    ).rejects.toMatchObject({
+      status: 404,
+    });
+    await expectNoTrace(key);
+  });
+
+  it('refuses part URLs that are tampered with or aimed at another key', async () => {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, { contentType: 'text/plain' });
+    const url = new URL(await partUrl(key, uploadId, 1));
+    const otherPart = new URL(url);
+    otherPart.searchParams.set('part', '2');
+    await expectError(await put(otherPart.href, Buffer.from('x')), 403, 'FORBIDDEN');
+    const otherKey = newKey();
+    const foreign = await partUrl(otherKey, uploadId, 1);
+    await expectError(await put(foreign, Buffer.from('x')), 404, 'NOT_FOUND');
+    expect(await store.listParts(key, uploadId)).toEqual([]);
+    await expect(store.presignPart(key, uploadId, 0, inSeconds(60))).rejects.toMatchObject({ status: 400 });
+    await expect(store.presignPart(key, uploadId, 10_001, inSeconds(60))).rejects.toMatchObject({
+      status: 400,
+    });
+    await store.abortMultipart(key, uploadId);
+  });
+});
