@@ -240,6 +240,7 @@ describe('get and list', () => {
         'owner_org_id',
         'legal_hold',
         'failure_reason',
+        'scan_signature',
         'created_at',
         'updated_at',
         'deleted_at',

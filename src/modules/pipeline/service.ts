@@ -106,7 +106,7 @@ export function createPipeline(deps: {
   async function process(job: Job): Promise<void> {
     const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
     // Deleted while waiting, or moved on already: nothing to decide any more.
-    if (!file || file.status !== 'processing' || file.deleted_at !== null) {
+    if (file?.status !== 'processing' || file.deleted_at !== null) {
       await finishJob(db, job.id);
       return;
     }
