@@ -18,6 +18,8 @@ import { healthRoutes } from './modules/health/routes.ts';
 import { metadataSchemaRoutes } from './modules/metadata-schema/routes.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
 import { uploadRoutes } from './modules/uploads/routes.ts';
+import { versionRoutes } from './modules/versions/routes.ts';
+import { webhookRoutes } from './modules/webhooks/routes.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
@@ -153,6 +155,8 @@ export async function buildApp({ config, services, logger = false }: AppOptions)
       await v1.register(fileRoutes(services.files));
       await v1.register(folderRoutes(services.folders));
       await v1.register(metadataSchemaRoutes(services.schemas));
+      await v1.register(webhookRoutes(services.webhooks));
+      await v1.register(versionRoutes(services.versions));
     },
     { prefix: '/v1' },
   );

@@ -8,6 +8,9 @@ import { SCOPES } from './modules/projects/schemas.ts';
 import { createLogger, openDatabase, openRuntime } from './runtime.ts';
 import { startWorkers } from './workers.ts';
 
+/** How long in-flight requests get to finish on SIGTERM/SIGINT before their connections are cut. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
 const USAGE = `Usage: coffer <command>
 
 Commands:
@@ -36,6 +39,8 @@ async function serve(): Promise<void> {
   const workers = startWorkers(runtime.services.workers(), logger);
   onShutdown(logger, async () => {
     // Stops accepting, lets in-flight requests and worker runs finish, then releases the pools.
+    // A client that stops reading a download must not hold the shutdown forever.
+    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
     await workers.stop();
     await runtime.close();

@@ -27,6 +27,7 @@ export interface RuntimeOptions {
   /** Overrides for tests: an already open database (e.g. a schema of a shared server) or cache. */
   db?: Db;
   cache?: Cache;
+  webhookCa?: string;
 }
 
 export interface Runtime {
@@ -58,7 +59,16 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
   });
   const admin = await resolveAdminKey(db, config);
   const scanner = createScanner(config.clamdUrl, logger);
-  const services = createServices({ config, db, cache, store, scanner, logger, adminKeyHash: admin.hash });
+  const services = createServices({
+    config,
+    db,
+    cache,
+    store,
+    scanner,
+    logger,
+    adminKeyHash: admin.hash,
+    webhookCa: options.webhookCa,
+  });
   return {
     services,
     generatedAdminKey: admin.generated,

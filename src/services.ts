@@ -14,6 +14,9 @@ import { createProjectService } from './modules/projects/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
 import { createUploadTokenService } from './modules/uploads/tokens.ts';
+import { createVersionService } from './modules/versions/service.ts';
+import { createDispatcher } from './modules/webhooks/dispatcher.ts';
+import { createWebhookService } from './modules/webhooks/service.ts';
 import type { Worker } from './workers.ts';
 
 export interface Infra {
@@ -22,6 +25,8 @@ export interface Infra {
   cache: Cache;
   store: LocalObjectStore;
   scanner: Scanner;
+  /** Extra CA certificates (PEM) trusted for webhook receivers, beside NODE_EXTRA_CA_CERTS. */
+  webhookCa?: string;
   logger: Logger;
   adminKeyHash: string;
 }
@@ -36,6 +41,18 @@ export function createServices(infra: Infra) {
   const uploads = createUploadService({ config, db, store, folders, schemas });
   const tokens = createUploadTokenService({ db, folders });
   const multipart = createMultipartService({ config, db, store, uploads, logger: infra.logger });
+  const versions = createVersionService({ config, db, store });
+  const webhooks = createWebhookService({ db, allowPrivateNetworks: config.webhookAllowPrivateNetworks });
+  const dispatcher = createDispatcher({
+    db,
+    logger: infra.logger,
+    options: {
+      retrySchedule: config.webhookRetrySchedule,
+      timeoutMs: config.webhookTimeoutMs,
+      allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+      ca: infra.webhookCa,
+    },
+  });
   const pipeline = createPipeline({ db, store, scanner: infra.scanner, projects, logger: infra.logger });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
@@ -48,6 +65,12 @@ export function createServices(infra: Infra) {
     { name: 'collector', intervalMs: 60_000, run: () => collector.sweep() },
     { name: 'multipart-reaper', intervalMs: 60_000, run: () => multipart.reap() },
     { name: 'pipeline', intervalMs: 250, run: async () => (await pipeline.runOnce()) > 0 },
+    {
+      name: 'webhooks',
+      intervalMs: 200,
+      run: async () => (await dispatcher.runOnce()) > 0,
+      stop: () => dispatcher.close(),
+    },
   ];
   return {
     ...infra,
@@ -59,6 +82,9 @@ export function createServices(infra: Infra) {
     tokens,
     multipart,
     pipeline,
+    versions,
+    webhooks,
+    dispatcher,
     collector,
     credentials,
     workers,

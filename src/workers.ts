@@ -6,6 +6,8 @@ export interface Worker {
   intervalMs: number;
   /** One pass; true when it found work, so the next pass starts at once. */
   run(): Promise<unknown>;
+  /** Finishes work the runs started in the background (e.g. deliveries in flight). */
+  stop?(): Promise<void>;
 }
 
 /**
@@ -38,6 +40,7 @@ export function startWorkers(workers: Worker[], logger: Logger): { stop(): Promi
       stopped = true;
       for (const timer of timers) clearTimeout(timer);
       await Promise.all(running);
+      await Promise.all(workers.map((worker) => worker.stop?.()));
     },
   };
 }

@@ -8,6 +8,8 @@ export interface Job {
   kind: JobKind;
   project_id: string;
   file_id: string | null;
+  /** New content of the file (not yet current) that the job is about, if any. */
+  content_id: string | null;
   attempts: number;
 }
 
@@ -17,12 +19,14 @@ export async function enqueueJob(
   kind: JobKind,
   projectId: string,
   fileId: string | null,
+  contentId: string | null = null,
 ): Promise<void> {
-  await q.query('INSERT INTO jobs (id, kind, project_id, file_id) VALUES ($1, $2, $3, $4)', [
+  await q.query('INSERT INTO jobs (id, kind, project_id, file_id, content_id) VALUES ($1, $2, $3, $4, $5)', [
     newId('job'),
     kind,
     projectId,
     fileId,
+    contentId,
   ]);
 }
 
@@ -38,7 +42,7 @@ export async function claimJobs(db: Db, kind: JobKind, limit: number, leaseSecon
        WHERE id IN (
          SELECT id FROM jobs WHERE kind = $1 AND run_at <= now() ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
        )
-       RETURNING id, kind, project_id, file_id, attempts`,
+       RETURNING id, kind, project_id, file_id, content_id, attempts`,
       [kind, limit, leaseSeconds],
     ),
   );

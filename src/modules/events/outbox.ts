@@ -21,8 +21,9 @@ export interface EventFile {
 }
 
 /**
- * Records an event in the outbox. Call it with the transaction that makes the change, so the
- * change and its event are committed (or rolled back) together.
+ * Records an event in the outbox, and one pending delivery per active webhook of the project
+ * subscribed to it. Call it with the transaction that makes the change, so the change, its event
+ * and its deliveries are committed (or rolled back) together.
  */
 export async function recordEvent(
   q: Queryable,
@@ -48,5 +49,26 @@ export async function recordEvent(
     'INSERT INTO events (id, project_id, type, file_id, payload) VALUES ($1, $2, $3, $4, $5::jsonb)',
     [id, project.id, type, file.id, JSON.stringify(payload)],
   );
+  const webhooks = await q.query<{ id: string }>(
+    `SELECT id FROM webhooks
+     WHERE project_id = $1 AND is_active AND deleted_at IS NULL AND $2 = ANY (events) ORDER BY id`,
+    [project.id, type],
+  );
+  if (webhooks.length > 0) {
+    // Due at once: the dispatcher holds a first attempt back by the schedule's first delay itself.
+    await q.query(
+      `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at)
+       SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now()
+       FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
+      [
+        webhooks.map(() => newId('dlv')),
+        webhooks.map((webhook) => webhook.id),
+        project.id,
+        id,
+        type,
+        JSON.stringify(payload),
+      ],
+    );
+  }
   return id;
 }

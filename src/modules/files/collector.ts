@@ -13,18 +13,45 @@ const BATCH = 100;
 export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds: number; logger: Logger }) {
   const { db, store, graceSeconds, logger } = deps;
 
+  /** Deletes every object the files refer to (current content, versions, new content) and marks them purged. */
   async function purge(rows: { id: string; storage_key: string }[]): Promise<void> {
-    for (const row of rows) await store.delete(row.storage_key);
-    if (rows.length > 0) {
-      await db.query('UPDATE files SET purged_at = now() WHERE id = ANY($1::text[])', [
-        rows.map((row) => row.id),
+    if (rows.length === 0) return;
+    const ids = rows.map((row) => row.id);
+    const others = await db.query<{ storage_key: string }>(
+      `SELECT storage_key FROM file_versions WHERE file_id = ANY($1::text[])
+       UNION SELECT storage_key FROM pending_contents WHERE file_id = ANY($1::text[])`,
+      [ids],
+    );
+    const keys = new Set([...rows.map((row) => row.storage_key), ...others.map((row) => row.storage_key)]);
+    for (const key of keys) await store.delete(key);
+    await db.query('UPDATE files SET purged_at = now() WHERE id = ANY($1::text[])', [ids]);
+  }
+
+  /** New content that never became current (abandoned, failed or quarantined) is garbage after the grace period. */
+  async function purgeRejectedContent(): Promise<number> {
+    await db.query(
+      `UPDATE pending_contents SET status = 'failed', failure_reason = 'upload_abandoned', updated_at = now()
+       WHERE status = 'uploading' AND upload_expires_at < now() - make_interval(secs => $1)`,
+      [graceSeconds],
+    );
+    const rejected = await db.query<{ id: string; storage_key: string }>(
+      `SELECT id, storage_key FROM pending_contents
+       WHERE status IN ('failed', 'quarantined') AND purged_at IS NULL AND updated_at < now() - make_interval(secs => $1)
+       LIMIT $2`,
+      [graceSeconds, BATCH],
+    );
+    for (const row of rejected) await store.delete(row.storage_key);
+    if (rejected.length > 0) {
+      await db.query('UPDATE pending_contents SET purged_at = now() WHERE id = ANY($1::text[])', [
+        rejected.map((row) => row.id),
       ]);
     }
+    return rejected.length;
   }
 
   return {
     /** One pass; returns how many files it failed (abandoned) and purged. */
-    async sweep(): Promise<{ abandoned: number; purged: number }> {
+    async sweep(): Promise<{ abandoned: number; purged: number; rejected: number }> {
       const abandoned = await db.query<{ id: string; storage_key: string }>(
         `UPDATE files SET status = 'failed', failure_reason = 'upload_abandoned', upload_expires_at = NULL, updated_at = now()
          WHERE id IN (
@@ -42,10 +69,14 @@ export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds
         [graceSeconds, BATCH],
       );
       await purge(deleted);
-      if (abandoned.length + deleted.length > 0) {
-        logger.info({ abandoned: abandoned.length, purged: deleted.length }, 'collected stored objects');
+      const rejected = await purgeRejectedContent();
+      if (abandoned.length + deleted.length + rejected > 0) {
+        logger.info(
+          { abandoned: abandoned.length, purged: deleted.length, rejected },
+          'collected stored objects',
+        );
       }
-      return { abandoned: abandoned.length, purged: deleted.length };
+      return { abandoned: abandoned.length, purged: deleted.length, rejected };
     },
   };
 }

@@ -131,19 +131,23 @@ export function createFolderService(db: Db) {
       });
     },
 
-    /** Deletes an empty folder: one holding subfolders or files that are not deleted is a 409. */
+    /** Deletes an empty folder: one holding subfolders, files that are not deleted, or the lock of a live upload token is a 409. */
     async remove(projectId: string, id: string): Promise<void> {
       await db.tx(async (q) => {
         const folder = await find(q, projectId, id, true);
         if (!folder) throw notFound('Folder');
-        const [usage] = await q.query<{ folders: boolean; files: boolean }>(
+        const [usage] = await q.query<{ folders: boolean; files: boolean; tokens: boolean }>(
           `SELECT EXISTS (SELECT 1 FROM folders WHERE project_id = $1 AND parent_id = $2) AS folders,
-                  EXISTS (SELECT 1 FROM files WHERE project_id = $1 AND folder_id = $2 AND deleted_at IS NULL) AS files`,
+                  EXISTS (SELECT 1 FROM files WHERE project_id = $1 AND folder_id = $2 AND deleted_at IS NULL) AS files,
+                  EXISTS (SELECT 1 FROM upload_tokens WHERE folder_id = $2 AND expires_at > now()) AS tokens`,
           [projectId, id],
         );
         if (usage!.folders || usage!.files) {
           throw conflict('The folder is not empty', { subfolders: usage!.folders, files: usage!.files });
         }
+        // A live upload token locked to the folder would otherwise silently upload to the root.
+        if (usage!.tokens)
+          throw conflict('An unexpired upload token is locked to this folder', { upload_tokens: true });
         await q.query('DELETE FROM folders WHERE project_id = $1 AND id = $2', [projectId, id]);
       });
     },

@@ -1,13 +1,13 @@
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import { claimJobs, finishJob, type Job, retryJob } from '../../infra/jobs.ts';
 import { type Scanner, ScannerUnavailableError, ScanRejectedError } from '../../infra/scanner/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
-import type { FileStatus } from '../files/rules.ts';
 import type { ProjectService } from '../projects/service.ts';
+import { commitContent, findContent } from '../versions/service.ts';
 import { checkMime, SNIFF_BYTES } from './mime-check.ts';
 
 export interface PipelineOptions {
@@ -34,6 +34,14 @@ type Verdict =
   | { status: 'failed'; reason: string };
 
 const EVENT_OF = { ready: 'file.ready', failed: 'file.failed', quarantined: 'file.quarantined' } as const;
+
+/** The bytes a job judges, and how its verdict is written (in the transaction that finishes the job). */
+interface Subject {
+  storage_key: string;
+  content_type: string;
+  size_bytes: number;
+  apply(q: Queryable, verdict: Verdict): Promise<void>;
+}
 
 async function readHead(stream: Readable, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -63,74 +71,101 @@ export function createPipeline(deps: {
   const { db, store, scanner, projects, logger } = deps;
   const options = { ...DEFAULT_PIPELINE_OPTIONS, ...deps.options };
 
-  async function judge(file: files.FileRow): Promise<Verdict> {
-    const scan = await scanner.scan(await store.read(file.storage_key));
+  async function judge(subject: Subject): Promise<Verdict> {
+    const scan = await scanner.scan(await store.read(subject.storage_key));
     if (!scan.clean) return { status: 'quarantined', signature: scan.signature };
-    const size = file.size_bytes;
+    const size = subject.size_bytes;
     const head =
       size === 0
         ? Buffer.alloc(0)
         : await readHead(
-            await store.read(file.storage_key, { start: 0, end: Math.min(size, SNIFF_BYTES) - 1 }),
+            await store.read(subject.storage_key, { start: 0, end: Math.min(size, SNIFF_BYTES) - 1 }),
             SNIFF_BYTES,
           );
-    const mismatch = await checkMime(file.content_type, head);
+    const mismatch = await checkMime(subject.content_type, head);
     return mismatch ? { status: 'failed', reason: `mime_mismatch: ${mismatch}` } : { status: 'ready' };
   }
 
-  async function settle(job: Job, file: files.FileRow, verdict: Verdict): Promise<void> {
-    const project = await projects.getProject(file.project_id);
-    await db.tx(async (q) => {
-      const updated = await files.updateFile(
-        q,
-        file.project_id,
-        file.id,
-        {
-          status: verdict.status as FileStatus,
-          failure_reason:
-            verdict.status === 'failed'
-              ? verdict.reason
-              : verdict.status === 'quarantined'
-                ? 'virus_detected'
-                : null,
-          scan_signature: verdict.status === 'quarantined' ? verdict.signature : null,
+  const reasonOf = (verdict: Verdict) =>
+    verdict.status === 'failed' ? verdict.reason : verdict.status === 'quarantined' ? 'virus_detected' : null;
+  const signatureOf = (verdict: Verdict) => (verdict.status === 'quarantined' ? verdict.signature : null);
+
+  /** What a job is about, still awaiting its verdict; undefined when there is nothing left to decide. */
+  async function subjectOf(job: Job): Promise<Subject | undefined> {
+    if (!job.file_id) return undefined;
+    const file = await files.findFile(db, job.project_id, job.file_id);
+    const project = await projects.getProject(job.project_id);
+    // Deleted while waiting, or moved on already: nothing to decide any more.
+    if (!file || !project || file.deleted_at !== null) return undefined;
+    if (job.content_id) {
+      const content = await findContent(db, file.id, job.content_id);
+      if (content?.status !== 'processing') return undefined;
+      // New bytes of a ready file: they replace its content only when clean; the file is untouched otherwise.
+      return {
+        ...content,
+        apply: async (q, verdict) => {
+          if (verdict.status === 'ready') {
+            await commitContent(q, project, content);
+            return;
+          }
+          await q.query(
+            `UPDATE pending_contents SET status = $2, failure_reason = $3, scan_signature = $4, updated_at = now()
+             WHERE id = $1 AND status = 'processing'`,
+            [content.id, verdict.status, reasonOf(verdict), signatureOf(verdict)],
+          );
         },
-        'processing',
-      );
-      if (updated && project) await recordEvent(q, project, EVENT_OF[verdict.status], updated);
-      await finishJob(q, job.id);
-    });
-    logger.info({ file_id: file.id, status: verdict.status }, 'file processed');
+      };
+    }
+    if (file.status !== 'processing') return undefined;
+    return {
+      ...file,
+      apply: async (q, verdict) => {
+        const updated = await files.updateFile(
+          q,
+          file.project_id,
+          file.id,
+          { status: verdict.status, failure_reason: reasonOf(verdict), scan_signature: signatureOf(verdict) },
+          'processing',
+        );
+        if (updated) await recordEvent(q, project, EVENT_OF[verdict.status], updated);
+      },
+    };
   }
 
   async function process(job: Job): Promise<void> {
-    const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
-    // Deleted while waiting, or moved on already: nothing to decide any more.
-    if (file?.status !== 'processing' || file.deleted_at !== null) {
+    const subject = await subjectOf(job);
+    if (!subject) {
       await finishJob(db, job.id);
       return;
     }
     let verdict: Verdict;
     try {
-      verdict = await judge(file);
+      verdict = await judge(subject);
     } catch (error) {
       if (error instanceof ScanRejectedError) {
         verdict = { status: 'failed', reason: `scan_incomplete: ${error.message}` };
       } else if (job.attempts >= options.maxAttempts) {
-        // Fail closed: a file that could not be scanned is never marked clean.
+        // Fail closed: bytes that could not be scanned are never marked clean.
         verdict = { status: 'failed', reason: `scan_unavailable: ${(error as Error).message}` };
       } else {
         const delay = options.backoffSeconds(job.attempts);
         const level = error instanceof ScannerUnavailableError ? 'warn' : 'error';
         logger[level](
-          { err: error, file_id: file.id, attempt: job.attempts, retry_in_s: delay },
+          { err: error, file_id: job.file_id, attempt: job.attempts, retry_in_s: delay },
           'scan failed; will retry',
         );
         await retryJob(db, job.id, delay, (error as Error).message);
         return;
       }
     }
-    await settle(job, file, verdict);
+    await db.tx(async (q) => {
+      await subject.apply(q, verdict);
+      await finishJob(q, job.id);
+    });
+    logger.info(
+      { file_id: job.file_id, content_id: job.content_id, status: verdict.status },
+      'file processed',
+    );
   }
 
   return {

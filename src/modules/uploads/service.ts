@@ -20,6 +20,7 @@ import { type Caller, visibleFile } from '../files/service.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
+import { recordVersion } from '../versions/repo.ts';
 import { consumeToken, findToken, type UploadTokenRow } from './token-repo.ts';
 
 /** What a client declares about a file it is about to upload (single or multipart). */
@@ -35,6 +36,34 @@ export interface UploadRequest {
 /** The storage key of a new object: generated ids only, so user input never reaches a path. */
 export function newObjectKey(projectId: string, fileId: string): string {
   return `${projectId}/${fileId}/${ulid()}`;
+}
+
+/** The project's configuration checks of an upload (f): size ceiling (413), MIME allowlist and extension (422). */
+export function checkProjectRules(
+  project: Project,
+  filename: string,
+  contentType: string,
+  size: number,
+): void {
+  const { max_file_size_bytes, allowed_mime_types } = project.settings;
+  if (max_file_size_bytes !== null && size > max_file_size_bytes) {
+    throw fileTooLarge(max_file_size_bytes, 'project');
+  }
+  if (allowed_mime_types !== null) {
+    const list = parseMimeList(allowed_mime_types);
+    if ('entries' in list && !mimeAllowed(list.entries, contentType)) {
+      throw validationError(`content_type ${contentType} is not allowed in this project`, {
+        field: 'content_type',
+        allowed_mime_types: list.entries,
+      });
+    }
+  }
+  if (!extensionMatches(filename, contentType)) {
+    throw validationError(`The extension of ${JSON.stringify(filename)} does not match ${contentType}`, {
+      field: 'filename',
+      content_type: contentType,
+    });
+  }
 }
 
 export function createUploadService(deps: {
@@ -84,28 +113,7 @@ export function createUploadService(deps: {
       tags = normalizeTags([...tags, ...(token.tags ?? [])]);
     }
 
-    const { max_file_size_bytes, allowed_mime_types } = project.settings;
-    if (max_file_size_bytes !== null && request.size_bytes > max_file_size_bytes) {
-      throw fileTooLarge(max_file_size_bytes, 'project');
-    }
-    if (allowed_mime_types !== null) {
-      const list = parseMimeList(allowed_mime_types);
-      if ('entries' in list && !mimeAllowed(list.entries, contentType)) {
-        throw validationError(`content_type ${contentType} is not allowed in this project`, {
-          field: 'content_type',
-          allowed_mime_types: list.entries,
-        });
-      }
-    }
-    if (!extensionMatches(request.filename, contentType)) {
-      throw validationError(
-        `The extension of ${JSON.stringify(request.filename)} does not match ${contentType}`,
-        {
-          field: 'filename',
-          content_type: contentType,
-        },
-      );
-    }
+    checkProjectRules(project, request.filename, contentType, request.size_bytes);
     if (folderId !== null && !(await folders.exists(q, project.id, folderId))) {
       throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
     }
@@ -194,7 +202,8 @@ export function createUploadService(deps: {
 
 /**
  * The bytes of an `uploading` file are complete: it becomes `processing` (a scan job queued) when
- * the project scans, else `ready` (event file.ready). Only from `uploading`: a second call is 409.
+ * the project scans, else `ready` (event file.ready); with versioning on, the content is recorded
+ * as a version. Only from `uploading`: a second call is 409.
  */
 export async function finishUpload(
   q: Queryable,
@@ -215,6 +224,7 @@ export async function finishUpload(
     'uploading',
   );
   if (!file) throw invalidState('The file is no longer uploading');
+  if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
   if (scan) await enqueueJob(q, 'scan', project.id, file.id);
   else await recordEvent(q, project, 'file.ready', file);
   return file;

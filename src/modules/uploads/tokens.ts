@@ -86,9 +86,9 @@ export function createUploadTokenService(deps: { db: Db; folders: FolderService 
       if (metadata) checkMetadataSize(metadata);
       const tags = request.tags ? normalizeTags(request.tags) : null;
       let folderId: string | null = null;
-      if (request.folder_path) {
+      if (request.folder_path != null) {
         folderId = (await folders.ensurePath(project.id, request.folder_path)).id;
-      } else if (request.folder_id) {
+      } else if (request.folder_id != null) {
         if (!(await folders.exists(db, project.id, request.folder_id))) {
           throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
         }

@@ -1,0 +1,84 @@
+import type { Queryable } from '../../infra/db.ts';
+import { newId } from '../../lib/ids.ts';
+
+export interface FileVersion {
+  id: string;
+  file_id: string;
+  version_number: number;
+  storage_key: string;
+  size_bytes: number;
+  content_type: string;
+  checksum_sha256: string | null;
+  reason: 'upload' | 'restore';
+  source_version_id: string | null;
+  created_at: string;
+}
+
+interface Row extends Omit<FileVersion, 'created_at'> {
+  created_at: Date;
+}
+
+const COLUMNS =
+  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, reason, source_version_id, created_at';
+
+const toVersion = (row: Row): FileVersion => ({ ...row, created_at: row.created_at.toISOString() });
+
+export interface Snapshot {
+  storage_key: string;
+  size_bytes: number;
+  content_type: string;
+  checksum_sha256: string | null;
+}
+
+/** Appends the next version of the file (numbers count up from 1). */
+export async function recordVersion(
+  q: Queryable,
+  file: { project_id: string; id: string },
+  snapshot: Snapshot,
+  reason: 'upload' | 'restore',
+  options: { id?: string; sourceVersionId?: string } = {},
+): Promise<FileVersion> {
+  const [row] = await q.query<Row>(
+    `INSERT INTO file_versions (id, project_id, file_id, version_number, storage_key, size_bytes, content_type,
+       checksum_sha256, reason, source_version_id)
+     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9
+     FROM file_versions WHERE file_id = $3
+     RETURNING ${COLUMNS}`,
+    [
+      options.id ?? newId('ver'),
+      file.project_id,
+      file.id,
+      snapshot.storage_key,
+      snapshot.size_bytes,
+      snapshot.content_type,
+      snapshot.checksum_sha256,
+      reason,
+      options.sourceVersionId ?? null,
+    ],
+  );
+  return toVersion(row!);
+}
+
+export async function listVersions(q: Queryable, fileId: string): Promise<FileVersion[]> {
+  const rows = await q.query<Row>(
+    `SELECT ${COLUMNS} FROM file_versions WHERE file_id = $1 ORDER BY version_number DESC`,
+    [fileId],
+  );
+  return rows.map(toVersion);
+}
+
+export async function findVersion(
+  q: Queryable,
+  fileId: string,
+  versionId: string,
+): Promise<FileVersion | undefined> {
+  const [row] = await q.query<Row>(`SELECT ${COLUMNS} FROM file_versions WHERE file_id = $1 AND id = $2`, [
+    fileId,
+    versionId,
+  ]);
+  return row && toVersion(row);
+}
+
+export async function hasVersions(q: Queryable, fileId: string): Promise<boolean> {
+  return (await q.query('SELECT 1 FROM file_versions WHERE file_id = $1 LIMIT 1', [fileId])).length > 0;
+}

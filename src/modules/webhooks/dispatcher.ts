@@ -1,0 +1,196 @@
+import type { Logger } from 'pino';
+import { request } from 'undici';
+import type { Db } from '../../infra/db.ts';
+import { createSafeAgent } from '../../infra/http/safe-agent.ts';
+import { hmacHex } from '../../lib/secrets.ts';
+
+/** A failed endpoint's answer is read only this far, to show why it failed. */
+const RESPONSE_SNIPPET_BYTES = 1024;
+const MAX_ATTEMPTS = 5;
+
+interface Claimed {
+  id: string;
+  event_id: string;
+  event: string;
+  payload: unknown;
+  attempts: number;
+  url: string;
+  signing_secret: string;
+  live: boolean;
+}
+
+interface Outcome {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+}
+
+export interface DispatcherOptions {
+  /** Seconds before attempt 1 (after the event) and before attempts 2..5 (after a failure). */
+  retrySchedule: number[];
+  timeoutMs: number;
+  allowPrivateNetworks: boolean;
+  /** Deliveries in flight at once in this process: a slow endpoint holds one slot, not the others. */
+  concurrency?: number;
+  /** Extra trusted CA certificates (PEM) for receivers. */
+  ca?: string;
+}
+
+type Body = AsyncIterable<Buffer> & { destroy(): void; on(event: 'error', listener: () => void): unknown };
+
+/**
+ * Drops a response body unread. undici's body emits 'error' (RequestAbortedError) when destroyed
+ * before its end: without a listener that is an uncaught exception, which would end the process.
+ */
+function discard(body: Body): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
+async function readSnippet(body: Body): Promise<string> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      length += chunk.length;
+      if (length >= RESPONSE_SNIPPET_BYTES) break;
+    }
+  } finally {
+    discard(body);
+  }
+  return Buffer.concat(chunks).subarray(0, RESPONSE_SNIPPET_BYTES).toString('utf8');
+}
+
+/**
+ * Sends pending deliveries: signed POSTs of the event envelope, retried on the configured
+ * schedule until delivered or dead. Claims are leased with FOR UPDATE SKIP LOCKED, so several
+ * workers never send the same attempt, and a worker killed mid-attempt leaves the delivery due again.
+ */
+export function createDispatcher(deps: { db: Db; logger: Logger; options: DispatcherOptions }) {
+  const { db, logger, options } = deps;
+  const concurrency = options.concurrency ?? 64;
+  const leaseSeconds = options.timeoutMs / 1000 + 30;
+  const agent = createSafeAgent({
+    allowPrivateNetworks: options.allowPrivateNetworks,
+    timeoutMs: options.timeoutMs,
+    ca: options.ca,
+    connections: concurrency,
+  });
+  const inflight = new Set<Promise<void>>();
+
+  async function claim(limit: number): Promise<Claimed[]> {
+    return db.tx((q) =>
+      q.query<Claimed>(
+        `UPDATE deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2),
+           updated_at = now()
+         FROM webhooks w
+         WHERE w.id = d.webhook_id AND d.id IN (
+           SELECT id FROM deliveries
+           WHERE status = 'pending' AND next_attempt_at <= now()
+             AND (attempts > 0 OR created_at <= now() - make_interval(secs => $3))
+           ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING d.id, d.event_id, d.event, d.payload, d.attempts, w.url, w.signing_secret,
+           (w.is_active AND w.deleted_at IS NULL) AS live`,
+        [limit, leaseSeconds, options.retrySchedule[0] ?? 0],
+      ),
+    );
+  }
+
+  async function attempt(delivery: Claimed): Promise<Outcome> {
+    const body = JSON.stringify(delivery.payload);
+    try {
+      const response = await request(delivery.url, {
+        method: 'POST',
+        body,
+        dispatcher: agent,
+        signal: AbortSignal.timeout(options.timeoutMs),
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'Coffer-Webhooks/1.0',
+          'x-coffer-signature': hmacHex(delivery.signing_secret, body),
+          'x-coffer-event': delivery.event,
+          'x-coffer-event-id': delivery.event_id,
+          'x-coffer-delivery-id': delivery.id,
+          'x-coffer-delivery-attempt': String(delivery.attempts),
+        },
+      });
+      const { statusCode } = response;
+      if (statusCode >= 200 && statusCode < 300) {
+        discard(response.body);
+        return { ok: true, status: statusCode, error: null };
+      }
+      if (statusCode >= 300 && statusCode < 400) {
+        discard(response.body);
+        const location = response.headers.location ?? 'elsewhere';
+        return { ok: false, status: statusCode, error: `redirect to ${location} is not followed` };
+      }
+      const snippet = await readSnippet(response.body);
+      return { ok: false, status: statusCode, error: `HTTP ${statusCode}${snippet ? `: ${snippet}` : ''}` };
+    } catch (error) {
+      const err = error as Error & { code?: string };
+      const reason = err.name === 'TimeoutError' || err.code?.includes('TIMEOUT') ? 'timed out' : err.message;
+      return { ok: false, status: null, error: `${err.code ?? err.name}: ${reason}` };
+    }
+  }
+
+  async function record(delivery: Claimed, outcome: Outcome): Promise<void> {
+    const finalFailure = !outcome.ok && delivery.attempts >= MAX_ATTEMPTS;
+    const status = outcome.ok ? 'delivered' : finalFailure ? 'dead' : 'pending';
+    const delay = outcome.ok || finalFailure ? 0 : (options.retrySchedule[delivery.attempts] ?? 0);
+    // Only while still pending: a delivery cancelled meanwhile (webhook deleted) stays cancelled.
+    await db.query(
+      `UPDATE deliveries SET status = $2, next_attempt_at = now() + make_interval(secs => $3),
+         last_response_status = $4, last_error = $5, updated_at = now()
+       WHERE id = $1 AND status = 'pending'`,
+      [delivery.id, status, delay, outcome.status, outcome.error?.slice(0, 2000) ?? null],
+    );
+    if (!outcome.ok) {
+      logger.warn(
+        { delivery_id: delivery.id, attempt: delivery.attempts, status, error: outcome.error },
+        'webhook delivery failed',
+      );
+    }
+  }
+
+  async function deliver(delivery: Claimed): Promise<void> {
+    if (!delivery.live) {
+      await db.query(
+        "UPDATE deliveries SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status = 'pending'",
+        [delivery.id],
+      );
+      return;
+    }
+    await record(delivery, await attempt(delivery));
+  }
+
+  return {
+    /** Claims as many due deliveries as there are free slots and starts them; returns how many. */
+    async runOnce(): Promise<number> {
+      const free = concurrency - inflight.size;
+      if (free <= 0) return 0;
+      const claimed = await claim(free);
+      for (const delivery of claimed) {
+        const task = deliver(delivery)
+          .catch((error: unknown) =>
+            logger.error({ err: error, delivery_id: delivery.id }, 'webhook delivery crashed'),
+          )
+          .finally(() => inflight.delete(task));
+        inflight.add(task);
+      }
+      return claimed.length;
+    },
+
+    /** Waits for the deliveries in flight (tests, shutdown). */
+    async settle(): Promise<void> {
+      await Promise.all(inflight);
+    },
+
+    async close(): Promise<void> {
+      await Promise.all(inflight);
+      await agent.close();
+    },
+  };
+}
+
+export type Dispatcher = ReturnType<typeof createDispatcher>;

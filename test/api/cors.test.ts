@@ -1,0 +1,195 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { initiate, upload } from '../support/files.ts';
+
+const APP = 'https://app.example.com';
+const EVIL = 'https://evil.example.com';
+
+interface Sent {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/** A request whose whole body is read, so that no connection stays busy (the server could not close). */
+async function send(url: string, init?: RequestInit): Promise<Sent> {
+  const response = await fetch(url, init);
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/** A browser's preflight: OPTIONS with Origin and the Access-Control-Request-* headers. */
+function preflight(url: string, origin: string, method: string, headers = 'authorization,content-type') {
+  return send(url, {
+    method: 'OPTIONS',
+    headers: {
+      origin,
+      'access-control-request-method': method,
+      'access-control-request-headers': headers,
+    },
+  });
+}
+
+const list = (value: string | null) => (value ?? '').split(',').map((part) => part.trim().toLowerCase());
+
+/** What a browser checks before sending the real request. */
+function expectPreflightAllowed(reply: Sent, origin: string, method: string) {
+  expect(reply.status).toBeGreaterThanOrEqual(200);
+  expect(reply.status).toBeLessThan(300);
+  expect(reply.headers.get('access-control-allow-origin')).toBe(origin);
+  expect(list(reply.headers.get('access-control-allow-methods'))).toContain(method.toLowerCase());
+  const allowedHeaders = list(reply.headers.get('access-control-allow-headers'));
+  expect(allowedHeaders).toContain('authorization');
+  expect(allowedHeaders).toContain('content-type');
+}
+
+/** The three kinds of URL a browser calls during an upload: a token endpoint, the PUT URL and a GET URL. */
+async function urls(coffer: TestCoffer, project: TestProject) {
+  const token = await project.call('POST', '/upload-tokens', { body: {} });
+  expect(token.status).toBe(201);
+  const started = await initiate(project, { token: token.body.token });
+  const ready = (await upload(project, { bytes: 'downloadable' })).body;
+  const download = await project.call('GET', `/files/${ready.id}/download`);
+  expect(download.status).toBe(200);
+  return {
+    token: token.body.token as string,
+    initiate: `${coffer.url}/v1/projects/${project.id}/files/upload`,
+    put: started.upload_url,
+    bytes: started.bytes,
+    get: download.body.url as string,
+  };
+}
+
+describe('CORS with an origin list', () => {
+  let coffer: TestCoffer;
+  let project: TestProject;
+  let target: Awaited<ReturnType<typeof urls>>;
+
+  beforeAll(async () => {
+    coffer = await startCoffer({ COFFER_CORS_ORIGINS: APP });
+    project = await coffer.newProject();
+    target = await urls(coffer, project);
+  });
+  afterAll(() => coffer.close());
+
+  it('answers the preflight of the initiate endpoint for an allowed origin', async () => {
+    const reply = await preflight(target.initiate, APP, 'POST');
+    expectPreflightAllowed(reply, APP, 'POST');
+    expect(list(reply.headers.get('vary'))).toContain('origin');
+  });
+
+  it('answers the preflight of a presigned PUT URL and a presigned GET URL', async () => {
+    expectPreflightAllowed(await preflight(target.put, APP, 'PUT', 'content-type'), APP, 'PUT');
+    expectPreflightAllowed(await preflight(target.put, APP, 'PUT'), APP, 'PUT');
+    expectPreflightAllowed(await preflight(target.get, APP, 'GET', 'range'), APP, 'GET');
+    expectPreflightAllowed(await preflight(target.get, APP, 'GET'), APP, 'GET');
+  });
+
+  it('lets the allowed origin read the real responses of the token endpoint and the object URLs', async () => {
+    const initiated = await send(target.initiate, {
+      method: 'POST',
+      headers: { origin: APP, authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ filename: 'b.txt', content_type: 'text/plain', size_bytes: 3 }),
+    });
+    expect(initiated.status).toBe(201);
+    expect(initiated.headers.get('access-control-allow-origin')).toBe(APP);
+
+    const stored = await send(target.put, {
+      method: 'PUT',
+      headers: { origin: APP, 'content-type': 'text/plain' },
+      body: target.bytes,
+    });
+    expect(stored.status).toBe(200);
+    expect(stored.headers.get('access-control-allow-origin')).toBe(APP);
+    expect(list(stored.headers.get('access-control-expose-headers'))).toContain('etag');
+
+    const got = await send(target.get, { headers: { origin: APP } });
+    expect(got.status).toBe(200);
+    expect(got.text).toBe('downloadable');
+    expect(got.headers.get('access-control-allow-origin')).toBe(APP);
+    expect(list(got.headers.get('access-control-expose-headers'))).toContain('content-disposition');
+  });
+
+  it('keeps Access-Control-Allow-Origin on error responses, so the browser can read the error body', async () => {
+    const unauthenticated = await send(target.initiate, {
+      method: 'POST',
+      headers: {
+        origin: APP,
+        authorization: 'Bearer coffer_upload_token_unknown',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ filename: 'b.txt', content_type: 'text/plain', size_bytes: 3 }),
+    });
+    expect(unauthenticated.status).toBe(401);
+    expect(unauthenticated.headers.get('access-control-allow-origin')).toBe(APP);
+    expect(JSON.parse(unauthenticated.text).error.code).toBe('UNAUTHENTICATED');
+
+    const invalid = await send(target.initiate, {
+      method: 'POST',
+      headers: { origin: APP, authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ filename: 'b.txt', content_type: 'text/plain', size_bytes: 'three' }),
+    });
+    expect(invalid.status).toBe(400);
+    expect(invalid.headers.get('access-control-allow-origin')).toBe(APP);
+
+    const tampered = await send(target.get.replace(/sig=[0-9a-f]{4}/, 'sig=0000'), {
+      headers: { origin: APP },
+    });
+    expect(tampered.status).toBe(403);
+    expect(tampered.headers.get('access-control-allow-origin')).toBe(APP);
+
+    const noRoute = await send(`${coffer.url}/v1/nowhere`, { headers: { origin: APP } });
+    expect(noRoute.status).toBe(404);
+    expect(noRoute.headers.get('access-control-allow-origin')).toBe(APP);
+  });
+
+  it('gives another origin no Access-Control-Allow-Origin', async () => {
+    for (const [url, method] of [
+      [target.initiate, 'POST'],
+      [target.put, 'PUT'],
+      [target.get, 'GET'],
+    ] as const) {
+      const reply = await preflight(url, EVIL, method);
+      expect(reply.headers.get('access-control-allow-origin'), `${method} ${url}`).toBeNull();
+    }
+    const real = await send(target.get, { headers: { origin: EVIL } });
+    expect(real.headers.get('access-control-allow-origin')).toBeNull();
+    const error = await send(target.initiate, {
+      method: 'POST',
+      headers: { origin: EVIL, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(error.status).toBe(401);
+    expect(error.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
+describe('CORS by default', () => {
+  let coffer: TestCoffer;
+  let target: Awaited<ReturnType<typeof urls>>;
+
+  beforeAll(async () => {
+    coffer = await startCoffer();
+    expect(coffer.config.corsOrigins).toBe('*');
+    target = await urls(coffer, await coffer.newProject());
+  });
+  afterAll(() => coffer.close());
+
+  it('allows any origin on the token endpoint and the object URLs', async () => {
+    for (const origin of [APP, EVIL]) {
+      expectPreflightAllowed(await preflight(target.initiate, origin, 'POST'), '*', 'POST');
+      expectPreflightAllowed(await preflight(target.put, origin, 'PUT'), '*', 'PUT');
+      expectPreflightAllowed(await preflight(target.get, origin, 'GET'), '*', 'GET');
+    }
+    const error = await send(target.initiate, {
+      method: 'POST',
+      headers: { origin: EVIL, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(error.status).toBe(401);
+    expect(error.headers.get('access-control-allow-origin')).toBe('*');
+    const got = await send(target.get, { headers: { origin: EVIL } });
+    expect(got.status).toBe(200);
+    expect(got.text).toBe('downloadable');
+    expect(got.headers.get('access-control-allow-origin')).toBe('*');
+  });
+});
