@@ -278,3 +278,77 @@ describe('multipart upload', () => {
     }
   });
 });
+
+describe('multipart with an upload token', () => {
+  const token = async (project: TestProject, body: Record<string, unknown>) => {
+    const reply = await project.call('POST', '/upload-tokens', { body });
+    expect(reply.status).toBe(201);
+    return reply.body.token as string;
+  };
+  const startWith = (
+    project: TestProject,
+    secret: string,
+    total: number,
+    contentType = 'application/octet-stream',
+  ) =>
+    project.call('POST', '/files/upload/multipart/start', {
+      token: secret,
+      body: { filename: 'a.bin', content_type: contentType, total_size_bytes: total },
+    });
+
+  it('applies the token constraints to total_size_bytes and counts a start toward max_files', async () => {
+    const project = await coffer.newProject();
+    const secret = await token(project, {
+      max_size: 100,
+      max_files: 2,
+      allowed_mime_types: ['application/*'],
+    });
+    const tooBig = await startWith(project, secret, 101);
+    expect(tooBig.status).toBe(413);
+    expect(tooBig.body.error.code).toBe('FILE_TOO_LARGE');
+    expect((await startWith(project, secret, 10, 'image/png')).status).toBe(422);
+    expect((await startWith(project, secret, 10)).status).toBe(201);
+    expect(
+      (
+        await project.call('POST', '/files/upload', {
+          token: secret,
+          body: { filename: 'b.bin', content_type: 'application/octet-stream', size_bytes: 1 },
+        })
+      ).status,
+    ).toBe(201);
+    const third = await startWith(project, secret, 10);
+    expect(third.status).toBe(403);
+    expect(third.body.error.code).toBe('TOKEN_LIMIT_REACHED');
+  });
+
+  it('lets a token drive only its own sessions', async () => {
+    const project = await coffer.newProject();
+    const mine = await token(project, {});
+    const other = await token(project, {});
+    const session = (await startWith(project, mine, 3)).body;
+    const url = await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`, {
+      token: mine,
+    });
+    expect(url.status).toBe(200);
+    const etag = (await fetch(url.body.url, { method: 'PUT', body: 'abc' })).headers.get('etag');
+    for (const [method, path, body] of [
+      ['GET', `/files/upload/multipart/${session.upload_id}`, undefined],
+      ['GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`, undefined],
+      [
+        'POST',
+        `/files/upload/multipart/${session.upload_id}/complete`,
+        { parts: [{ part_number: 1, etag }] },
+      ],
+      ['DELETE', `/files/upload/multipart/${session.upload_id}`, undefined],
+    ] as const) {
+      const reply = await project.call(method, path, { token: other, body });
+      expect(reply.status, `${method} ${path}`).toBe(404);
+    }
+    const done = await project.call('POST', `/files/upload/multipart/${session.upload_id}/complete`, {
+      token: mine,
+      body: { parts: [{ part_number: 1, etag }] },
+    });
+    expect(done.status).toBe(200);
+    expect(done.body.status).toBe('ready');
+  });
+});
