@@ -4,7 +4,8 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
 import type { Config } from './config.ts';
 import { installAuth } from './http/auth.ts';
@@ -43,12 +44,15 @@ function validators() {
 export interface AppOptions {
   config: Config;
   services: Services;
-  logger?: FastifyServerOptions['logger'];
+  /** Request logging; none when absent (tests). */
+  logger?: Logger;
 }
 
-export async function buildApp({ config, services, logger = false }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({ config, services, logger }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger,
+    loggerInstance: logger as FastifyBaseLogger | undefined,
+    // Requests are logged once, on completion, without query strings (presigned URLs carry signatures there).
+    disableRequestLogging: true,
     trustProxy: config.trustProxy,
     bodyLimit: JSON_BODY_LIMIT,
     genReqId: (req) => {
@@ -81,6 +85,18 @@ export async function buildApp({ config, services, logger = false }: AppOptions)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        path: request.url.split('?')[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+        ip: request.ip,
+      },
+      'request',
+    );
   });
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};

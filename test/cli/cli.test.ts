@@ -1,0 +1,149 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { quoteIdent } from '../../src/infra/db.ts';
+import { loadMigrations } from '../../src/infra/migrate.ts';
+import { backend, namespace, testDb } from '../support/backends.ts';
+
+const root = join(import.meta.dirname, '../..');
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill('SIGKILL');
+});
+
+function freshDir(): string {
+  return mkdtempSync(join(tmpdir(), 'coffer-cli-'));
+}
+
+let nextPort = 20000 + (process.pid % 20000);
+const port = () => nextPort++;
+
+function cli(args: string[], env: Record<string, string>) {
+  return spawnSync(process.execPath, ['src/main.ts', ...args], {
+    cwd: root,
+    env: { ...process.env, COFFER_LOG_LEVEL: 'warn', ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+}
+
+/** Starts `coffer serve` and resolves once /health/ready answers, with everything it printed so far. */
+async function serve(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['src/main.ts', 'serve'], {
+    cwd: root,
+    env: { ...process.env, COFFER_LOG_LEVEL: 'warn', ...env },
+  });
+  children.push(child);
+  let stdout = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  const url = `http://127.0.0.1:${env.PORT}`;
+  const deadline = Date.now() + 45_000;
+  while (Date.now() < deadline) {
+    const ready = await fetch(`${url}/health/ready`).catch(() => undefined);
+    if (ready?.status === 200) return { child, url, stdout: () => stdout };
+    if (child.exitCode !== null) throw new Error(`coffer exited with ${child.exitCode}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error('coffer did not become ready');
+}
+
+const stopped = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+describe('the coffer command', () => {
+  it('serves on the embedded default, prints a generated admin key once, and stops cleanly on SIGTERM', async () => {
+    const dir = freshDir();
+    const env = { COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' };
+    const first = await serve(env);
+    const key = /coffer_admin_[A-Za-z0-9_-]{43}/.exec(first.stdout())?.[0];
+    expect(key).toBeDefined();
+    const orgs = await fetch(`${first.url}/v1/organizations`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(orgs.status).toBe(200);
+    const exit = stopped(first.child);
+    first.child.kill('SIGTERM');
+    expect(await exit).toBe(0);
+
+    const second = await serve(env);
+    expect(second.stdout()).not.toContain('coffer_admin_');
+    const again = await fetch(`${second.url}/v1/organizations`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(again.status).toBe(200);
+    second.child.kill('SIGINT');
+    expect(await stopped(second.child)).toBe(0);
+  });
+
+  it('bootstraps an organization, a project and a key with every scope', async () => {
+    const dir = freshDir();
+    const adminKey = `coffer_admin_${'b'.repeat(43)}`;
+    const result = cli(['admin', 'bootstrap', '--project', 'Site'], {
+      COFFER_DATA_DIR: dir,
+      COFFER_ADMIN_KEY: adminKey,
+    });
+    expect(result.status).toBe(0);
+    const projectId = /project_id:\s+(proj_\w+)/.exec(result.stdout)?.[1];
+    const apiKey = /api_key:\s+(coffer_live_[\w-]+)/.exec(result.stdout)?.[1];
+    expect(projectId).toBeDefined();
+    expect(apiKey).toBeDefined();
+
+    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: adminKey });
+    const project = await fetch(`${server.url}/v1/projects/${projectId}`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+    });
+    expect(project.status).toBe(200);
+    expect(((await project.json()) as { name: string }).name).toBe('Site');
+    const upload = await fetch(`${server.url}/v1/projects/${projectId}/files/upload`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ filename: 'a.txt', content_type: 'text/plain', size_bytes: 1 }),
+    });
+    expect(upload.status).toBe(201);
+  });
+
+  it('migrates and reports when the database is up to date', () => {
+    const dir = freshDir();
+    const first = cli(['migrate'], { COFFER_DATA_DIR: dir });
+    expect(first.status).toBe(0);
+    expect(first.stdout).toMatch(/^Applied: 001_core\.sql/);
+    const second = cli(['migrate'], { COFFER_DATA_DIR: dir });
+    expect(second.stdout.trim()).toBe('Database is up to date.');
+  });
+
+  it('answers unknown commands with the usage and exit code 64', () => {
+    const result = cli(['frobnicate'], {});
+    expect(result.status).toBe(64);
+    expect(result.stderr).toContain('Usage: coffer');
+  });
+});
+
+describe.runIf(backend === 'postgres')('on PostgreSQL', () => {
+  it('lets two servers start at once against one database (migrations under an advisory lock)', async () => {
+    const schema = `${namespace()}_cli`;
+    const db = await testDb();
+    await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);
+    await db.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
+    const url = new URL(process.env.COFFER_TEST_DATABASE_URL!);
+    url.searchParams.set('options', `-c search_path=${schema},public`);
+    const env = (p: number) => ({
+      COFFER_DATA_DIR: freshDir(),
+      PORT: String(p),
+      COFFER_DATABASE_URL: url.toString(),
+      COFFER_REDIS_URL: process.env.COFFER_TEST_REDIS_URL ?? '',
+      COFFER_ADMIN_KEY: `coffer_admin_${'c'.repeat(43)}`,
+    });
+    const [a, b] = await Promise.all([serve(env(port())), serve(env(port()))]);
+    expect((await fetch(`${a.url}/health/ready`)).status).toBe(200);
+    expect((await fetch(`${b.url}/health/ready`)).status).toBe(200);
+    const applied = await db.query<{ count: number }>(
+      `SELECT count(*)::int8 AS count FROM ${quoteIdent(schema)}.schema_migrations`,
+    );
+    expect(applied[0]!.count).toBe(loadMigrations().length);
+    await db.query(`DROP SCHEMA ${quoteIdent(schema)} CASCADE`);
+  });
+});
