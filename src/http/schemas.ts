@@ -26,3 +26,9 @@ export function ItemList<T extends TSchema>(item: T) {
 }
 
 export const NoContent = Type.Unsafe<undefined>({ description: 'No content' });
+
+/** A string limited to `values` (an `enum`, so a wrong value reads as a rule break, not a type error). */
+export const StringEnum = <T extends readonly string[]>(values: T, description?: string) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
+
+export const ProjectParams = Type.Object({ project_id: Type.String() });

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorBody } from '../../http/schemas.ts';
+import { ErrorBody, ProjectParams } from '../../http/schemas.ts';
 import {
   DownloadQuery,
   DownloadResponse,
@@ -10,7 +10,6 @@ import {
   ListQuery,
   MetadataBody,
   MoveBody,
-  ProjectParams,
   TagsBody,
 } from './schemas.ts';
 import type { FileService } from './service.ts';

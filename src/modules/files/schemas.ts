@@ -1,9 +1,6 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, Timestamp } from '../../http/schemas.ts';
+import { Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
-
-const StringEnum = <T extends readonly string[]>(values: T, description?: string) =>
-  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], description });
 
 export const FileObject = Type.Object(
   {
@@ -37,7 +34,6 @@ export const FileObject = Type.Object(
 export type FileObject = Static<typeof FileObject>;
 
 export const FileParams = Type.Object({ project_id: Type.String(), file_id: Type.String() });
-export const ProjectParams = Type.Object({ project_id: Type.String() });
 
 const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Key-value pairs (JSON object)' });
 const Tags = Type.Array(Type.String(), {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, ItemList, NoContent, Nullable, ProjectParams, Timestamp } from '../../http/schemas.ts';
 import type { FolderService } from './service.ts';
 
 const Folder = Type.Object(
@@ -14,7 +14,6 @@ const Folder = Type.Object(
   },
   { $id: 'Folder' },
 );
-const ProjectParams = Type.Object({ project_id: Type.String() });
 const FolderParams = Type.Object({ project_id: Type.String(), folder_id: Type.String() });
 const Name = Type.String({ maxLength: 1024 });
 const tags = ['Folders'];

@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, ProjectParams, Timestamp } from '../../http/schemas.ts';
 import type { MetadataSchemaService } from './service.ts';
 
-const Params = Type.Object({ project_id: Type.String() });
 const Schema = Type.Object(
   {
     schema: Type.Record(Type.String(), Type.Unknown(), {
@@ -32,7 +31,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
           summary: 'Set the metadata schema',
           description:
             'With enforce_schema on and is_active true, every metadata write (initiate included) is validated against it; a mismatch is 422.',
-          params: Params,
+          params: ProjectParams,
           body: Body,
           response: { 200: Schema, default: ErrorBody },
         },
@@ -46,7 +45,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         schema: {
           tags,
           summary: 'Get the metadata schema',
-          params: Params,
+          params: ProjectParams,
           response: { 200: Schema, default: ErrorBody },
         },
       },
@@ -59,7 +58,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         schema: {
           tags,
           summary: 'Remove the metadata schema',
-          params: Params,
+          params: ProjectParams,
           response: { 204: NoContent, default: ErrorBody },
         },
       },

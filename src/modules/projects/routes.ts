@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, NoContent } from '../../http/schemas.ts';
+import { ErrorBody, ItemList, NoContent, ProjectParams } from '../../http/schemas.ts';
 import {
   ApiKey,
   CreateApiKeyBody,
@@ -12,7 +12,6 @@ import {
 } from './schemas.ts';
 import type { ProjectService } from './service.ts';
 
-const ProjectParams = Type.Object({ project_id: Type.String() });
 const errors = { default: ErrorBody };
 
 export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypebox {

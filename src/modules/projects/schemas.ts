@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, Timestamp } from '../../http/schemas.ts';
+import { Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
 
 export const SCOPES = [
   'upload_tokens:create',
@@ -111,7 +111,7 @@ export const UpdateProjectBody = Type.Object(
 export const CreateApiKeyBody = Type.Object(
   {
     name: Name,
-    scopes: Type.Array(Type.Unsafe<Scope>({ type: 'string', enum: [...SCOPES] }), {
+    scopes: Type.Array(StringEnum(SCOPES), {
       minItems: 1,
       uniqueItems: true,
     }),

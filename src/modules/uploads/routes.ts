@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
-import { FileObject, FileParams, InitiateBody, InitiateResponse, ProjectParams } from '../files/schemas.ts';
+import { ErrorBody, NoContent, Nullable, ProjectParams, Timestamp } from '../../http/schemas.ts';
+import { FileObject, FileParams, InitiateBody, InitiateResponse } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import type { MultipartService } from './multipart.ts';
 import type { UploadService } from './service.ts';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, Nullable, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, ItemList, Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { DownloadQuery, DownloadResponse, FileObject } from '../files/schemas.ts';
 import type { VersionService } from './service.ts';
 
@@ -13,7 +13,7 @@ const Version = Type.Object(
     size_bytes: Type.Integer(),
     content_type: Type.String(),
     checksum_sha256: Nullable(Type.String()),
-    reason: Type.Unsafe<'upload' | 'restore'>({ type: 'string', enum: ['upload', 'restore'] }),
+    reason: StringEnum(['upload', 'restore'] as const),
     source_version_id: Nullable(Type.String({ description: 'For a restore: the version restored' })),
     created_at: Timestamp,
   },
@@ -123,10 +123,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           response: {
             200: Type.Object({
               version_id: Type.String(),
-              status: Type.Unsafe<'committed' | 'processing'>({
-                type: 'string',
-                enum: ['committed', 'processing'],
-              }),
+              status: StringEnum(['committed', 'processing'] as const),
               file: FileObject,
             }),
             default: ErrorBody,

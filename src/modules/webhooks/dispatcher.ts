@@ -128,9 +128,12 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
       const snippet = await readSnippet(response.body);
       return { ok: false, status: statusCode, error: `HTTP ${statusCode}${snippet ? `: ${snippet}` : ''}` };
     } catch (error) {
-      const err = error as Error & { code?: string };
-      const reason = err.name === 'TimeoutError' || err.code?.includes('TIMEOUT') ? 'timed out' : err.message;
-      return { ok: false, status: null, error: `${err.code ?? err.name}: ${reason}` };
+      const err = error as Error & { code?: unknown };
+      // Node's errors carry a string code (ECONNREFUSED, UND_ERR_…); a DOMException (the
+      // AbortSignal timeout) a legacy number, which says nothing: its name is used instead.
+      const code = typeof err.code === 'string' ? err.code : err.name;
+      const reason = err.name === 'TimeoutError' || code.includes('TIMEOUT') ? 'timed out' : err.message;
+      return { ok: false, status: null, error: `${code}: ${reason}` };
     }
   }
 
@@ -155,9 +158,11 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
 
   async function deliver(delivery: Claimed): Promise<void> {
     if (!delivery.live) {
+      // Claimed but not sent (webhook deactivated or deleted): the claim's count is given back.
       await db.query(
-        "UPDATE deliveries SET status = 'cancelled', updated_at = now() WHERE id = $1 AND status = 'pending'",
-        [delivery.id],
+        `UPDATE deliveries SET status = 'cancelled', attempts = $2, updated_at = now()
+         WHERE id = $1 AND status = 'pending'`,
+        [delivery.id, delivery.attempts - 1],
       );
       return;
     }

@@ -158,16 +158,15 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
 
     async deliveries(projectId: string, webhookId: string, status: DeliveryStatus | undefined) {
       await find(projectId, webhookId);
-      const rows = await db.query<DeliveryRow>(
-        `SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE webhook_id = $1 AND ($2::text IS NULL OR status = $2)
+      // One statement, so that the page and the total are read from the same snapshot while the
+      // dispatcher changes statuses (the window count is taken before the LIMIT).
+      const rows = await db.query<DeliveryRow & { total: number }>(
+        `SELECT ${DELIVERY_COLUMNS}, count(*) OVER ()::int8 AS total FROM deliveries
+         WHERE webhook_id = $1 AND ($2::text IS NULL OR status = $2)
          ORDER BY id DESC LIMIT 200`,
         [webhookId, status ?? null],
       );
-      const [count] = await db.query<{ total: number }>(
-        'SELECT count(*)::int8 AS total FROM deliveries WHERE webhook_id = $1 AND ($2::text IS NULL OR status = $2)',
-        [webhookId, status ?? null],
-      );
-      return { items: rows.map(toDelivery), total: count!.total };
+      return { items: rows.map(({ total: _, ...row }) => toDelivery(row)), total: rows[0]?.total ?? 0 };
     },
 
     /** Sends a finished delivery again, from its first attempt, with the same event id. */
