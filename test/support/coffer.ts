@@ -82,7 +82,11 @@ export async function request<T = any>(
 /** A real Coffer server on a free port, over this worker's database, with a fresh data directory. */
 export async function startCoffer(
   env: Record<string, string> = {},
-  options: { workers?: boolean } = {},
+  options: {
+    workers?: boolean;
+    /** Extra CA certificates (PEM) trusted for webhook receivers (a test's self-signed receiver). */
+    webhookCa?: string;
+  } = {},
 ): Promise<TestCoffer> {
   const port = await freePort();
   const config = loadConfig({
@@ -98,6 +102,7 @@ export async function startCoffer(
     db: await testDb(),
     cache,
     logger: pino({ level: 'silent' }),
+    webhookCa: options.webhookCa,
   });
   const app = await buildApp({ config, services: runtime.services });
   await app.listen({ port, host: config.host });
@@ -135,7 +140,10 @@ export async function startCoffer(
       };
     },
     async close() {
+      // As coffer serve does on SIGTERM: connections still open after a grace period are cut.
+      const force = setTimeout(() => app.server.closeAllConnections(), 2000);
       await app.close();
+      clearTimeout(force);
       await workers?.stop();
       await runtime.close();
       await cache.close();

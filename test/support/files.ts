@@ -32,14 +32,20 @@ export async function put(
   url: string,
   bytes: Buffer | string,
   contentType = 'text/plain',
-): Promise<Response> {
-  return fetch(url, { method: 'PUT', body: Buffer.from(bytes), headers: { 'content-type': contentType } });
+): Promise<{ status: number; headers: Headers; text: string }> {
+  const response = await fetch(url, {
+    method: 'PUT',
+    body: Buffer.from(bytes),
+    headers: { 'content-type': contentType },
+  });
+  // Read to the end, so that no connection stays busy and the server can close.
+  return { status: response.status, headers: response.headers, text: await response.text() };
 }
 
 /** Initiate, PUT and confirm: the whole two-step upload. Returns the confirmed file. */
 export async function upload(project: TestProject, input: UploadInput = {}): Promise<Reply> {
   const started = await initiate(project, input);
   const stored = await put(started.upload_url, started.bytes, input.content_type ?? 'text/plain');
-  if (stored.status !== 200) throw new Error(`PUT failed: ${stored.status} ${await stored.text()}`);
+  if (stored.status !== 200) throw new Error(`PUT failed: ${stored.status} ${stored.text}`);
   return project.call('POST', `/files/${started.file_id}/confirm`, { token: input.token });
 }

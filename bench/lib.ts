@@ -1,0 +1,587 @@
+/**
+ * Shared machinery of the benchmarks: a Coffer server (a child process by default, or in this process),
+ * an HTTP client, raw disk baselines, process memory and CPU probes, statistics and the result table.
+ * Every benchmark module (bench/uploads.ts, …) exports a `Bench` that bench/run.ts runs.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request } from 'undici';
+
+export const KiB = 1024;
+export const MiB = 1024 * 1024;
+export const ROOT = resolve(import.meta.dirname, '..');
+export const ADMIN_KEY = `coffer_admin_${'b'.repeat(43)}`;
+
+// ---------------------------------------------------------------------------------------------- output
+
+export function out(line = ''): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** A progress line on stderr, so that stdout keeps only the results. */
+export function progress(line: string): void {
+  process.stderr.write(`  … ${line}\n`);
+}
+
+// --------------------------------------------------------------------------------------------- cleanup
+
+const cleanups: (() => void)[] = [];
+
+/** Registers a synchronous cleanup, run once at exit (normal, error or signal), newest first. */
+export function onCleanup(cleanup: () => void): void {
+  cleanups.push(cleanup);
+}
+
+export function cleanupNow(): void {
+  for (let cleanup = cleanups.pop(); cleanup; cleanup = cleanups.pop()) {
+    try {
+      cleanup();
+    } catch {
+      // keep cleaning the rest
+    }
+  }
+}
+
+process.on('exit', cleanupNow);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    process.stderr.write(`\nbench: ${signal}, cleaning up\n`);
+    cleanupNow();
+    process.exit(130);
+  });
+}
+
+/** A fresh scratch folder under the project's .tmp/ (git-ignored), removed at exit. */
+export function scratchDir(prefix: string): string {
+  const parent = join(ROOT, '.tmp');
+  mkdirSync(parent, { recursive: true });
+  const dir = mkdtempSync(join(parent, `${prefix}-`));
+  onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+// ---------------------------------------------------------------------------------------------- server
+
+export type ServerMode = 'child' | 'in-process';
+
+export interface CofferServer {
+  url: string;
+  mode: ServerMode;
+  pid: number;
+  dataDir: string;
+  /** Current resident set size of the server's process, in bytes. */
+  rss(): number;
+  /** Resets the kernel's peak RSS (VmHWM) of the server's process; false when not possible. */
+  resetPeak(): boolean;
+  /** The kernel's peak RSS since the last reset, in bytes. */
+  peak(): number | undefined;
+  /** CPU time (user + system) the server's process used so far, in seconds. */
+  cpuSeconds(): number;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+function procStatus(pid: number | 'self', field: 'VmRSS' | 'VmHWM'): number | undefined {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(
+      readFileSync(`/proc/${pid}/status`, 'utf8'),
+    );
+    return match ? Number(match[1]) * KiB : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function resetPeakOf(pid: number | 'self'): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const CLOCK_TICKS = 100;
+
+function procCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+async function waitReady(url: string, child: ChildProcess | undefined, stderr: () => string): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child && child.exitCode !== null) {
+      throw new Error(`the Coffer server exited with code ${child.exitCode} before ready:\n${stderr()}`);
+    }
+    try {
+      const response = await request(`${url}/health/ready`, { dispatcher: agent });
+      await response.body.dump();
+      if (response.statusCode === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`the Coffer server was not ready within 120 s:\n${stderr()}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Starts Coffer on a free port of 127.0.0.1 with embedded PGlite in `dataDir`, the admin key
+ * ADMIN_KEY and silent logs, and waits for /health/ready. `child` (the default) runs `src/main.ts serve`
+ * (API and workers) in its own process, so that its memory and CPU are measured apart from the client's.
+ */
+export async function startCoffer(dataDir: string, mode: ServerMode): Promise<CofferServer> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    COFFER_PUBLIC_URL: url,
+    COFFER_DATA_DIR: dataDir,
+    COFFER_ADMIN_KEY: ADMIN_KEY,
+    COFFER_LOG_LEVEL: 'silent',
+  };
+  return mode === 'child' ? startChild(url, dataDir, env) : startInProcess(url, dataDir, env);
+}
+
+async function startChild(url: string, dataDir: string, env: Record<string, string>): Promise<CofferServer> {
+  // Nothing of the caller's Coffer configuration (an external database, Redis, clamd) leaks in.
+  const inherited = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('COFFER_')),
+  ) as Record<string, string>;
+  const child = spawn(process.execPath, [join(ROOT, 'src/main.ts'), 'serve'], {
+    cwd: ROOT,
+    env: { ...inherited, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-8000);
+  });
+  const kill = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  onCleanup(kill);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('could not start the Coffer server process');
+  await waitReady(url, child, () => stderr);
+  return {
+    url,
+    mode: 'child',
+    pid,
+    dataDir,
+    rss: () => procStatus(pid, 'VmRSS') ?? 0,
+    resetPeak: () => resetPeakOf(pid),
+    peak: () => procStatus(pid, 'VmHWM'),
+    cpuSeconds: () => procCpuSeconds(pid),
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(10_000)]);
+      kill();
+    },
+  };
+}
+
+async function startInProcess(
+  url: string,
+  dataDir: string,
+  env: Record<string, string>,
+): Promise<CofferServer> {
+  const [{ buildApp }, { loadConfig }, { openRuntime }, { default: pino }] = await Promise.all([
+    import('../src/app.ts'),
+    import('../src/config.ts'),
+    import('../src/runtime.ts'),
+    import('pino'),
+  ]);
+  const config = loadConfig(env);
+  const runtime = await openRuntime(config, { logger: pino({ level: 'silent' }) });
+  const app = await buildApp({ config, services: runtime.services });
+  await app.listen({ port: config.port, host: config.host });
+  await waitReady(url, undefined, () => '');
+  return {
+    url,
+    mode: 'in-process',
+    pid: process.pid,
+    dataDir,
+    rss: () => process.memoryUsage().rss,
+    resetPeak: () => resetPeakOf('self'),
+    peak: () => procStatus('self', 'VmHWM'),
+    cpuSeconds: () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1e6;
+    },
+    async close() {
+      await app.close();
+      await runtime.close();
+    },
+  };
+}
+
+export interface ReferenceServer {
+  url: string;
+  pid: number;
+  /** The folder of its files. */
+  dir: string;
+  close(): Promise<void>;
+}
+
+/** Starts bench/reference-server.ts (a minimal node:http object server) in a child process, storing into `dir`. */
+export async function startReference(dir: string): Promise<ReferenceServer> {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(ROOT, 'bench/reference-server.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), BENCH_REFERENCE_DIR: dir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const kill = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  onCleanup(kill);
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-8000);
+  });
+  await new Promise<void>((ready, fail) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      if (text.includes('ready')) ready();
+    });
+    child.once('exit', (code) =>
+      fail(new Error(`the reference server exited with code ${code}:\n${stderr}`)),
+    );
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    dir,
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(5000)]);
+      kill();
+    },
+  };
+}
+
+// ------------------------------------------------------------------------------------------------ http
+
+/** The client's connection pool: keep-alive, no timeouts (a 1 GiB body may take a while). */
+export const agent = new Agent({
+  connections: 64,
+  keepAliveTimeout: 60_000,
+  headersTimeout: 0,
+  bodyTimeout: 0,
+});
+
+export interface Reply<T = any> {
+  status: number;
+  body: T;
+}
+
+/** A JSON API call; the answer's body is parsed when it is JSON. */
+export async function call<T = any>(
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+  url: string,
+  options: { token?: string; body?: unknown } = {},
+): Promise<Reply<T>> {
+  const headers: Record<string, string> = {};
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const response = await request(url, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    dispatcher: agent,
+  });
+  const text = await response.body.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.statusCode, body: body as T };
+}
+
+/** Fails with the whole answer when its status is not the expected one. */
+export function expectStatus(reply: Reply, status: number, what: string): void {
+  if (reply.status !== status) {
+    throw new Error(`${what}: expected ${status}, got ${reply.status} ${JSON.stringify(reply.body)}`);
+  }
+}
+
+export interface Project {
+  id: string;
+  key: string;
+  /** Calls `/v1/projects/{id}{path}` with the project's API key. */
+  api<T = any>(
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+    path: string,
+    body?: unknown,
+  ): Promise<Reply<T>>;
+}
+
+/** A new organization and project (with `settings`) and an API key with every scope, made with the admin key. */
+export async function createProject(
+  server: CofferServer,
+  settings: Record<string, unknown> = {},
+): Promise<Project> {
+  const admin = { token: ADMIN_KEY };
+  const org = await call('POST', `${server.url}/v1/organizations`, { ...admin, body: { name: 'Bench org' } });
+  expectStatus(org, 201, 'create organization');
+  const project = await call('POST', `${server.url}/v1/organizations/${org.body.id}/projects`, {
+    ...admin,
+    body: { name: 'Bench project', settings },
+  });
+  expectStatus(project, 201, 'create project');
+  const key = await call('POST', `${server.url}/v1/projects/${project.body.id}/api-keys`, {
+    ...admin,
+    body: {
+      name: 'bench',
+      scopes: ['files:upload', 'files:read', 'files:download', 'files:delete', 'projects:read'],
+    },
+  });
+  expectStatus(key, 201, 'create API key');
+  const id = project.body.id as string;
+  const token = key.body.key as string;
+  return {
+    id,
+    key: token,
+    api: (method, path, body) => call(method, `${server.url}/v1/projects/${id}${path}`, { token, body }),
+  };
+}
+
+// ------------------------------------------------------------------------------------------- raw disk
+
+/** Commands running now (dd), killed at exit so that none outlives an interrupted run. */
+const commands = new Set<ChildProcess>();
+onCleanup(() => {
+  for (const child of commands) child.kill('SIGKILL');
+});
+
+function runCommand(command: string, args: string[]): Promise<void> {
+  return new Promise((done, fail) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    commands.add(child);
+    child.once('exit', () => commands.delete(child));
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    child.once('error', fail);
+    child.once('exit', (code) =>
+      code === 0 ? done() : fail(new Error(`${command} ${args.join(' ')}: exit ${code}\n${stderr}`)),
+    );
+  });
+}
+
+/** Flushes dirty pages, then drops the page cache; false when the kernel refuses (not root). */
+export function dropCaches(): boolean {
+  spawnSync('sync');
+  try {
+    writeFileSync('/proc/sys/vm/drop_caches', '3');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Seconds `dd` takes to write `mib` MiB of zeros to `path` and fdatasync it. */
+export async function rawWrite(path: string, mib: number): Promise<number> {
+  const start = performance.now();
+  await runCommand('dd', ['if=/dev/zero', `of=${path}`, 'bs=1M', `count=${mib}`, 'conv=fdatasync']);
+  return (performance.now() - start) / 1000;
+}
+
+/** Seconds `dd` takes to read `path` to /dev/null. */
+export async function rawRead(path: string): Promise<number> {
+  const start = performance.now();
+  await runCommand('dd', [`if=${path}`, 'of=/dev/null', 'bs=1M']);
+  return (performance.now() - start) / 1000;
+}
+
+// -------------------------------------------------------------------------------------------- measure
+
+export interface Measurement<T> {
+  result: T;
+  seconds: number;
+  /** CPU seconds of the server's process and of this (client) process during the run. */
+  serverCpu: number;
+  clientCpu: number;
+  memory: { before: number; peak: number; after: number };
+}
+
+/**
+ * Runs `work`, timing it and sampling the server's RSS every few ms (plus the kernel's peak counter,
+ * reset at the start, when available). `after` is read `settleMs` after the end.
+ */
+export async function measure<T>(
+  server: CofferServer,
+  work: () => Promise<T>,
+  settleMs = 500,
+): Promise<Measurement<T>> {
+  const peakReset = server.resetPeak();
+  const before = server.rss();
+  let sampled = before;
+  const sampler = setInterval(() => {
+    sampled = Math.max(sampled, server.rss());
+  }, 10);
+  const serverCpu = server.cpuSeconds();
+  const clientCpu = process.cpuUsage();
+  const start = performance.now();
+  let result: T;
+  try {
+    result = await work();
+  } finally {
+    clearInterval(sampler);
+  }
+  const seconds = (performance.now() - start) / 1000;
+  const serverCpuUsed = server.cpuSeconds() - serverCpu;
+  const clientUsage = process.cpuUsage(clientCpu);
+  const kernelPeak = peakReset ? (server.peak() ?? 0) : 0;
+  const peak = Math.max(sampled, kernelPeak, server.rss());
+  await sleep(settleMs);
+  return {
+    result,
+    seconds,
+    serverCpu: serverCpuUsed,
+    clientCpu: (clientUsage.user + clientUsage.system) / 1e6,
+    memory: { before, peak, after: server.rss() },
+  };
+}
+
+// ------------------------------------------------------------------------------------------------ stats
+
+export function median(values: number[]): number {
+  return percentile(values, 50);
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = (p / 100) * (sorted.length - 1);
+  const low = Math.floor(rank);
+  const high = Math.ceil(rank);
+  return sorted[low]! + (sorted[high]! - sorted[low]!) * (rank - low);
+}
+
+export function mean(values: number[]): number {
+  return values.reduce((sum, value) => sum + value, 0) / values.length;
+}
+
+/** Runs `task(i)` for i in [0, count) with at most `concurrency` in flight. */
+export async function pool(
+  count: number,
+  concurrency: number,
+  task: (i: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < count; i = next++) await task(i);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, lane));
+}
+
+export const fmt = {
+  mib: (bytes: number) => `${(bytes / MiB).toFixed(bytes < 10 * MiB ? 1 : 0)} MiB`,
+  rate: (mibPerSecond: number) => `${mibPerSecond.toFixed(0)} MiB/s`,
+  perSecond: (value: number, unit: string) => `${value.toFixed(0)} ${unit}/s`,
+  ratio: (value: number) => `${(value * 100).toFixed(0)}%`,
+  ms: (value: number) => `${value.toFixed(value < 10 ? 2 : 1)} ms`,
+  size: (mib: number) => (mib >= 1024 && mib % 1024 === 0 ? `${mib / 1024} GiB` : `${mib} MiB`),
+};
+
+// ------------------------------------------------------------------------------------------------ table
+
+export interface Row {
+  benchmark: string;
+  coffer: string;
+  baseline?: string;
+  /** coffer / baseline, printed as a percentage. */
+  ratio?: number;
+  target?: string;
+  met?: boolean;
+}
+
+export interface Section {
+  title: string;
+  rows: Row[];
+  notes: string[];
+}
+
+export function printTable(sections: Section[]): void {
+  const header = ['benchmark', 'coffer', 'baseline (same run)', 'ratio', 'target', 'met'];
+  const cells = (row: Row) => [
+    row.benchmark,
+    row.coffer,
+    row.baseline ?? '',
+    row.ratio === undefined ? '' : fmt.ratio(row.ratio),
+    row.target ?? '',
+    row.met === undefined ? '' : row.met ? 'yes' : 'NO',
+  ];
+  const all = sections.flatMap((section) => section.rows.map(cells));
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...all.map((line) => line[column]!.length)),
+  );
+  const line = (values: string[]) =>
+    `| ${values.map((value, column) => (column === 0 || column === 5 ? value.padEnd(widths[column]!) : value.padStart(widths[column]!))).join(' | ')} |`;
+  const rule = `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`;
+  for (const section of sections) {
+    out();
+    out(`## ${section.title}`);
+    out();
+    out(line(header));
+    out(rule);
+    for (const row of section.rows) out(line(cells(row)));
+    if (section.notes.length > 0) out();
+    for (const note of section.notes) out(`- ${note}`);
+  }
+}
+
+// -------------------------------------------------------------------------------------------- modules
+
+export interface BenchContext {
+  server: CofferServer;
+  /** A scratch folder on the same filesystem as the server's data directory (raw baselines go here). */
+  scratch: string;
+  /** The large transfer size, in MiB (COFFER_BENCH_SIZE_MB, default 1024). */
+  sizeMib: number;
+  /** Repetitions of each large measurement (COFFER_BENCH_ROUNDS, default 3). */
+  rounds: number;
+  /** Whether the page cache can be dropped (root): reads are then cold on both sides. */
+  canDropCaches: boolean;
+}
+
+export interface Bench {
+  name: string;
+  description: string;
+  run(context: BenchContext): Promise<Section[]>;
+}
+
+export function envInteger(name: string, fallback: number, min = 1): number {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min)
+    throw new Error(`${name}: expected an integer ≥ ${min}, got ${raw}`);
+  return value;
+}

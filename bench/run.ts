@@ -1,0 +1,117 @@
+/**
+ * `npm run bench [-- <name>…]`: runs the named benchmarks (all when none is named) against a Coffer
+ * started for the run, and prints each result as a ratio against a baseline measured in the same run.
+ *
+ * Environment:
+ *   COFFER_BENCH_SIZE_MB       large transfer size in MiB (default 1024; a second run at a quarter of it)
+ *   COFFER_BENCH_ROUNDS        repetitions of each large transfer and its raw baseline (default 3)
+ *   COFFER_BENCH_SMALL_COUNT   small uploads (default 2000); COFFER_BENCH_HEALTH_COUNT /health/live requests (20000)
+ *   COFFER_BENCH_CONCURRENCY   requests in flight for small uploads and /health/live (default 16)
+ *   COFFER_BENCH_SERVER        child (default: `src/main.ts serve` in its own process) or in-process
+ *
+ * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
+ */
+import { availableParallelism, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import {
+  agent,
+  type Bench,
+  type BenchContext,
+  cleanupNow,
+  dropCaches,
+  envInteger,
+  out,
+  printTable,
+  type Section,
+  type ServerMode,
+  scratchDir,
+  startCoffer,
+} from './lib.ts';
+import { uploads } from './uploads.ts';
+
+const BENCHES: Bench[] = [uploads];
+
+function usage(): string {
+  return `Usage: npm run bench [-- <benchmark>…]\n\nBenchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`;
+}
+
+async function main(args: string[]): Promise<void> {
+  if (args.includes('--help') || args.includes('-h')) {
+    out(usage());
+    return;
+  }
+  const unknown = args.filter((name) => !BENCHES.some((bench) => bench.name === name));
+  if (unknown.length > 0) {
+    process.stderr.write(`Unknown benchmark: ${unknown.join(', ')}\n\n${usage()}`);
+    process.exitCode = 64;
+    return;
+  }
+  const selected = args.length === 0 ? BENCHES : BENCHES.filter((bench) => args.includes(bench.name));
+  const mode = (process.env.COFFER_BENCH_SERVER?.trim() || 'child') as ServerMode;
+  if (mode !== 'child' && mode !== 'in-process')
+    throw new Error('COFFER_BENCH_SERVER: expected child or in-process');
+
+  const scratch = scratchDir('bench');
+  const canDropCaches = dropCaches();
+  const server = await startCoffer(join(scratch, 'data'), mode);
+  const context: BenchContext = {
+    server,
+    scratch,
+    sizeMib: envInteger('COFFER_BENCH_SIZE_MB', 1024),
+    rounds: envInteger('COFFER_BENCH_ROUNDS', 3),
+    canDropCaches,
+  };
+
+  out(`# Coffer benchmarks (${new Date().toISOString()})`);
+  out();
+  out(
+    `Node ${process.version}; server: ${mode === 'child' ? `child process \`src/main.ts serve\` (pid ${server.pid})` : 'in this process (client and server share the CPU and the RSS)'}` +
+      ` on ${server.url}, embedded PGlite, log level silent; client: undici in the bench process.`,
+  );
+  out(
+    `Machine: ${availableParallelism()} CPUs, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM, shared by the client, the server and the disk baselines.`,
+  );
+  out(
+    `Scratch and data directory: ${scratch} (removed at exit). Large size ${context.sizeMib} MiB, ${context.rounds} round(s).`,
+  );
+  out(
+    'Ratios compare Coffer with a baseline measured in the same run; "met" says whether the target holds in this run.',
+  );
+
+  const load = () =>
+    loadavg()
+      .map((value) => value.toFixed(2))
+      .join(' ');
+  const loadBefore = load();
+  const sections: Section[] = [];
+  try {
+    for (const bench of selected) {
+      process.stderr.write(`bench ${bench.name}\n`);
+      sections.push(...(await bench.run(context)));
+    }
+  } finally {
+    await server.close();
+    await agent.close();
+  }
+  printTable(sections);
+  out();
+  out(
+    `Load average (1, 5, 15 min) before: ${loadBefore}; after: ${load()}. Above ~1 before the run, other work shared the ${availableParallelism()} CPUs and the disk: expect noisier ratios.`,
+  );
+  const missed = sections.flatMap((section) => section.rows).filter((row) => row.met === false);
+  out();
+  out(
+    missed.length === 0
+      ? 'All targets met.'
+      : `Targets missed: ${missed.map((row) => row.benchmark.trim()).join('; ')}`,
+  );
+}
+
+main(process.argv.slice(2))
+  .catch((error: unknown) => {
+    process.stderr.write(
+      `bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  })
+  .finally(cleanupNow);

@@ -1,0 +1,182 @@
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BlockedAddressError,
+  createSafeAgent,
+  isPublicAddress,
+  webhookUrlProblem,
+} from '../../src/infra/http/safe-agent.ts';
+import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
+
+describe('isPublicAddress', () => {
+  it.each([
+    '127.0.0.1',
+    '127.255.255.254',
+    '::1',
+    '0.0.0.0',
+    '::',
+    '10.0.0.1',
+    '10.255.255.255',
+    '172.16.0.1',
+    '172.31.255.254',
+    '192.168.1.1',
+    '169.254.169.254',
+    'fe80::1',
+    'fd00::1',
+    'fc00::1',
+    '100.64.0.1',
+    '100.127.255.254',
+    '::ffff:127.0.0.1',
+    '::ffff:10.0.0.1',
+    '::ffff:169.254.169.254',
+    '224.0.0.1',
+    'ff02::1',
+    '255.255.255.255',
+    '192.0.2.1',
+    '2001:db8::1',
+    'not an address',
+    '',
+  ])('refuses %s', (ip) => {
+    expect(isPublicAddress(ip)).toBe(false);
+  });
+
+  it.each([
+    '93.184.215.14',
+    '8.8.8.8',
+    '1.1.1.1',
+    '172.32.0.1',
+    '100.128.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+  ])('accepts %s', (ip) => {
+    expect(isPublicAddress(ip)).toBe(true);
+  });
+});
+
+describe('webhookUrlProblem', () => {
+  it.each([
+    ['http://93.184.215.14/hook', /https/],
+    ['ftp://93.184.215.14/hook', /https/],
+    ['not a url', /valid URL/],
+    ['https://', /valid URL/],
+    ['', /valid URL/],
+    ['https://user:pass@93.184.215.14/hook', /credentials/],
+  ])('refuses %s even when private networks are allowed', async (url, reason) => {
+    expect(await webhookUrlProblem(url, true)).toMatch(reason);
+    expect(await webhookUrlProblem(url, false)).toMatch(reason);
+  });
+
+  it.each([
+    'https://127.0.0.1/hook',
+    'https://127.1/hook',
+    'https://2130706433/hook',
+    'https://0x7f000001/hook',
+    'https://[::1]/hook',
+    'https://localhost/hook',
+    'https://localhost:8443/hook',
+    'https://0.0.0.0/hook',
+    'https://10.0.0.1/hook',
+    'https://172.16.0.1/hook',
+    'https://192.168.1.1/hook',
+    'https://169.254.169.254/latest/meta-data/',
+    'https://[fe80::1]/hook',
+    'https://[fd00::1]/hook',
+    'https://100.64.0.1/hook',
+    'https://[::ffff:127.0.0.1]/hook',
+    'https://[::ffff:10.0.0.1]/hook',
+    'https://[::ffff:7f00:1]/hook',
+  ])('refuses the non-public %s unless private networks are allowed', async (url) => {
+    expect(await webhookUrlProblem(url, false)).toMatch(/non-public address/);
+    expect(await webhookUrlProblem(url, true)).toBeUndefined();
+  });
+
+  it.each(['https://93.184.215.14/hook', 'https://[2606:4700:4700::1111]:8443/hooks?x=1'])(
+    'accepts the public %s',
+    async (url) => {
+      expect(await webhookUrlProblem(url, false)).toBeUndefined();
+    },
+  );
+});
+
+describe('createSafeAgent against a local HTTPS receiver', () => {
+  let receiver: Receiver;
+  let ok: Endpoint;
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    ok = receiver.endpoint({ fallback: { status: 200, body: 'ok' } });
+  });
+  afterAll(() => receiver.close());
+
+  async function post(url: string, options: Parameters<typeof createSafeAgent>[0]) {
+    const agent = createSafeAgent(options);
+    try {
+      const response = await request(url, { method: 'POST', body: '{}', dispatcher: agent });
+      const text = await response.body.text();
+      return { status: response.statusCode, text };
+    } finally {
+      await agent.close();
+    }
+  }
+
+  it('reaches the receiver by IP literal and by localhost when private networks are allowed', async () => {
+    const before = ok.requests.length;
+    const options = { allowPrivateNetworks: true, timeoutMs: 2000, ca: receiver.ca };
+    expect(await post(ok.url, options)).toEqual({ status: 200, text: 'ok' });
+    expect(await post(`https://localhost:${receiver.port}${ok.path}`, options)).toEqual({
+      status: 200,
+      text: 'ok',
+    });
+    expect(ok.requests.length).toBe(before + 2);
+  });
+
+  it('refuses the loopback IP literal at connect time', async () => {
+    const before = ok.requests.length;
+    const error = await post(ok.url, { allowPrivateNetworks: false, timeoutMs: 2000, ca: receiver.ca }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(BlockedAddressError);
+    expect((error as BlockedAddressError).code).toBe('EBLOCKEDADDRESS');
+    expect(ok.requests.length).toBe(before);
+  });
+
+  it('refuses a name that resolves to loopback at connect time (DNS rebinding)', async () => {
+    const before = ok.requests.length;
+    const error = await post(`https://localhost:${receiver.port}${ok.path}`, {
+      allowPrivateNetworks: false,
+      timeoutMs: 2000,
+      ca: receiver.ca,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BlockedAddressError);
+    expect((error as Error).message).toMatch(/localhost resolves to the non-public address/);
+    expect(ok.requests.length).toBe(before);
+  });
+
+  it('refuses IPv4-mapped IPv6 literals at connect time', async () => {
+    const error = await post(`https://[::ffff:127.0.0.1]:${receiver.port}${ok.path}`, {
+      allowPrivateNetworks: false,
+      timeoutMs: 2000,
+      ca: receiver.ca,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BlockedAddressError);
+  });
+
+  it('does not trust the self-signed receiver without the extra CA', async () => {
+    const error = await post(ok.url, { allowPrivateNetworks: true, timeoutMs: 2000 }).catch(
+      (e: unknown) => e,
+    );
+    expect((error as { code?: string }).code).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/);
+  });
+
+  it('gives up on an endpoint that never answers after timeoutMs', async () => {
+    const hang = receiver.endpoint({ fallback: 'hang' });
+    const started = Date.now();
+    const error = await post(hang.url, { allowPrivateNetworks: true, timeoutMs: 300, ca: receiver.ca }).catch(
+      (e: unknown) => e,
+    );
+    const elapsed = Date.now() - started;
+    expect((error as { code?: string }).code).toBe('UND_ERR_HEADERS_TIMEOUT');
+    expect(elapsed).toBeGreaterThanOrEqual(250);
+    expect(elapsed).toBeLessThan(2000);
+    expect(hang.requests.length).toBe(1);
+  });
+});
