@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
 import type { Config } from './config.ts';
@@ -52,7 +52,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger | undefined,
     // Requests are logged once, on completion, without query strings (presigned URLs carry signatures there).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     trustProxy: config.trustProxy,
     bodyLimit: JSON_BODY_LIMIT,
     genReqId: (req) => {
