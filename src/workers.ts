@@ -23,13 +23,14 @@ export function startWorkers(workers: Worker[], logger: Logger): { stop(): Promi
     if (stopped) return;
     const timer = setTimeout(async () => {
       timers.delete(timer);
-      const run = worker
-        .run()
-        .catch((error: unknown) => logger.error({ err: error, worker: worker.name }, 'worker run failed'));
+      const run = worker.run().catch((error: unknown) => {
+        logger.error({ err: error, worker: worker.name }, 'worker run failed');
+        return false;
+      });
       running.add(run);
-      await run;
+      const busy = (await run) === true;
       running.delete(run);
-      schedule(worker, worker.intervalMs);
+      schedule(worker, busy ? 0 : worker.intervalMs);
     }, delay);
     timers.add(timer);
   };

@@ -15,7 +15,6 @@ import {
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -29,6 +28,7 @@ import {
 } from '../../http/errors.ts';
 import { hmacHex, randomSecret, safeEqual } from '../../lib/secrets.ts';
 import type { ByteRange, ObjectInfo, ObjectStore, PartInfo } from './object-store.ts';
+import { writers } from './writer-pool.ts';
 
 /**
  * The local filesystem store. Layout under `dir`:
@@ -442,7 +442,8 @@ class LocalStore implements LocalObjectStore {
   }
 
   /**
-   * Streams `source` into a temp file on the store's filesystem, counting and hashing on the way, and
+   * Streams `source` into a temp file on the store's filesystem, counting on the way, and hashing and
+   * writing on the writer thread,
    * stops reading as soon as it is longer than allowed. Once complete and fsynced, the file is renamed
    * to `destination(digest)` (which prepares its folder). On any failure the temp file is removed and
    * nothing is placed.
@@ -455,31 +456,32 @@ class LocalStore implements LocalObjectStore {
   ): Promise<{ size: number; digest: string }> {
     const tmp = join(this.dir, '.tmp', randomSecret(12));
     await mkdir(dirname(tmp), { recursive: true });
-    // Created before anything can fail, so that the cleanup below always finds it (a stream would open it
-    // lazily, and could create it after a failed pipeline was cleaned up).
+    // Created before anything can fail, so that the cleanup below always finds it.
     const file = await open(tmp, 'wx');
-    const hash = createHash(algorithm);
+    const sink = writers.open(file.fd, algorithm);
     let size = 0;
     try {
-      await pipeline(
-        async function* () {
-          for await (const chunk of source) {
-            size += chunk.length;
-            if (size > limits.max) {
-              throw limits.exact === undefined
-                ? requestTooLarge(limits.max)
-                : badRequest(`The body is longer than the declared ${limits.exact} bytes`);
-            }
-            hash.update(chunk);
-            yield chunk;
+      let digest: string;
+      try {
+        for await (const chunk of source) {
+          size += chunk.length;
+          if (size > limits.max) {
+            throw limits.exact === undefined
+              ? requestTooLarge(limits.max)
+              : badRequest(`The body is longer than the declared ${limits.exact} bytes`);
           }
-          if (limits.exact !== undefined && size !== limits.exact) {
-            throw badRequest(`The body has ${size} bytes but ${limits.exact} were declared`);
-          }
-        },
-        file.createWriteStream({ flush: true, highWaterMark: BUFFER_SIZE }), // fsynced and closed when done
-      );
-      const digest = hash.digest('hex');
+          await sink.write(chunk);
+        }
+        if (limits.exact !== undefined && size !== limits.exact) {
+          throw badRequest(`The body has ${size} bytes but ${limits.exact} were declared`);
+        }
+        digest = await sink.finish(); // written and synced to disk
+      } catch (error) {
+        await sink.abort();
+        throw error;
+      } finally {
+        await file.close();
+      }
       // The target folder may be pruned by a concurrent delete between its creation and the rename: retry once.
       for (let attempt = 1; ; attempt++) {
         const target = await destination(digest);

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { request } from 'undici';
+import { request, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Db } from '../../infra/db.ts';
 import { createSafeAgent } from '../../infra/http/safe-agent.ts';
 import { hmacHex } from '../../lib/secrets.ts';
@@ -36,15 +36,16 @@ export interface DispatcherOptions {
   ca?: string;
 }
 
-type Body = AsyncIterable<Buffer> & { destroy(): void; on(event: 'error', listener: () => void): unknown };
+type Body = UndiciDispatcher.ResponseData['body'];
 
 /**
- * Drops a response body unread. undici's body emits 'error' (RequestAbortedError) when destroyed
- * before its end: without a listener that is an uncaught exception, which would end the process.
+ * Drops a response body: a short one is read to its end, so the connection stays reusable; a
+ * longer one is cut. undici's body emits 'error' when destroyed before its end: without a
+ * listener that is an uncaught exception, which would end the process.
  */
-function discard(body: Body): void {
+async function discard(body: Body): Promise<void> {
   body.on('error', () => {});
-  body.destroy();
+  await body.dump({ limit: RESPONSE_SNIPPET_BYTES }).catch(() => body.destroy());
 }
 
 async function readSnippet(body: Body): Promise<string> {
@@ -57,7 +58,7 @@ async function readSnippet(body: Body): Promise<string> {
       if (length >= RESPONSE_SNIPPET_BYTES) break;
     }
   } finally {
-    discard(body);
+    await discard(body);
   }
   return Buffer.concat(chunks).subarray(0, RESPONSE_SNIPPET_BYTES).toString('utf8');
 }
@@ -117,11 +118,11 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
       });
       const { statusCode } = response;
       if (statusCode >= 200 && statusCode < 300) {
-        discard(response.body);
+        await discard(response.body);
         return { ok: true, status: statusCode, error: null };
       }
       if (statusCode >= 300 && statusCode < 400) {
-        discard(response.body);
+        await discard(response.body);
         const location = response.headers.location ?? 'elsewhere';
         return { ok: false, status: statusCode, error: `redirect to ${location} is not followed` };
       }
@@ -137,23 +138,43 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
     }
   }
 
+  // Outcomes are written in batches: one UPDATE for every delivery that finished in the same tick.
+  let batch: { row: unknown[]; done: () => void; failed: (error: unknown) => void }[] = [];
+
+  async function flush(): Promise<void> {
+    const rows = batch;
+    batch = [];
+    const column = (index: number) => rows.map((entry) => entry.row[index]);
+    try {
+      // Only while still pending: a delivery cancelled meanwhile (webhook deleted) stays cancelled.
+      await db.query(
+        `UPDATE deliveries d SET status = o.status, next_attempt_at = now() + make_interval(secs => o.delay),
+           last_response_status = o.code, last_error = o.error, updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[]) AS o (id, status, delay, code, error)
+         WHERE d.id = o.id AND d.status = 'pending'`,
+        [column(0), column(1), column(2), column(3), column(4)],
+      );
+      for (const entry of rows) entry.done();
+    } catch (error) {
+      for (const entry of rows) entry.failed(error);
+    }
+  }
+
   async function record(delivery: Claimed, outcome: Outcome): Promise<void> {
     const finalFailure = !outcome.ok && delivery.attempts >= MAX_ATTEMPTS;
     const status = outcome.ok ? 'delivered' : finalFailure ? 'dead' : 'pending';
     const delay = outcome.ok || finalFailure ? 0 : (options.retrySchedule[delivery.attempts] ?? 0);
-    // Only while still pending: a delivery cancelled meanwhile (webhook deleted) stays cancelled.
-    await db.query(
-      `UPDATE deliveries SET status = $2, next_attempt_at = now() + make_interval(secs => $3),
-         last_response_status = $4, last_error = $5, updated_at = now()
-       WHERE id = $1 AND status = 'pending'`,
-      [delivery.id, status, delay, outcome.status, outcome.error?.slice(0, 2000) ?? null],
-    );
     if (!outcome.ok) {
       logger.warn(
         { delivery_id: delivery.id, attempt: delivery.attempts, status, error: outcome.error },
         'webhook delivery failed',
       );
     }
+    const row = [delivery.id, status, delay, outcome.status, outcome.error?.slice(0, 2000) ?? null];
+    await new Promise<void>((done, failed) => {
+      if (batch.length === 0) setImmediate(() => void flush());
+      batch.push({ row, done, failed });
+    });
   }
 
   async function deliver(delivery: Claimed): Promise<void> {
@@ -170,11 +191,11 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
   }
 
   return {
-    /** Claims as many due deliveries as there are free slots and starts them; returns how many. */
+    /** Claims as many due deliveries as there are free slots (waiting for one if none) and starts them; returns how many. */
     async runOnce(): Promise<number> {
-      const free = concurrency - inflight.size;
-      if (free <= 0) return 0;
-      const claimed = await claim(free);
+      // All slots busy: wait for one to free up rather than for the next interval.
+      while (inflight.size >= concurrency) await Promise.race(inflight);
+      const claimed = await claim(concurrency - inflight.size);
       for (const delivery of claimed) {
         const task = deliver(delivery)
           .catch((error: unknown) =>

@@ -1,0 +1,130 @@
+import { Worker } from 'node:worker_threads';
+import type { WriterReply, WriterRequest } from './write-worker.ts';
+
+/** Bytes of one upload that may be on their way to the worker before reading pauses. */
+const MAX_IN_FLIGHT = 16 * 1024 * 1024;
+
+interface Job {
+  inFlight: number;
+  drained?: () => void;
+  done?: { resolve(digest: string): void; reject(error: Error): void };
+  aborted?: () => void;
+  failure?: Error;
+}
+
+export interface FileSink {
+  /** Hands a chunk over (its memory is moved to the worker: do not use it afterwards). */
+  write(chunk: Buffer): Promise<void>;
+  /** Waits for every chunk to be written and synced to disk; returns the hex digest. */
+  finish(): Promise<string>;
+  /** Stops the upload; once this resolves the worker no longer touches the descriptor, which the caller closes. */
+  abort(): Promise<void>;
+}
+
+/**
+ * Writes and hashes uploads on a worker thread, so that the main thread only reads sockets:
+ * hashing a large upload (and the garbage its chunks leave) no longer competes with serving
+ * requests. Chunk memory is transferred, not copied, when it is not shared with other data.
+ */
+export class WriterPool {
+  #worker: Worker | undefined;
+  #jobs = new Map<number, Job>();
+  #nextId = 1;
+
+  #post(message: WriterRequest, transfer: ArrayBuffer[] = []): void {
+    if (!this.#worker) {
+      this.#worker = new Worker(new URL('./write-worker.ts', import.meta.url));
+      this.#worker.unref();
+      this.#worker.on('message', (reply: WriterReply) => this.#receive(reply));
+      this.#worker.on('error', (error) => this.#failAll(error));
+      this.#worker.on('exit', () => {
+        this.#worker = undefined;
+        this.#failAll(new Error('the writer thread stopped'));
+      });
+    }
+    this.#worker.postMessage(message, transfer);
+  }
+
+  #receive(reply: WriterReply): void {
+    const job = this.#jobs.get(reply.id);
+    if (!job) return;
+    if (reply.type === 'ack') {
+      job.inFlight -= reply.bytes;
+      if (job.inFlight <= MAX_IN_FLIGHT) job.drained?.();
+    } else if (reply.type === 'done') {
+      this.#jobs.delete(reply.id);
+      job.done?.resolve(reply.digest);
+    } else if (reply.type === 'aborted') {
+      this.#jobs.delete(reply.id);
+      job.aborted?.();
+    } else {
+      if (job.aborted) return; // an abort is on its way: it settles the job
+      this.#fail(reply.id, new Error(reply.message));
+    }
+  }
+
+  #fail(id: number, error: Error): void {
+    const job = this.#jobs.get(id);
+    if (!job) return;
+    job.failure = error;
+    job.drained?.();
+    job.done?.reject(error);
+    if (job.aborted) {
+      this.#jobs.delete(id);
+      job.aborted();
+    }
+  }
+
+  #failAll(error: Error): void {
+    for (const id of [...this.#jobs.keys()]) this.#fail(id, error);
+  }
+
+  open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
+    const id = this.#nextId++;
+    const job: Job = { inFlight: 0 };
+    this.#jobs.set(id, job);
+    this.#post({ type: 'open', id, fd, algorithm });
+    return {
+      write: async (chunk) => {
+        if (job.failure) throw job.failure;
+        // Moved when the chunk owns its memory; copied into unpooled memory when it shares it.
+        let owned = chunk;
+        if (
+          chunk.byteOffset !== 0 ||
+          chunk.byteLength !== chunk.buffer.byteLength ||
+          !(chunk.buffer instanceof ArrayBuffer)
+        ) {
+          owned = Buffer.allocUnsafeSlow(chunk.length);
+          chunk.copy(owned);
+        }
+        job.inFlight += owned.length;
+        this.#post({ type: 'chunk', id, data: owned }, [owned.buffer as ArrayBuffer]);
+        while (job.inFlight > MAX_IN_FLIGHT && !job.failure) {
+          await new Promise<void>((resolve) => {
+            job.drained = resolve;
+          });
+        }
+        if (job.failure) throw job.failure;
+      },
+      finish: () => {
+        if (job.failure) return Promise.reject(job.failure);
+        const done = new Promise<string>((resolve, reject) => {
+          job.done = { resolve, reject };
+        });
+        this.#post({ type: 'end', id });
+        return done;
+      },
+      abort: () => {
+        if (!this.#jobs.has(id) || !this.#worker) return Promise.resolve();
+        const aborted = new Promise<void>((resolve) => {
+          job.aborted = resolve;
+        });
+        this.#post({ type: 'abort', id });
+        return aborted;
+      },
+    };
+  }
+}
+
+/** One writer thread per process, shared by every store (it starts with the first upload). */
+export const writers = new WriterPool();
