@@ -3,12 +3,13 @@
  * an HTTP client, raw disk baselines, process memory and CPU probes, statistics and the result table.
  * Every benchmark module (bench/uploads.ts, …) exports a `Bench` that bench/run.ts runs.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
+import type { ReceiverStats } from './webhook-receiver.ts';
 
 export const KiB = 1024;
 export const MiB = 1024 * 1024;
@@ -146,7 +147,11 @@ async function waitReady(url: string, child: ChildProcess | undefined, stderr: (
  * ADMIN_KEY and silent logs, and waits for /health/ready. `child` (the default) runs `src/main.ts serve`
  * (API and workers) in its own process, so that its memory and CPU are measured apart from the client's.
  */
-export async function startCoffer(dataDir: string, mode: ServerMode): Promise<CofferServer> {
+export async function startCoffer(
+  dataDir: string,
+  mode: ServerMode,
+  options: CofferOptions = {},
+): Promise<CofferServer> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {
@@ -156,18 +161,45 @@ export async function startCoffer(dataDir: string, mode: ServerMode): Promise<Co
     COFFER_DATA_DIR: dataDir,
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
+    ...options.env,
   };
-  return mode === 'child' ? startChild(url, dataDir, env) : startInProcess(url, dataDir, env);
+  return mode === 'child'
+    ? startChild(url, dataDir, env, options)
+    : startInProcess(url, dataDir, env, options);
 }
 
-async function startChild(url: string, dataDir: string, env: Record<string, string>): Promise<CofferServer> {
+/** What a benchmark may add to a Coffer server of its own (the shared one of bench/run.ts takes none). */
+export interface CofferOptions {
+  /** More COFFER_… variables (e.g. COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
+  env?: Record<string, string>;
+  /**
+   * A PEM file of CA certificates trusted for webhook receivers: NODE_EXTRA_CA_CERTS of the child,
+   * or the runtime's webhookCa in this process.
+   */
+  caFile?: string;
+  /**
+   * In this process, whether to run the background workers as `serve` does (webhook dispatcher,
+   * pipeline, …); default false. A child always runs them.
+   */
+  workers?: boolean;
+}
+
+async function startChild(
+  url: string,
+  dataDir: string,
+  env: Record<string, string>,
+  options: CofferOptions = {},
+): Promise<CofferServer> {
   // Nothing of the caller's Coffer configuration (an external database, Redis, clamd) leaks in.
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !name.startsWith('COFFER_')),
   ) as Record<string, string>;
-  const child = spawn(process.execPath, [join(ROOT, 'src/main.ts'), 'serve'], {
+  // COFFER_BENCH_SERVER_NODE_ARGS: Node.js options for the server only, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`
+  // (a profile per server process, written when it stops).
+  const nodeArgs = process.env.COFFER_BENCH_SERVER_NODE_ARGS?.trim().split(/\s+/).filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'src/main.ts'), 'serve'], {
     cwd: ROOT,
-    env: { ...inherited, ...env },
+    env: { ...inherited, ...env, ...(options.caFile ? { NODE_EXTRA_CA_CERTS: options.caFile } : {}) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -204,16 +236,24 @@ async function startInProcess(
   url: string,
   dataDir: string,
   env: Record<string, string>,
+  options: CofferOptions = {},
 ): Promise<CofferServer> {
-  const [{ buildApp }, { loadConfig }, { openRuntime }, { default: pino }] = await Promise.all([
-    import('../src/app.ts'),
-    import('../src/config.ts'),
-    import('../src/runtime.ts'),
-    import('pino'),
-  ]);
+  const [{ buildApp }, { loadConfig }, { openRuntime }, { startWorkers }, { default: pino }] =
+    await Promise.all([
+      import('../src/app.ts'),
+      import('../src/config.ts'),
+      import('../src/runtime.ts'),
+      import('../src/workers.ts'),
+      import('pino'),
+    ]);
   const config = loadConfig(env);
-  const runtime = await openRuntime(config, { logger: pino({ level: 'silent' }) });
+  const logger = pino({ level: 'silent' });
+  const runtime = await openRuntime(config, {
+    logger,
+    ...(options.caFile ? { webhookCa: readFileSync(options.caFile, 'utf8') } : {}),
+  });
   const app = await buildApp({ config, services: runtime.services });
+  const workers = options.workers ? startWorkers(runtime.services.workers(), logger) : undefined;
   await app.listen({ port: config.port, host: config.host });
   await waitReady(url, undefined, () => '');
   return {
@@ -230,6 +270,7 @@ async function startInProcess(
     },
     async close() {
       await app.close();
+      await workers?.stop();
       await runtime.close();
     },
   };
@@ -272,6 +313,111 @@ export async function startReference(dir: string): Promise<ReferenceServer> {
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     dir,
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(5000)]);
+      kill();
+    },
+  };
+}
+
+export interface WebhookReceiver {
+  /** `https://127.0.0.1:<port>` */
+  origin: string;
+  pid: number;
+  /** The receiver's self-signed certificate (PEM) and its file: the CA a client must trust. */
+  ca: string;
+  caFile: string;
+  /** Checks x-coffer-signature of the requests to `path` with `secret` from now on. */
+  setSecret(path: string, secret: string): void;
+  /** Forgets every request received so far. */
+  reset(): void;
+  /** What was received since the last reset; the per-request arrays only when `full`. */
+  stats(full?: boolean): Promise<ReceiverStats>;
+  /** CPU time (user + system) the receiver's process used so far, in seconds. */
+  cpuSeconds(): number;
+  close(): Promise<void>;
+}
+
+/** A self-signed certificate for localhost and 127.0.0.1 in `dir` (key.pem, cert.pem), made with the openssl CLI. */
+export function selfSignedCertificate(dir: string): { keyFile: string; certFile: string } {
+  mkdirSync(dir, { recursive: true });
+  const keyFile = join(dir, 'key.pem');
+  const certFile = join(dir, 'cert.pem');
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-days',
+      '1',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+    ],
+    { stdio: 'ignore' },
+  );
+  return { keyFile, certFile };
+}
+
+/**
+ * Starts bench/webhook-receiver.ts (a node:https server answering 200 to every POST, counting and
+ * checking signatures) in a child process, with a self-signed certificate made in `dir`.
+ */
+export async function startWebhookReceiver(dir: string): Promise<WebhookReceiver> {
+  const { keyFile, certFile } = selfSignedCertificate(dir);
+  const child = spawn(process.execPath, [join(ROOT, 'bench/webhook-receiver.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_RECEIVER_KEY: keyFile, BENCH_RECEIVER_CERT: certFile },
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+  const kill = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  onCleanup(kill);
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+    stderr = (stderr + text).slice(-8000);
+  });
+  const waiting = new Map<number, (stats: ReceiverStats) => void>();
+  let nextId = 0;
+  const port = await new Promise<number>((ready, fail) => {
+    child.on('message', (message: { type: string; port?: number; id?: number; stats?: ReceiverStats }) => {
+      if (message.type === 'ready') ready(message.port!);
+      else if (message.type === 'stats') {
+        waiting.get(message.id!)?.(message.stats!);
+        waiting.delete(message.id!);
+      }
+    });
+    child.once('exit', (code) =>
+      fail(new Error(`the webhook receiver exited with code ${code}:\n${stderr}`)),
+    );
+  });
+  const pid = child.pid!;
+  return {
+    origin: `https://127.0.0.1:${port}`,
+    pid,
+    ca: readFileSync(certFile, 'utf8'),
+    caFile: certFile,
+    setSecret: (path, secret) => child.send({ type: 'secret', path, secret }),
+    reset: () => child.send({ type: 'reset' }),
+    stats: (full = false) =>
+      new Promise((answer) => {
+        const id = nextId++;
+        waiting.set(id, answer);
+        child.send({ type: 'stats', id, full });
+      }),
+    cpuSeconds: () => procCpuSeconds(pid),
     async close() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((done) => child.once('exit', done));

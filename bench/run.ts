@@ -8,6 +8,10 @@
  *   COFFER_BENCH_SMALL_COUNT   small uploads (default 2000); COFFER_BENCH_HEALTH_COUNT /health/live requests (20000)
  *   COFFER_BENCH_CONCURRENCY   requests in flight for small uploads and /health/live (default 16)
  *   COFFER_BENCH_SERVER        child (default: `src/main.ts serve` in its own process) or in-process
+ *   COFFER_BENCH_SERVER_NODE_ARGS   Node.js options of the child server, e.g. `--cpu-prof --cpu-prof-dir=.tmp/prof`
+ *   COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT   multipart part size (default size / 16, ≥ 5) and parallelism (4)
+ *   COFFER_BENCH_DELIVERIES, COFFER_BENCH_WEBHOOKS       webhook deliveries to send (default 5000) and webhooks they fan out to (10)
+ *   COFFER_BENCH_WEBHOOK_CONCURRENCY                     POSTs in flight of the plain undici loop (default 64, the dispatcher's)
  *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
@@ -27,9 +31,11 @@ import {
   scratchDir,
   startCoffer,
 } from './lib.ts';
+import { multipart } from './multipart.ts';
 import { uploads } from './uploads.ts';
+import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads];
+const BENCHES: Bench[] = [uploads, multipart, webhooks];
 
 function usage(): string {
   return `Usage: npm run bench [-- <benchmark>…]\n\nBenchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`;

@@ -1,0 +1,428 @@
+/**
+ * Webhook deliveries per second to a local HTTPS receiver (bench/webhook-receiver.ts, a process of its
+ * own), against a plain undici POST loop from this process to the same receiver, with the dispatcher's
+ * concurrency, body size and signed headers.
+ *
+ * Method. The deliveries of an event are created with it and the dispatcher sends them at once, so a
+ * timing from "first event to last delivery" measures whichever is slower: making events or sending
+ * them. To measure the dispatch itself, the benchmark runs a Coffer of its own (data in the scratch
+ * folder, COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, the receiver's certificate trusted) twice on the
+ * same data:
+ *   1. with COFFER_WEBHOOK_RETRY_SCHEDULE's first delay at a day, W webhooks subscribed to file.uploaded
+ *      and E initiates: W × E deliveries pending, none due; checked through the API; the server stops;
+ *   2. restarted with the first delay at 0: every delivery is due at once; the rate is the receiver's
+ *      count over the time from its first to its last request (the backlog drain: dispatch only);
+ *   3. then, on that server, E more initiates as fast as the client makes them, timed from the first
+ *      initiate to the last delivery received (end to end, events and dispatch sharing the server).
+ * Every request's x-coffer-signature is checked by the receiver against the webhook's signing secret.
+ *
+ * Environment: COFFER_BENCH_DELIVERIES (default 5000), COFFER_BENCH_WEBHOOKS (W, default 10),
+ * COFFER_BENCH_WEBHOOK_CONCURRENCY (the plain loop's POSTs in flight, default 64 as the dispatcher),
+ * COFFER_BENCH_CONCURRENCY (initiates in flight, default 16).
+ */
+import { createHmac } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request } from 'undici';
+import {
+  ADMIN_KEY,
+  type Bench,
+  type BenchContext,
+  type CofferServer,
+  call,
+  createProject,
+  envInteger,
+  expectStatus,
+  fmt,
+  type Project,
+  percentile,
+  pool,
+  progress,
+  type Section,
+  startCoffer,
+  startWebhookReceiver,
+  type WebhookReceiver,
+} from './lib.ts';
+import type { ReceiverStats } from './webhook-receiver.ts';
+
+const RATE_TARGET = 1000;
+const RATIO_TARGET = 0.25;
+/** The dispatcher's deliveries in flight (createDispatcher's default concurrency). */
+const DISPATCHER_CONCURRENCY = 64;
+const RETRY_TAIL = '30,300,3600,21600';
+const HOLD_SECONDS = 86_400;
+
+const now = () => performance.timeOrigin + performance.now();
+
+/** Requests per second between the first and the last arrival (n requests: n − 1 intervals). */
+function spanRate(stats: Pick<ReceiverStats, 'count' | 'first' | 'last'>): number {
+  return stats.count > 1 ? ((stats.count - 1) * 1000) / (stats.last - stats.first) : Number.NaN;
+}
+
+/** The rate between the arrivals at the 10th and the 90th percentile: without ramp-up and tail. */
+function steadyRate(arrivals: number[]): number {
+  if (arrivals.length < 20) return Number.NaN;
+  const low = Math.floor(arrivals.length * 0.1);
+  const high = Math.floor(arrivals.length * 0.9);
+  return ((high - low) * 1000) / (arrivals[high]! - arrivals[low]!);
+}
+
+/** Waits until the receiver counted `count` requests; fails when nothing arrives for `stallMs`. */
+async function waitForCount(
+  receiver: WebhookReceiver,
+  count: number,
+  stallMs: number,
+  diagnose: () => Promise<string>,
+): Promise<ReceiverStats> {
+  let last = -1;
+  let progressAt = Date.now();
+  for (;;) {
+    const stats = await receiver.stats();
+    if (stats.count >= count) return receiver.stats(true);
+    if (stats.count !== last) {
+      last = stats.count;
+      progressAt = Date.now();
+    } else if (Date.now() - progressAt > stallMs) {
+      throw new Error(
+        `the receiver got ${stats.count} of ${count} deliveries, none for ${stallMs / 1000} s: ${await diagnose()}`,
+      );
+    }
+    await sleep(20);
+  }
+}
+
+// ------------------------------------------------------------------------------------- the plain loop
+
+interface LoopResult {
+  stats: ReceiverStats;
+  /** Seconds on the client, first request sent to last answer read. */
+  seconds: number;
+  clientCpu: number;
+  receiverCpu: number;
+}
+
+/**
+ * `count` POSTs of an event envelope to `url`, `concurrency` in flight, each built, signed (HMAC-SHA256
+ * hex) and sent with the dispatcher's headers through a keep-alive undici agent.
+ */
+async function plainLoop(
+  receiver: WebhookReceiver,
+  path: string,
+  secret: string,
+  count: number,
+  concurrency: number,
+  envelope: (i: number) => unknown,
+): Promise<LoopResult> {
+  const agent = new Agent({ connections: concurrency, connect: { ca: receiver.ca } });
+  const url = `${receiver.origin}${path}`;
+  const send = async (i: number) => {
+    const body = JSON.stringify(envelope(i));
+    const response = await request(url, {
+      method: 'POST',
+      body,
+      dispatcher: agent,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'Coffer-Bench/1.0',
+        'x-coffer-signature': createHmac('sha256', secret).update(body).digest('hex'),
+        'x-coffer-event': 'file.uploaded',
+        'x-coffer-event-id': `evt_plain_${i}`,
+        'x-coffer-delivery-id': `dlv_plain_${i}`,
+        'x-coffer-delivery-attempt': '1',
+      },
+    });
+    await response.body.dump();
+    if (response.statusCode !== 200) throw new Error(`plain POST: ${response.statusCode}`);
+  };
+  try {
+    await pool(Math.min(500, count), concurrency, send); // connections and TLS sessions up
+    receiver.reset();
+    const receiverCpu = receiver.cpuSeconds();
+    const clientCpu = process.cpuUsage();
+    const start = performance.now();
+    await pool(count, concurrency, send);
+    const seconds = (performance.now() - start) / 1000;
+    const usage = process.cpuUsage(clientCpu);
+    return {
+      stats: await receiver.stats(true),
+      seconds,
+      clientCpu: (usage.user + usage.system) / 1e6,
+      receiverCpu: receiver.cpuSeconds() - receiverCpu,
+    };
+  } finally {
+    await agent.close();
+  }
+}
+
+// -------------------------------------------------------------------------------------------- Coffer
+
+interface Hook {
+  id: string;
+  path: string;
+}
+
+/** Starts the benchmark's own Coffer on `dataDir`, holding first attempts back by `holdSeconds`. */
+function startServer(
+  context: BenchContext,
+  dataDir: string,
+  receiver: WebhookReceiver,
+  holdSeconds: number,
+): Promise<CofferServer> {
+  return startCoffer(dataDir, context.server.mode, {
+    env: {
+      COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      COFFER_WEBHOOK_RETRY_SCHEDULE: `${holdSeconds},${RETRY_TAIL}`,
+    },
+    caFile: receiver.caFile,
+    workers: true,
+  });
+}
+
+async function deliveryTotal(server: CofferServer, projectId: string, hook: Hook, status: string) {
+  const reply = await call<{ total: number; items: { last_error: string | null }[] }>(
+    'GET',
+    `${server.url}/v1/projects/${projectId}/webhooks/${hook.id}/deliveries?status=${status}`,
+    { token: ADMIN_KEY },
+  );
+  expectStatus(reply, 200, 'list deliveries');
+  return reply.body;
+}
+
+/** How many deliveries of every hook have `status`, summed. */
+async function countDeliveries(server: CofferServer, projectId: string, hooks: Hook[], status: string) {
+  let total = 0;
+  for (const hook of hooks) total += (await deliveryTotal(server, projectId, hook, status)).total;
+  return total;
+}
+
+/** `count` initiates (one file.uploaded event each), `concurrency` in flight; seconds taken. */
+async function makeEvents(project: Project, from: number, count: number, concurrency: number): Promise<void> {
+  await pool(count, concurrency, async (i) => {
+    const reply = await project.api('POST', '/files/upload', {
+      filename: `webhook-bench-${String(from + i).padStart(6, '0')}.bin`,
+      content_type: 'application/octet-stream',
+      size_bytes: 1024,
+    });
+    expectStatus(reply, 201, 'initiate');
+  });
+}
+
+// ------------------------------------------------------------------------------------------------- bench
+
+export const webhooks: Bench = {
+  name: 'webhooks',
+  description:
+    'webhook deliveries/s to a local HTTPS receiver vs a plain undici POST loop; signatures checked',
+  async run(context) {
+    const wanted = envInteger('COFFER_BENCH_DELIVERIES', 5000);
+    const hookCount = envInteger('COFFER_BENCH_WEBHOOKS', 10);
+    const loopConcurrency = envInteger('COFFER_BENCH_WEBHOOK_CONCURRENCY', DISPATCHER_CONCURRENCY);
+    const initiateConcurrency = envInteger('COFFER_BENCH_CONCURRENCY', 16);
+    const events = Math.ceil(wanted / hookCount);
+    const deliveries = events * hookCount;
+    const stallMs = 30_000;
+    const dir = join(context.scratch, 'webhooks');
+    const dataDir = join(dir, 'data');
+
+    const receiver = await startWebhookReceiver(join(dir, 'receiver'));
+    let server: CofferServer | undefined;
+    try {
+      // ------------------------------------------------ 1. events, with every first attempt held back
+      progress(`webhooks: Coffer with first attempts held back ${HOLD_SECONDS} s; ${hookCount} webhooks`);
+      server = await startServer(context, dataDir, receiver, HOLD_SECONDS);
+      const project = await createProject(server);
+      const hooks: Hook[] = [];
+      for (let i = 1; i <= hookCount; i++) {
+        const path = `/hooks/${i}`;
+        const created = await call('POST', `${server.url}/v1/projects/${project.id}/webhooks`, {
+          token: ADMIN_KEY,
+          body: { url: `${receiver.origin}${path}`, events: ['file.uploaded'] },
+        });
+        expectStatus(created, 201, 'create webhook');
+        receiver.setSecret(path, created.body.signing_secret);
+        hooks.push({ id: created.body.id, path });
+      }
+      const org = await call('GET', `${server.url}/v1/projects/${project.id}`, { token: ADMIN_KEY });
+      const organizationId = (org.body?.organization_id as string | undefined) ?? 'org_bench';
+
+      progress(`webhooks: ${events} initiates → ${deliveries} pending deliveries`);
+      const backlogStart = performance.now();
+      await makeEvents(project, 0, events, initiateConcurrency);
+      const backlogSeconds = (performance.now() - backlogStart) / 1000;
+      const pending = await countDeliveries(server, project.id, hooks, 'pending');
+      if (pending !== deliveries) throw new Error(`${pending} deliveries pending, not ${deliveries}`);
+      if ((await receiver.stats()).count !== 0) throw new Error('deliveries were sent while held back');
+      await server.close();
+      server = undefined;
+
+      // ------------------------------------------------------------------------- 2. the plain loop
+      progress(`webhooks: plain undici loop, ${deliveries} POSTs, ${loopConcurrency} in flight`);
+      const plainSecret = 'whsec_plain_loop_secret';
+      receiver.setSecret('/plain', plainSecret);
+      const envelope = (i: number) => ({
+        event: 'file.uploaded',
+        timestamp: new Date().toISOString(),
+        organization_id: organizationId,
+        project_id: project.id,
+        data: {
+          file_id: `file_01PLAIN${String(i).padStart(19, '0')}`,
+          filename: `webhook-bench-${String(i).padStart(6, '0')}.bin`,
+          size: 1024,
+          mime_type: 'application/octet-stream',
+          status: 'uploading',
+        },
+      });
+      const plainBefore = await plainLoop(
+        receiver,
+        '/plain',
+        plainSecret,
+        deliveries,
+        loopConcurrency,
+        envelope,
+      );
+
+      // ------------------------------------------------------------------ 3. the drain of the backlog
+      progress(`webhooks: restart with first attempts due at once; draining ${deliveries} deliveries`);
+      receiver.reset();
+      const restartAt = now();
+      server = await startServer(context, dataDir, receiver, 0);
+      const liveServer = server;
+      const readyAt = now();
+      const serverCpu = server.cpuSeconds();
+      const receiverCpu = receiver.cpuSeconds();
+      const rssBefore = server.rss();
+      let rssPeak = rssBefore;
+      const sampler = setInterval(() => {
+        rssPeak = Math.max(rssPeak, liveServer.rss());
+      }, 10);
+      const diagnose = async () => {
+        const [first] = (await deliveryTotal(liveServer, project.id, hooks[0]!, 'pending')).items;
+        return `a pending delivery's last error: ${first?.last_error ?? 'none'}`;
+      };
+      let drain: ReceiverStats;
+      try {
+        drain = await waitForCount(receiver, deliveries, stallMs, diagnose);
+      } finally {
+        clearInterval(sampler);
+      }
+      const drainServerCpu = server.cpuSeconds() - serverCpu;
+      const drainReceiverCpu = receiver.cpuSeconds() - receiverCpu;
+      // The outcomes of the last deliveries are recorded just after their answers.
+      let stillPending = await countDeliveries(server, project.id, hooks, 'pending');
+      for (let waited = 0; stillPending > 0 && waited < 10_000; waited += 100) {
+        await sleep(100);
+        stillPending = await countDeliveries(server, project.id, hooks, 'pending');
+      }
+      const delivered = await countDeliveries(server, project.id, hooks, 'delivered');
+
+      // ------------------------------------------------------ 4. end to end: events while dispatching
+      progress(`webhooks: ${events} initiates while dispatching → ${deliveries} deliveries`);
+      receiver.reset();
+      const liveStart = now();
+      const liveCpu = server.cpuSeconds();
+      // The project of the first start, through the restarted server (the same data, another port).
+      const restarted: Project = {
+        ...project,
+        api: (method, path, body) =>
+          call(method, `${liveServer.url}/v1/projects/${project.id}${path}`, { token: project.key, body }),
+      };
+      await makeEvents(restarted, events, events, initiateConcurrency);
+      const liveCreated = now();
+      const live = await waitForCount(receiver, deliveries, stallMs, diagnose);
+      const liveServerCpu = server.cpuSeconds() - liveCpu;
+
+      // ------------------------------------------------------------------- 5. the plain loop again
+      progress('webhooks: plain undici loop again');
+      const plainAfter = await plainLoop(
+        receiver,
+        '/plain',
+        plainSecret,
+        deliveries,
+        loopConcurrency,
+        envelope,
+      );
+
+      const drainRate = spanRate(drain);
+      const liveRate = (deliveries * 1000) / (live.last - liveStart);
+      const plainRates = [spanRate(plainBefore.stats), spanRate(plainAfter.stats)];
+      const plainRate = Math.max(...plainRates);
+      const mismatches = drain.mismatches + live.mismatches;
+      const checked = drain.checked + live.checked;
+      const duplicates = drain.duplicates + live.duplicates;
+      const avgBody = (stats: ReceiverStats) => (stats.count > 0 ? stats.bytes / stats.count : 0);
+      const perDelivery = (seconds: number) => fmt.ms((seconds / deliveries) * 1000);
+
+      const section: Section = {
+        title: `Webhook deliveries: ${deliveries} (${hookCount} webhooks × ${events} events) to a local HTTPS receiver`,
+        rows: [
+          {
+            benchmark: `deliveries/s, backlog drain`,
+            coffer: fmt.perSecond(drainRate, 'deliveries'),
+            target: `≥ ${RATE_TARGET}/s`,
+            met: drainRate >= RATE_TARGET,
+          },
+          {
+            benchmark: `  vs plain undici loop (${loopConcurrency} in flight)`,
+            coffer: fmt.perSecond(drainRate, 'deliveries'),
+            baseline: `${fmt.perSecond(plainRate, 'POST')} plain`,
+            ratio: drainRate / plainRate,
+            target: `≥ ${fmt.ratio(RATIO_TARGET)}`,
+            met: drainRate / plainRate >= RATIO_TARGET,
+          },
+          {
+            benchmark: '  end to end (events made while dispatching)',
+            coffer: fmt.perSecond(liveRate, 'deliveries'),
+            baseline: `${fmt.perSecond(plainRate, 'POST')} plain`,
+            ratio: liveRate / plainRate,
+          },
+          {
+            benchmark: '  signature mismatches (all checked)',
+            coffer: `${mismatches} of ${checked}`,
+            baseline: `${plainBefore.stats.mismatches + plainAfter.stats.mismatches} plain`,
+            target: '0',
+            met: mismatches === 0 && checked === 2 * deliveries,
+          },
+          {
+            benchmark: '  every delivery once, and recorded delivered',
+            coffer: `${drain.count + live.count - duplicates} unique of ${2 * deliveries}`,
+            baseline: `${delivered} delivered, ${stillPending} pending`,
+            target: 'all, once',
+            met: duplicates === 0 && delivered === deliveries && stillPending === 0,
+          },
+        ],
+        notes: [
+          `method: ${hookCount} webhooks subscribed to file.uploaded, so each initiate (one event) makes ${hookCount} deliveries; ` +
+            `the ${deliveries} deliveries of the drain were made while COFFER_WEBHOOK_RETRY_SCHEDULE held every first attempt back ` +
+            `${HOLD_SECONDS} s (${fmt.perSecond(events / backlogSeconds, 'events')}, ${fmt.perSecond(deliveries / backlogSeconds, 'deliveries')} made; ` +
+            `checked pending through GET /webhooks/{id}/deliveries?status=pending), then Coffer restarted on the same data with the first delay at 0: ` +
+            "the drain rate is the receiver's count over its first-to-last arrival, dispatch alone",
+          `drain: the restart took ${fmt.ms(readyAt - restartAt)} to /health/ready, the first delivery arrived ${fmt.ms(drain.first - restartAt)} after it began ` +
+            `and the last ${((drain.last - drain.first) / 1000).toFixed(2)} s after the first; ` +
+            `${fmt.perSecond(steadyRate(drain.arrivals), 'deliveries')} between the 10th and 90th percentile of arrivals; ` +
+            `server CPU ${perDelivery(drainServerCpu)} per delivery (${drainServerCpu.toFixed(2)} s over ${((drain.last - drain.first) / 1000).toFixed(2)} s), ` +
+            `receiver CPU ${perDelivery(drainReceiverCpu)}; server RSS ${fmt.mib(rssBefore)} → ${fmt.mib(rssPeak)} peak`,
+          `end to end: ${events} initiates (${initiateConcurrency} in flight) took ${((liveCreated - liveStart) / 1000).toFixed(2)} s ` +
+            `(${fmt.perSecond((events * 1000) / (liveCreated - liveStart), 'events')}); last delivery ${((live.last - liveStart) / 1000).toFixed(2)} s after the first initiate; ` +
+            `event → arrival p50 ${fmt.ms(percentile(live.delays, 50))}, p95 ${fmt.ms(percentile(live.delays, 95))}, max ${fmt.ms(Math.max(...live.delays))}; ` +
+            `server CPU ${perDelivery(liveServerCpu)} per delivery (event included)`,
+          `plain loop: this process → the receiver, ${loopConcurrency} in flight, keep-alive undici agent, each body built and HMAC-signed per request ` +
+            `with the dispatcher's headers: ${plainRates.map((rate) => fmt.perSecond(rate, 'POST')).join(' before the drain, ')} after (the higher is the baseline); ` +
+            `client CPU ${fmt.ms((plainBefore.clientCpu / deliveries) * 1000)}, receiver CPU ${fmt.ms((plainBefore.receiverCpu / deliveries) * 1000)} per POST`,
+          `bodies: ${avgBody(drain).toFixed(0)} bytes per delivery on average, ${avgBody(plainBefore.stats).toFixed(0)} per plain POST; ` +
+            `TLS connections accepted by the receiver: ${drain.connections} during the drain, ${live.connections} end to end, ` +
+            `${plainBefore.stats.connections} during a plain loop (after its warm-up)`,
+          `receiver: bench/webhook-receiver.ts in its own process (node:https, self-signed certificate trusted by Coffer through ` +
+            `${context.server.mode === 'child' ? 'NODE_EXTRA_CA_CERTS' : "the runtime's webhookCa"}), answers 200 once the body is read; ` +
+            `Coffer: a ${context.server.mode === 'child' ? 'child process' : 'server in this process'} of this benchmark's own (embedded PGlite), ` +
+            `COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true; dispatcher concurrency ${DISPATCHER_CONCURRENCY}`,
+        ],
+      };
+      return [section];
+    } finally {
+      await server?.close();
+      await receiver.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};
