@@ -3,12 +3,13 @@
  * an HTTP client, raw disk baselines, process memory and CPU probes, statistics and the result table.
  * Every benchmark module (bench/uploads.ts, …) exports a `Bench` that bench/run.ts runs.
  */
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
+import { selfSignedCertificate } from '../test/support/certificate.ts';
 import type { ReceiverStats } from './webhook-receiver.ts';
 
 export const KiB = 1024;
@@ -222,13 +223,7 @@ async function startChild(
     resetPeak: () => resetPeakOf(pid),
     peak: () => procStatus(pid, 'VmHWM'),
     cpuSeconds: () => procCpuSeconds(pid),
-    async close() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((done) => child.once('exit', done));
-      child.kill('SIGTERM');
-      await Promise.race([exited, sleep(10_000)]);
-      kill();
-    },
+    close: () => stopChild(child, 10_000, kill),
   };
 }
 
@@ -313,13 +308,7 @@ export async function startReference(dir: string): Promise<ReferenceServer> {
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     dir,
-    async close() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((done) => child.once('exit', done));
-      child.kill('SIGTERM');
-      await Promise.race([exited, sleep(5000)]);
-      kill();
-    },
+    close: () => stopChild(child, 5000, kill),
   };
 }
 
@@ -339,35 +328,6 @@ export interface WebhookReceiver {
   /** CPU time (user + system) the receiver's process used so far, in seconds. */
   cpuSeconds(): number;
   close(): Promise<void>;
-}
-
-/** A self-signed certificate for localhost and 127.0.0.1 in `dir` (key.pem, cert.pem), made with the openssl CLI. */
-export function selfSignedCertificate(dir: string): { keyFile: string; certFile: string } {
-  mkdirSync(dir, { recursive: true });
-  const keyFile = join(dir, 'key.pem');
-  const certFile = join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-days',
-      '1',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { keyFile, certFile };
 }
 
 /**
@@ -418,13 +378,7 @@ export async function startWebhookReceiver(dir: string): Promise<WebhookReceiver
         child.send({ type: 'stats', id, full });
       }),
     cpuSeconds: () => procCpuSeconds(pid),
-    async close() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((done) => child.once('exit', done));
-      child.kill('SIGTERM');
-      await Promise.race([exited, sleep(5000)]);
-      kill();
-    },
+    close: () => stopChild(child, 5000, kill),
   };
 }
 
@@ -657,6 +611,26 @@ export const fmt = {
 };
 
 // ------------------------------------------------------------------------------------------------ table
+
+/** SIGTERM, then `kill` (SIGKILL and clean-up) once the child has exited or `graceMs` passed. */
+async function stopChild(child: ChildProcess, graceMs: number, kill: () => void): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((done) => child.once('exit', done));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(graceMs)]);
+  kill();
+}
+
+/** The table row of server memory kept after a benchmark's transfers, against `limit`. */
+export function retainedRssRow(benchmark: string, startRss: number, endRss: number, limit: number): Row {
+  return {
+    benchmark,
+    coffer: `${endRss >= startRss ? '+' : '−'}${fmt.mib(Math.abs(endRss - startRss))}`,
+    baseline: `${fmt.mib(startRss)} → ${fmt.mib(endRss)}`,
+    target: `< ${fmt.mib(limit)}`,
+    met: endRss - startRss < limit,
+  };
+}
 
 export interface Row {
   benchmark: string;

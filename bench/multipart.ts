@@ -32,6 +32,7 @@ import {
   pool,
   progress,
   rawWrite,
+  retainedRssRow,
   type Section,
 } from './lib.ts';
 
@@ -330,13 +331,7 @@ export const multipart: Bench = {
     const summary: Section = {
       title: 'Server memory across all multipart uploads',
       rows: [
-        {
-          benchmark: 'server RSS retained after all multipart uploads',
-          coffer: `${endRss >= startRss ? '+' : '−'}${fmt.mib(Math.abs(endRss - startRss))}`,
-          baseline: `${fmt.mib(startRss)} → ${fmt.mib(endRss)}`,
-          target: `< ${fmt.mib(MEMORY_LIMIT)}`,
-          met: endRss - startRss < MEMORY_LIMIT,
-        },
+        retainedRssRow('server RSS retained after all multipart uploads', startRss, endRss, MEMORY_LIMIT),
       ],
       notes: [
         'multipart time: from the start call to the answer of complete, on the client: start, then per part its part URL and its PUT ' +

@@ -33,6 +33,7 @@ import {
   type ReferenceServer,
   rawRead,
   rawWrite,
+  retainedRssRow,
   type Section,
   startReference,
 } from './lib.ts';
@@ -424,15 +425,7 @@ export const uploads: Bench = {
 
     const summary: Section = {
       title: 'Server memory across all large transfers',
-      rows: [
-        {
-          benchmark: 'server RSS retained after all transfers',
-          coffer: `${endRss >= startRss ? '+' : '−'}${fmt.mib(Math.abs(endRss - startRss))}`,
-          baseline: `${fmt.mib(startRss)} → ${fmt.mib(endRss)}`,
-          target: `< ${fmt.mib(MEMORY_LIMIT)}`,
-          met: endRss - startRss < MEMORY_LIMIT,
-        },
-      ],
+      rows: [retainedRssRow('server RSS retained after all transfers', startRss, endRss, MEMORY_LIMIT)],
       notes: [
         server.mode === 'child'
           ? `RSS is the Coffer server process's (pid ${server.pid}), read from /proc/<pid>/status; peak = max of 10 ms samples and VmHWM (reset through clear_refs before each transfer)`

@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { selfSignedCertificate } from './certificate.ts';
 
 /** What an endpoint answers to one request. */
 export type Behaviour =
@@ -66,34 +66,12 @@ export function verifySignature(secret: string, raw: Buffer, header: string | st
   return timingSafeEqual(expected, Buffer.from(header, 'hex'));
 }
 
-/** A self-signed certificate for localhost and 127.0.0.1, made with the openssl CLI. */
-function selfSignedCertificate(): { key: string; cert: string } {
+/** A self-signed certificate for localhost and 127.0.0.1, as PEM text. */
+function certificate(): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), 'coffer-receiver-'));
   try {
-    const key = join(dir, 'key.pem');
-    const cert = join(dir, 'cert.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-        '-days',
-        '1',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-      ],
-      { stdio: 'ignore' },
-    );
-    return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
+    const { keyFile, certFile } = selfSignedCertificate(dir);
+    return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8') };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -103,7 +81,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A webhook receiver over HTTPS on 127.0.0.1 that records every request and answers as told. */
 export async function startReceiver(): Promise<Receiver> {
-  const { key, cert } = selfSignedCertificate();
+  const { key, cert } = certificate();
   const endpoints = new Map<string, Endpoint & { hangingSet: Set<ServerResponse> }>();
   let next = 0;
 
