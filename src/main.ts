@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
+import { DatabaseInUseError } from './infra/db.ts';
 import { migrate } from './infra/migrate.ts';
 import { SCOPES } from './modules/projects/schemas.ts';
 import { createLogger, openDatabase, openRuntime } from './runtime.ts';
@@ -134,6 +135,10 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof ConfigError) {
     process.stderr.write(`Invalid configuration: ${error.message}\n`);
     process.exit(2);
+  }
+  if (error instanceof DatabaseInUseError) {
+    process.stderr.write(`coffer: ${error.message}\n`);
+    process.exit(1);
   }
   process.stderr.write(
     `coffer: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
@@ -86,13 +86,63 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
   };
 }
 
+/** The embedded database is in use by another process. */
+export class DatabaseInUseError extends Error {}
+
+/**
+ * Takes the embedded database in `path` for this process. PGlite runs inside the process that opens
+ * it, so a second process on the same folder would neither see the first one's writes nor keep the
+ * files consistent: it is refused while the holder is alive. Returns the release function.
+ */
+function lockDataDir(path: string): () => void {
+  const lock = join(path, 'coffer.lock');
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(readFileSync(lock, 'utf8'));
+      if (holder && holder !== process.pid && isAlive(holder)) {
+        throw new DatabaseInUseError(
+          `The embedded database in ${path} is in use by another Coffer process (pid ${holder}). Stop it first, or use its API.`,
+        );
+      }
+      rmSync(lock, { force: true }); // left by a process that is gone
+    }
+  }
+  const release = () => rmSync(lock, { force: true });
+  process.once('exit', release);
+  return () => {
+    process.off('exit', release);
+    release();
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
   let path: string | undefined;
+  let unlock = () => {};
   if (dataDir) {
     path = join(dataDir, 'pglite');
     mkdirSync(path, { recursive: true });
+    unlock = lockDataDir(path);
   }
-  const db = await PGlite.create({ dataDir: path, extensions: { pg_trgm }, parsers: { [INT8]: Number } });
+  let db: PGlite;
+  try {
+    db = await PGlite.create({ dataDir: path, extensions: { pg_trgm }, parsers: { [INT8]: Number } });
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   return {
     kind: 'pglite',
     async query<T>(sql: string, params?: unknown[]) {
@@ -119,6 +169,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
     },
     async close() {
       await db.close();
+      unlock();
     },
   };
 }

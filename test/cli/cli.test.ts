@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -104,6 +104,23 @@ describe('the coffer command', () => {
       body: JSON.stringify({ filename: 'a.txt', content_type: 'text/plain', size_bytes: 1 }),
     });
     expect(upload.status).toBe(201);
+  });
+
+  it('refuses a second process on the embedded database, and takes over a stale lock', async () => {
+    const dir = freshDir();
+    const adminKey = `coffer_admin_${'d'.repeat(43)}`;
+    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: adminKey });
+    const second = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
+    expect(second.status).toBe(1);
+    expect(second.stderr).toContain(`in use by another Coffer process (pid ${server.child.pid})`);
+    const orgs = await fetch(`${server.url}/v1/organizations`, { headers: { authorization: `Bearer ${adminKey}` } });
+    expect(orgs.status).toBe(200);
+    server.child.kill('SIGKILL'); // no clean-up: the lock stays behind
+    await stopped(server.child);
+    expect(existsSync(join(dir, 'pglite', 'coffer.lock'))).toBe(true);
+    const after = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
+    expect(after.status).toBe(0);
+    expect(existsSync(join(dir, 'pglite', 'coffer.lock'))).toBe(false);
   });
 
   it('migrates and reports when the database is up to date', () => {
