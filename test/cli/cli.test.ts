@@ -113,7 +113,9 @@ describe('the coffer command', () => {
     const second = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
     expect(second.status).toBe(1);
     expect(second.stderr).toContain(`in use by another Coffer process (pid ${server.child.pid})`);
-    const orgs = await fetch(`${server.url}/v1/organizations`, { headers: { authorization: `Bearer ${adminKey}` } });
+    const orgs = await fetch(`${server.url}/v1/organizations`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
     expect(orgs.status).toBe(200);
     server.child.kill('SIGKILL'); // no clean-up: the lock stays behind
     await stopped(server.child);
