@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { WriterReply, WriterRequest } from './write-worker.ts';
 
@@ -26,7 +27,7 @@ export interface FileSink {
  * hashing a large upload (and the garbage its chunks leave) no longer competes with serving
  * requests. Chunk memory is transferred, not copied, when it is not shared with other data.
  */
-export class WriterPool {
+export class WriterThread {
   #worker: Worker | undefined;
   #jobs = new Map<number, Job>();
   #nextId = 1;
@@ -126,5 +127,16 @@ export class WriterPool {
   }
 }
 
-/** One writer thread per process, shared by every store (it starts with the first upload). */
-export const writers = new WriterPool();
+const threads = Array.from({ length: Math.min(4, availableParallelism()) }, () => new WriterThread());
+let next = 0;
+
+/**
+ * The writer threads of the process, shared by every store; each starts with its first upload.
+ * Uploads are spread over them in turn, so that parallel uploads (parts) hash in parallel.
+ */
+export const writers = {
+  open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
+    const thread = threads[next++ % threads.length]!;
+    return thread.open(fd, algorithm);
+  },
+};
