@@ -574,6 +574,15 @@ describe('multipart uploads', () => {
     await expectError(await put(await partUrl(key, uploadId, 4), Buffer.from('late')), 404, 'NOT_FOUND');
     await expect(store.listParts(key, uploadId)).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
     expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+
+    // Reads span the assembled object's parts; delete removes them all.
+    const middle = { start: parts[0]!.length - 3, end: parts[0]!.length + parts[1]!.length + 2 };
+    expect(
+      (await collect(await store.read(key, middle))).equals(whole.subarray(middle.start, middle.end + 1)),
+    ).toBe(true);
+    await store.delete(key);
+    expect(await store.head(key)).toBeUndefined();
+    expect(existsSync(`${join(dir, ...key.split('/'))}.parts`)).toBe(false);
   });
 
   it('abort removes the parts; later part PUTs get 404 and aborting again is fine', async () => {

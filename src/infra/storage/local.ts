@@ -14,7 +14,7 @@ import {
 } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -52,6 +52,8 @@ export const MAX_PART_SIZE = 5 * 1024 ** 3;
 const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 const MANIFEST = 'upload.json';
+/** Beside an assembled multipart object: its part files, in order. */
+const PARTS = '.parts';
 
 /** What a presigned URL allows, as signed: a download, a whole-object upload or one part of a multipart upload. */
 export type SignedUrl =
@@ -60,6 +62,13 @@ export type SignedUrl =
   | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number };
 
 export type UploadUrl = Extract<SignedUrl, { kind: 'put' | 'part' }>;
+
+/** Bytes `start`..`end` (inclusive) of the file at `path`. */
+export interface Slice {
+  path: string;
+  start: number;
+  end: number;
+}
 
 export interface LocalObjectStore extends ObjectStore {
   readonly kind: 'local';
@@ -70,8 +79,8 @@ export interface LocalObjectStore extends ObjectStore {
    * throws 403 FORBIDDEN when it is tampered with, made for another method or expired.
    */
   verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl;
-  /** Opens the object for reading; 404 when it is missing. */
-  open(key: string): Promise<FileHandle>;
+  /** Where the bytes of `range` lie: one file, or stretches of an assembled object's part files. */
+  slices(key: string, range?: ByteRange): Promise<Slice[]>;
   /**
    * Stores the body of a verified upload URL (the whole object, or a part) and returns the quoted ETag.
    * `body` must stop being read, not be destroyed, when the store stops iterating it.
@@ -248,15 +257,34 @@ class LocalStore implements LocalObjectStore {
     }
   }
 
-  /** Opens the object for reading; 404 when it is missing. */
-  async open(key: string): Promise<FileHandle> {
+  /**
+   * Where the bytes `range` (default: all) of the object lie: one file, or for an assembled
+   * multipart object the stretches of its part files. 404 when the object is missing.
+   */
+  async slices(key: string, range?: ByteRange): Promise<Slice[]> {
     checkKey(key);
+    const path = this.#path(key);
+    let meta: ObjectInfo & { segments?: number[] };
     try {
-      return await open(this.#path(key), 'r');
+      meta = JSON.parse(await readFile(path + META, 'utf8'));
     } catch (error) {
       if (isMissing(error)) throw notFound('Object');
       throw error;
     }
+    const pieces = meta.segments
+      ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size }))
+      : [{ path, size: meta.size }];
+    const start = range?.start ?? 0;
+    const end = range?.end ?? meta.size - 1;
+    const slices: Slice[] = [];
+    let offset = 0;
+    for (const piece of pieces) {
+      const from = Math.max(start, offset);
+      const to = Math.min(end, offset + piece.size - 1);
+      if (from <= to) slices.push({ path: piece.path, start: from - offset, end: to - offset });
+      offset += piece.size;
+    }
+    return slices;
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
@@ -268,8 +296,13 @@ class LocalStore implements LocalObjectStore {
       throw badRequest('Invalid byte range');
     }
     if (range && range.end < range.start) throw badRequest('Invalid byte range');
-    const handle = await this.open(key);
-    return handle.createReadStream({ start: range?.start, end: range?.end, highWaterMark: BUFFER_SIZE });
+    const slices = await this.slices(key, range);
+    return Readable.from(
+      (async function* () {
+        for (const slice of slices)
+          yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
+      })(),
+    );
   }
 
   async delete(key: string): Promise<void> {
@@ -277,6 +310,7 @@ class LocalStore implements LocalObjectStore {
     const path = this.#path(key);
     await rm(path + META, { force: true });
     await rm(path, { force: true });
+    await rm(path + PARTS, { recursive: true, force: true });
     // Prune the folders the key leaves empty; a concurrent upload into one of them retries its rename.
     const segments = key.split('/');
     for (let depth = segments.length - 1; depth > 0; depth--) {
@@ -370,10 +404,24 @@ class LocalStore implements LocalObjectStore {
     }
     await this.#refuseExisting(key);
     const etag = `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`;
-    async function* concatenated() {
-      for (const file of files) yield* createReadStream(file, { highWaterMark: BUFFER_SIZE });
+    // The parts become the object's segments by renaming: nothing is copied, only hashed.
+    const path = this.#path(key);
+    await mkdir(path + PARTS, { recursive: true });
+    const sizes: number[] = [];
+    const hash = createHash('sha256');
+    for (const [index, file] of files.entries()) {
+      const segment = join(path + PARTS, String(index));
+      await rename(file, segment);
+      for await (const chunk of createReadStream(segment, { highWaterMark: BUFFER_SIZE })) hash.update(chunk);
+      sizes.push((await stat(segment)).size);
     }
-    const info = await this.#storeObject(key, concatenated(), { max: Number.MAX_SAFE_INTEGER }, etag);
+    await syncFolder(path + PARTS);
+    const info: ObjectInfo = {
+      size: sizes.reduce((sum, size) => sum + size, 0),
+      etag,
+      sha256: hash.digest('hex'),
+    };
+    await this.#writeAtomic(path + META, JSON.stringify({ ...info, segments: sizes }));
     await rm(folder, { recursive: true, force: true });
     return info;
   }
@@ -594,18 +642,23 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
   });
   if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${info.size}`);
   if (request.method === 'HEAD' || info.size === 0) return reply.send();
-  const handle = await store.open(key);
+  const slices = await store.slices(key, range);
   reply.hijack();
   const response = reply.raw;
   response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
   try {
-    await streamFile(handle, response, range?.start ?? 0, range?.end ?? info.size - 1);
+    for (const slice of slices) {
+      const handle = await open(slice.path, 'r');
+      try {
+        await streamFile(handle, response, slice.start, slice.end);
+      } finally {
+        await handle.close();
+      }
+    }
     response.end();
   } catch (error) {
     request.log.warn({ err: error }, 'download interrupted');
     response.destroy();
-  } finally {
-    await handle.close();
   }
 }
 
