@@ -6,7 +6,7 @@ import {
   isPublicAddress,
   webhookUrlProblem,
 } from '../../src/infra/http/safe-agent.ts';
-import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
+import { type Endpoint, NON_PUBLIC_URLS, type Receiver, startReceiver } from '../support/receiver.ts';
 
 describe('isPublicAddress', () => {
   it.each([
@@ -66,26 +66,7 @@ describe('webhookUrlProblem', () => {
     expect(await webhookUrlProblem(url, false)).toMatch(reason);
   });
 
-  it.each([
-    'https://127.0.0.1/hook',
-    'https://127.1/hook',
-    'https://2130706433/hook',
-    'https://0x7f000001/hook',
-    'https://[::1]/hook',
-    'https://localhost/hook',
-    'https://localhost:8443/hook',
-    'https://0.0.0.0/hook',
-    'https://10.0.0.1/hook',
-    'https://172.16.0.1/hook',
-    'https://192.168.1.1/hook',
-    'https://169.254.169.254/latest/meta-data/',
-    'https://[fe80::1]/hook',
-    'https://[fd00::1]/hook',
-    'https://100.64.0.1/hook',
-    'https://[::ffff:127.0.0.1]/hook',
-    'https://[::ffff:10.0.0.1]/hook',
-    'https://[::ffff:7f00:1]/hook',
-  ])('refuses the non-public %s unless private networks are allowed', async (url) => {
+  it.each(NON_PUBLIC_URLS)('refuses the non-public %s unless private networks are allowed', async (url) => {
     expect(await webhookUrlProblem(url, false)).toMatch(/non-public address/);
     expect(await webhookUrlProblem(url, true)).toBeUndefined();
   });

@@ -179,3 +179,26 @@ export async function startReceiver(): Promise<Receiver> {
     },
   };
 }
+
+/** Webhook URLs whose host is, or resolves to, a non-public address: each must be refused. */
+export const NON_PUBLIC_URLS = [
+  'https://127.0.0.1/hook',
+  'https://127.0.0.1:8443/hook',
+  'https://[::1]/hook',
+  'https://localhost/hook',
+  'https://0.0.0.0/hook',
+  'https://10.0.0.1/hook',
+  'https://172.16.0.1/hook',
+  'https://192.168.1.1/hook',
+  'https://169.254.169.254/latest/meta-data/',
+  'https://[fe80::1]/hook',
+  'https://[fd00::1]/hook',
+  'https://100.64.0.1/hook',
+  'https://[::ffff:127.0.0.1]/hook',
+  'https://[::ffff:10.0.0.1]/hook',
+  'https://2130706433/hook',
+  'https://127.1/hook',
+  'https://0x7f000001/hook',
+  'https://localhost:8443/hook',
+  'https://[::ffff:7f00:1]/hook',
+];
