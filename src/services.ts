@@ -40,7 +40,7 @@ export function createServices(infra: Infra) {
   const files = createFileService({ db, store, folders, schemas });
   const uploads = createUploadService({ config, db, store, folders, schemas });
   const tokens = createUploadTokenService({ db, folders });
-  const multipart = createMultipartService({ config, db, store, uploads, logger: infra.logger });
+  const multipart = createMultipartService({ config, db, store, uploads, projects, logger: infra.logger });
   const versions = createVersionService({ config, db, store });
   const webhooks = createWebhookService({ db, allowPrivateNetworks: config.webhookAllowPrivateNetworks });
   const dispatcher = createDispatcher({

@@ -279,6 +279,48 @@ describe('multipart upload', () => {
   });
 });
 
+describe('a session left completing by a process that died', () => {
+  const stall = (uploadId: string) =>
+    coffer.services.db.query(
+      "UPDATE multipart_sessions SET status = 'completing', completing_since = now() - interval '2 hours' WHERE id = $1",
+      [uploadId],
+    );
+
+  it('is reopened when its object was never assembled', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 3);
+    const etag = await putPart(project, session.upload_id, 1, Buffer.from('abc'));
+    await stall(session.upload_id);
+    expect((await complete(project, session.upload_id, [{ part_number: 1, etag }])).status).toBe(409);
+    await coffer.services.multipart.reap();
+    const done = await complete(project, session.upload_id, [{ part_number: 1, etag }]);
+    expect(done.status).toBe(200);
+    expect(done.body.status).toBe('ready');
+  });
+
+  it('is finished when its object was stored, as complete would have done', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 3);
+    const etag = await putPart(project, session.upload_id, 1, Buffer.from('abc'));
+    const [row] = await coffer.services.db.query<{ storage_key: string; store_upload_id: string }>(
+      'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
+      [session.upload_id],
+    );
+    await coffer.services.store.completeMultipart(row!.storage_key, row!.store_upload_id, [
+      { partNumber: 1, etag },
+    ]);
+    await stall(session.upload_id);
+    await coffer.services.multipart.reap();
+    const file = await project.call('GET', `/files/${session.file_id}`);
+    expect(file.body).toMatchObject({
+      status: 'ready',
+      checksum_sha256: createHash('sha256').update('abc').digest('hex'),
+    });
+    const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`);
+    expect(listed.body.status).toBe('completed');
+  });
+});
+
 describe('multipart with an upload token', () => {
   const token = async (project: TestProject, body: Record<string, unknown>) => {
     const reply = await project.call('POST', '/upload-tokens', { body });

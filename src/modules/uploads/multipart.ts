@@ -6,11 +6,14 @@ import type { ObjectStore, PartInfo } from '../../infra/storage/object-store.ts'
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { type Caller, visibleFile } from '../files/service.ts';
+import type { ProjectService } from '../projects/service.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
 
 /** S3's rule: every part but the last holds at least 5 MiB. */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
 export const MAX_PARTS = 10_000;
+/** Assembly takes seconds per GiB: a session completing for longer lost its process. */
+const STUCK_AFTER_SECONDS = 3600;
 
 type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
 
@@ -33,7 +36,9 @@ const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"
 async function setStatus(q: Queryable, id: string, from: SessionStatus, to: SessionStatus): Promise<boolean> {
   const finished = to === 'open' || to === 'completing' ? null : new Date();
   const rows = await q.query(
-    'UPDATE multipart_sessions SET status = $3, finished_at = $4 WHERE id = $1 AND status = $2 RETURNING id',
+    `UPDATE multipart_sessions SET status = $3, finished_at = $4,
+       completing_since = CASE WHEN $3 = 'completing' THEN now() ELSE completing_since END
+     WHERE id = $1 AND status = $2 RETURNING id`,
     [id, from, to, finished],
   );
   return rows.length > 0;
@@ -100,9 +105,10 @@ export function createMultipartService(deps: {
   db: Db;
   store: ObjectStore;
   uploads: UploadService;
+  projects: ProjectService;
   logger: Logger;
 }) {
-  const { config, db, store, uploads, logger } = deps;
+  const { config, db, store, uploads, projects, logger } = deps;
 
   /** The caller's open-or-not session and its file; 404 when unknown, of another project or another token. */
   async function load(caller: Caller, uploadId: string) {
@@ -139,6 +145,32 @@ export function createMultipartService(deps: {
     });
     if (done) await store.abortMultipart(session.storage_key, session.store_upload_id);
     return done;
+  }
+
+  /**
+   * A session left `completing` by a process that died during assembly: finished when its object
+   * was stored (the file then moves on exactly as complete would have done), reopened otherwise.
+   */
+  async function recoverStuck(): Promise<void> {
+    const stuck = await db.query<SessionRow>(
+      `SELECT ${COLUMNS} FROM multipart_sessions
+       WHERE status = 'completing' AND completing_since < now() - make_interval(secs => $1) LIMIT 100`,
+      [STUCK_AFTER_SECONDS],
+    );
+    for (const session of stuck) {
+      const object = await store.head(session.storage_key);
+      const project = await projects.getProject(session.project_id);
+      if (!object || !project) {
+        await setStatus(db, session.id, 'completing', 'open');
+        continue;
+      }
+      await db.tx(async (q) => {
+        if (await setStatus(q, session.id, 'completing', 'completed')) {
+          await finishUpload(q, project, session.file_id, object.sha256 ?? null);
+        }
+      });
+      logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
+    }
   }
 
   return {
@@ -253,6 +285,7 @@ export function createMultipartService(deps: {
 
     /** Aborts sessions left open past COFFER_MULTIPART_EXPIRY_SECONDS and removes their parts. */
     async reap(): Promise<number> {
+      await recoverStuck();
       const expired = await db.query<SessionRow>(
         `SELECT ${COLUMNS} FROM multipart_sessions WHERE status = 'open' AND expires_at <= now() ORDER BY expires_at LIMIT 100`,
       );
