@@ -62,8 +62,3 @@ export const validationError = (message: string, details?: Details) =>
 export const webhookNotFound = () =>
   new AppError(404, 'webhook_not_found', 'Webhook not found in this project');
 export const invalidUrl = (message: string) => new AppError(422, 'invalid_url', message, { field: 'url' });
-export const rateLimited = (retryAfterSeconds: number) =>
-  new AppError(429, 'RATE_LIMITED', 'Too many requests', undefined, {
-    'retry-after': String(retryAfterSeconds),
-  });
-export const serviceUnavailable = (message: string) => new AppError(503, 'SERVICE_UNAVAILABLE', message);

@@ -78,7 +78,8 @@ CREATE TABLE jobs (
   kind text NOT NULL,
   project_id text NOT NULL REFERENCES projects (id),
   file_id text COLLATE "C",
-  run_at timestamptz(3) NOT NULL DEFAULT now(),
+  -- Full precision: rounded to milliseconds, a job due now could read as due just after now.
+  run_at timestamptz NOT NULL DEFAULT now(),
   attempts integer NOT NULL DEFAULT 0,
   last_error text,
   created_at timestamptz(3) NOT NULL DEFAULT now()

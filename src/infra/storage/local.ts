@@ -472,19 +472,14 @@ class LocalStore implements LocalObjectStore {
   }
 
   /** Writes `source` as the object `key`, then its sidecar (which makes it visible). */
-  async #storeObject(
-    key: string,
-    source: AsyncIterable<Buffer>,
-    limits: Limits,
-    etag?: string,
-  ): Promise<ObjectInfo> {
+  async #storeObject(key: string, source: AsyncIterable<Buffer>, limits: Limits): Promise<ObjectInfo> {
     const path = this.#path(key);
     const { size, digest } = await this.#write(source, limits, 'sha256', async () => {
       await this.#refuseExisting(key);
       await mkdir(dirname(path), { recursive: true });
       return path;
     });
-    const info: ObjectInfo = { size, etag: etag ?? `"${digest}"`, sha256: digest };
+    const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
     await this.#writeAtomic(path + META, JSON.stringify(info));
     return info;
   }

@@ -45,9 +45,10 @@ export async function recordEvent(
       status: file.status,
     },
   };
+  const json = JSON.stringify(payload);
   await q.query(
     'INSERT INTO events (id, project_id, type, file_id, payload) VALUES ($1, $2, $3, $4, $5::jsonb)',
-    [id, project.id, type, file.id, JSON.stringify(payload)],
+    [id, project.id, type, file.id, json],
   );
   const webhooks = await q.query<{ id: string }>(
     `SELECT id FROM webhooks
@@ -60,14 +61,7 @@ export async function recordEvent(
       `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at)
        SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now()
        FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
-      [
-        webhooks.map(() => newId('dlv')),
-        webhooks.map((webhook) => webhook.id),
-        project.id,
-        id,
-        type,
-        JSON.stringify(payload),
-      ],
+      [webhooks.map(() => newId('dlv')), webhooks.map((webhook) => webhook.id), project.id, id, type, json],
     );
   }
   return id;

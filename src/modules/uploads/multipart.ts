@@ -11,7 +11,6 @@ import { finishUpload, type UploadRequest, type UploadService } from './service.
 
 /** S3's rule: every part but the last holds at least 5 MiB. */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
-export const MAX_PARTS = 10_000;
 /** Assembly takes seconds per GiB: a session completing for longer lost its process. */
 const STUCK_AFTER_SECONDS = 3600;
 

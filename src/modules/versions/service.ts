@@ -174,10 +174,11 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       }
       const scan = caller.project.settings.virus_scan_enabled;
       return db.tx(async (q) => {
+        // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
         const claimed = await q.query<PendingContent>(
           `UPDATE pending_contents SET status = $3, checksum_sha256 = $4, upload_expires_at = NULL, updated_at = now()
            WHERE file_id = $1 AND id = $2 AND status = 'uploading' RETURNING ${CONTENT_COLUMNS}`,
-          [file.id, content.id, scan ? 'processing' : 'uploading', object.sha256 ?? null],
+          [file.id, content.id, scan ? 'processing' : 'committed', object.sha256 ?? null],
         );
         if (claimed.length === 0) throw invalidState('The upload is no longer uploading');
         if (scan) {
