@@ -1,7 +1,7 @@
 /**
  * A large multipart upload, end to end, against the raw disk and against the single presigned PUT:
  *   start → a part URL per part → PUT of the parts (COFFER_BENCH_PARTS_IN_FLIGHT at once, default 4)
- *   → complete (which assembles the object on the server), timed as a whole and step by step;
+ *   → complete (which renames the parts into place on the server), timed as a whole and step by step;
  *   the confirmed checksum_sha256 is checked against the SHA-256 of the bytes sent.
  * Baselines of the same run: `dd` writing as much with fdatasync (page cache dropped before every side),
  * and a single PUT of as much through a presigned URL (the path of bench/uploads.ts). The server's RSS is
@@ -230,7 +230,8 @@ async function rounds(context: BenchContext, project: Project, data: Data, p: Pl
 
 const growth = (m: Measurement<unknown>) => m.memory.peak - m.memory.before;
 
-function section(result: Result): Section {
+/** A section per size; the target is judged at the full size only (the quarter size is there for memory). */
+function section(result: Result, judged: boolean): Section {
   const { plan: p, rounds: all } = result;
   const name = fmt.size(p.mib);
   const rate = (seconds: number) => p.mib / seconds;
@@ -251,8 +252,7 @@ function section(result: Result): Section {
         coffer: medianRate(total),
         baseline: `${medianRate((r) => r.rawWrite)} dd write`,
         ratio: toRaw,
-        target: `≥ ${fmt.ratio(TARGET)}`,
-        met: toRaw >= TARGET,
+        ...(judged ? { target: `≥ ${fmt.ratio(TARGET)}`, met: toRaw >= TARGET } : {}),
       },
       {
         benchmark: '  parts only (part URLs + PUTs)',
@@ -327,7 +327,7 @@ export const multipart: Bench = {
     for (const mib of sizes) results.push(await rounds(context, project, data, plan(mib, inFlight)));
     const endRss = server.rss();
 
-    const sections = results.map(section);
+    const sections = results.map((result) => section(result, result.plan.mib === sizeMib));
     const summary: Section = {
       title: 'Server memory across all multipart uploads',
       rows: [
@@ -335,14 +335,16 @@ export const multipart: Bench = {
       ],
       notes: [
         'multipart time: from the start call to the answer of complete, on the client: start, then per part its part URL and its PUT ' +
-          `(${inFlight} parts in flight), then complete, which reads the parts back and writes (and fsyncs) the assembled object`,
+          `(${inFlight} parts in flight), then complete, which checks the parts, renames them into place and ` +
+          'finishes the SHA-256 the store computed while the parts arrived',
         'the body of every part is streamed from one 2 MiB random buffer (a 1 MiB window per MiB, never a whole part in memory); ' +
           "the SHA-256 confirmed by complete (and by the single PUT's confirm) is checked against the bytes sent",
         'single PUT: initiate + PUT of the whole object through its presigned URL + confirm, as in bench/uploads.ts',
         canDropCaches
           ? 'page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every side; sides rotate in order over rounds'
           : 'the page cache could not be dropped (not root); sides rotate in order over rounds',
-        'dd baseline: if=/dev/zero bs=1M conv=fdatasync in the same filesystem: it writes the bytes once, where a multipart upload writes them twice (parts, then the assembled object)',
+        'dd baseline: if=/dev/zero bs=1M conv=fdatasync in the same filesystem; the ≥ 70% target is judged at the full size ' +
+          '(the quarter size is measured for the memory comparison: writes that small often end in the disk cache)',
       ],
     };
     if (results.length === 2) {

@@ -18,6 +18,8 @@ const SECRET = 'test-url-signing-secret';
 let dir: string;
 let app: FastifyInstance;
 let store: LocalObjectStore;
+/** The store behind the routes: it receives the uploads (the other store is another node on the same folder). */
+let receiver: LocalObjectStore;
 let base: string;
 let counter = 0;
 
@@ -114,9 +116,8 @@ beforeAll(async () => {
   installErrorHandling(app);
   // The routes only verify and store; the public URL (known once listening) only matters for presigning,
   // so a second store over the same folder and secret presigns with the real address.
-  await app.register(
-    localObjectRoutes(createLocalStore({ dir, publicUrl: 'http://unused', secret: SECRET })),
-  );
+  receiver = createLocalStore({ dir, publicUrl: 'http://unused', secret: SECRET });
+  await app.register(localObjectRoutes(receiver));
   base = await app.listen({ host: '127.0.0.1', port: 0 });
   store = createLocalStore({ dir, publicUrl: base, secret: SECRET });
 });
@@ -619,5 +620,103 @@ describe('multipart uploads', () => {
       status: 400,
     });
     await store.abortMultipart(key, uploadId);
+  });
+});
+
+describe('the SHA-256 of a multipart upload, computed while its parts arrive', () => {
+  const parts = (count: number) => Array.from({ length: count }, () => randomBytes(64 * 1024 + 7));
+  const etagOf = (part: Buffer) => `"${md5(part)}"`;
+
+  async function start(bytes: Buffer[]): Promise<{ key: string; uploadId: string }> {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, { contentType: 'application/octet-stream' });
+    for (const [index, part] of bytes.entries()) await putPart(key, uploadId, index + 1, part);
+    return { key, uploadId };
+  }
+
+  async function putPart(key: string, uploadId: string, partNumber: number, part: Buffer) {
+    const response = await put(await store.presignPart(key, uploadId, partNumber, inSeconds(60)), part);
+    expect(response.status).toBe(200);
+    // Let the background digest catch up, so that complete meets what it hashed.
+    await sleep(20);
+  }
+
+  const listOf = (numbered: [number, Buffer][]) =>
+    numbered.map(([partNumber, part]) => ({ partNumber, etag: etagOf(part) }));
+
+  it('is the SHA-256 of the parts completed, when complete runs where they arrived', async () => {
+    const bytes = parts(4);
+    const { key, uploadId } = await start(bytes);
+    const info = await receiver.completeMultipart(
+      key,
+      uploadId,
+      listOf(bytes.map((part, i) => [i + 1, part])),
+    );
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+    expect(sha256(await collect(await store.read(key)))).toBe(info.sha256);
+  });
+
+  it('follows a part re-uploaded with other bytes after it was hashed', async () => {
+    const bytes = parts(3);
+    const { key, uploadId } = await start(bytes);
+    bytes[1] = randomBytes(70 * 1024);
+    await putPart(key, uploadId, 2, bytes[1]);
+    const info = await receiver.completeMultipart(
+      key,
+      uploadId,
+      listOf(bytes.map((part, i) => [i + 1, part])),
+    );
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+  });
+
+  it('covers only the parts completed: a part left out, or fewer parts than arrived', async () => {
+    const bytes = parts(4);
+    const gap = await start(bytes);
+    const withGap: [number, Buffer][] = [
+      [1, bytes[0]!],
+      [2, bytes[1]!],
+      [4, bytes[3]!],
+    ];
+    const info = await receiver.completeMultipart(gap.key, gap.uploadId, listOf(withGap));
+    expect(info.sha256).toBe(sha256(Buffer.concat([bytes[0]!, bytes[1]!, bytes[3]!])));
+    expect(info.size).toBe(bytes[0]!.length + bytes[1]!.length + bytes[3]!.length);
+
+    const fewer = await start(bytes);
+    const firstTwo = await receiver.completeMultipart(
+      fewer.key,
+      fewer.uploadId,
+      listOf([
+        [1, bytes[0]!],
+        [2, bytes[1]!],
+      ]),
+    );
+    expect(firstTwo.sha256).toBe(sha256(Buffer.concat([bytes[0]!, bytes[1]!])));
+  });
+
+  it('is the same when another store over the same folder completes the upload', async () => {
+    const bytes = parts(3);
+    const { key, uploadId } = await start(bytes);
+    const info = await store.completeMultipart(key, uploadId, listOf(bytes.map((part, i) => [i + 1, part])));
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+  });
+
+  it('survives a refused complete, and goes with an abort', async () => {
+    const bytes = parts(3);
+    const { key, uploadId } = await start(bytes);
+    const list = listOf(bytes.map((part, i) => [i + 1, part]));
+    await expect(
+      receiver.completeMultipart(key, uploadId, [
+        list[0]!,
+        { partNumber: 2, etag: etagOf(bytes[0]!) },
+        list[2]!,
+      ]),
+    ).rejects.toMatchObject({ status: 422, details: { part_number: 2 } });
+    const info = await receiver.completeMultipart(key, uploadId, list);
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+
+    const aborted = await start(parts(2));
+    await receiver.abortMultipart(aborted.key, aborted.uploadId);
+    await expectNoTrace(aborted.key);
+    expect(existsSync(join(dir, '.multipart', aborted.uploadId))).toBe(false);
   });
 });

@@ -28,7 +28,7 @@ import {
 } from '../../http/errors.ts';
 import { hmacHex, randomSecret, safeEqual } from '../../lib/secrets.ts';
 import type { ByteRange, ObjectInfo, ObjectStore, PartInfo } from './object-store.ts';
-import { writers } from './writer-pool.ts';
+import { type FileDigest, writers } from './writer-pool.ts';
 
 /**
  * The local filesystem store. Layout under `dir`:
@@ -54,6 +54,8 @@ const META = '.meta.json';
 const MANIFEST = 'upload.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
+/** Multipart uploads whose SHA-256 a store keeps running at once; past that, the oldest start over at complete. */
+const MAX_RUNNING_DIGESTS = 1024;
 
 /** What a presigned URL allows, as signed: a download, a whole-object upload or one part of a multipart upload. */
 export type SignedUrl =
@@ -176,6 +178,21 @@ function isMissing(error: unknown): boolean {
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
+/** The newest stored version of part `partNumber` in an upload's `folder` (a re-upload replaces it). */
+async function newestPart(
+  folder: string,
+  partNumber: number,
+): Promise<{ md5: string; size: number } | undefined> {
+  const partFolder = join(folder, String(partNumber));
+  let newest: { md5: string; size: number; mtimeMs: number } | undefined;
+  for (const md5 of await readdir(partFolder).catch(() => [])) {
+    const info = MD5_HEX.test(md5) ? await stat(join(partFolder, md5)).catch(() => undefined) : undefined;
+    if (info && (!newest || info.mtimeMs > newest.mtimeMs))
+      newest = { md5, size: info.size, mtimeMs: info.mtimeMs };
+  }
+  return newest && { md5: newest.md5, size: newest.size };
+}
+
 /** Makes renames in `folder` durable; best effort (not every platform can fsync a folder). */
 async function syncFolder(folder: string): Promise<void> {
   try {
@@ -190,11 +207,60 @@ async function syncFolder(folder: string): Promise<void> {
   }
 }
 
+/** A part as stored: its number, its MD5 (hex) and its file. */
+interface StoredPart {
+  partNumber: number;
+  md5: string;
+  path: string;
+}
+
+/**
+ * The SHA-256 of a multipart upload's parts 1, 2, 3, … computed while the upload is under way: each
+ * part is hashed as soon as it and every part before it are stored (read back while the page cache
+ * still holds it), so that complete only hashes what came last. It is a shortcut, never trusted
+ * blindly: complete uses it only when the parts it hashed are the first parts being completed,
+ * with the same MD5s; a re-uploaded, missing or out-of-sequence part makes complete hash from scratch.
+ */
+class RunningDigest {
+  readonly hashed: StoredPart[] = [];
+  readonly #digest: FileDigest = writers.digest('sha256');
+  #work: Promise<void> = Promise.resolve();
+  #stopped = false;
+  #broken = false;
+
+  /** Hashes the next parts in sequence, for as long as `nextPart` finds them. */
+  advance(nextPart: (partNumber: number) => Promise<StoredPart | undefined>): void {
+    this.#work = this.#work.then(async () => {
+      try {
+        while (!this.#stopped && !this.#broken) {
+          const part = await nextPart(this.hashed.length + 1);
+          if (!part || this.#stopped) return;
+          await this.#digest.add(part.path);
+          this.hashed.push(part);
+        }
+      } catch {
+        this.#broken = true; // e.g. the part was replaced while being read: complete starts over
+      }
+    });
+  }
+
+  /** Stops advancing; resolves to the digest of the parts hashed so far, or undefined when it broke. */
+  async stop(): Promise<FileDigest | undefined> {
+    this.#stopped = true;
+    await this.#work;
+    if (!this.#broken) return this.#digest;
+    await this.#digest.abort();
+    return undefined;
+  }
+}
+
 class LocalStore implements LocalObjectStore {
   readonly kind = 'local' as const;
   readonly dir: string;
   readonly #publicUrl: string;
   readonly #secret: string;
+  /** Running SHA-256 digests of this process's multipart uploads, by upload id (oldest first). */
+  readonly #running = new Map<string, RunningDigest>();
 
   constructor(options: { dir: string; publicUrl: string; secret: string }) {
     this.dir = resolve(options.dir);
@@ -345,6 +411,7 @@ class LocalStore implements LocalObjectStore {
       const other = await stat(join(partFolder, name)).catch(() => undefined);
       if (other && other.mtimeMs <= newest.mtimeMs) await rm(join(partFolder, name), { force: true });
     }
+    this.#advance(url.uploadId, dirname(partFolder));
     return `"${digest}"`;
   }
 
@@ -366,16 +433,8 @@ class LocalStore implements LocalObjectStore {
     const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
     const parts = await Promise.all(
       numbers.map(async (partNumber) => {
-        const partFolder = join(folder, String(partNumber));
-        let newest: { md5: string; size: number; mtimeMs: number } | undefined;
-        for (const md5 of await readdir(partFolder).catch(() => [])) {
-          const info = MD5_HEX.test(md5)
-            ? await stat(join(partFolder, md5)).catch(() => undefined)
-            : undefined;
-          if (info && (!newest || info.mtimeMs > newest.mtimeMs))
-            newest = { md5, size: info.size, mtimeMs: info.mtimeMs };
-        }
-        return newest && { partNumber, etag: `"${newest.md5}"`, size: newest.size };
+        const part = await newestPart(folder, partNumber);
+        return part && { partNumber, etag: `"${part.md5}"`, size: part.size };
       }),
     );
     return parts.filter((part) => part !== undefined).sort((a, b) => a.partNumber - b.partNumber);
@@ -404,22 +463,33 @@ class LocalStore implements LocalObjectStore {
     }
     await this.#refuseExisting(key);
     const etag = `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`;
-    // The parts become the object's segments by renaming: nothing is copied, only hashed.
+    // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
+    let running = await this.#stopRunning(uploadId);
+    if (running && !running.parts.every((part, index) => part.path === files[index])) {
+      await running.digest.abort();
+      running = undefined;
+    }
+    const digest = running?.digest ?? writers.digest('sha256');
+    const hashedAlready = running?.parts.length ?? 0;
+    // The parts become the object's segments by renaming: nothing is copied.
     const path = this.#path(key);
     await mkdir(path + PARTS, { recursive: true });
     const sizes: number[] = [];
-    const hash = createHash('sha256');
-    for (const [index, file] of files.entries()) {
-      const segment = join(path + PARTS, String(index));
-      await rename(file, segment);
-      for await (const chunk of createReadStream(segment, { highWaterMark: BUFFER_SIZE })) hash.update(chunk);
-      sizes.push((await stat(segment)).size);
+    try {
+      for (const [index, file] of files.entries()) {
+        const segment = join(path + PARTS, String(index));
+        await rename(file, segment);
+        sizes.push(index < hashedAlready ? (await stat(segment)).size : await digest.add(segment));
+      }
+    } catch (error) {
+      await digest.abort();
+      throw error;
     }
     await syncFolder(path + PARTS);
     const info: ObjectInfo = {
       size: sizes.reduce((sum, size) => sum + size, 0),
       etag,
-      sha256: hash.digest('hex'),
+      sha256: await digest.finish(),
     };
     await this.#writeAtomic(path + META, JSON.stringify({ ...info, segments: sizes }));
     await rm(folder, { recursive: true, force: true });
@@ -435,7 +505,33 @@ class LocalStore implements LocalObjectStore {
       if (error instanceof AppError && error.status === 404) return;
       throw error;
     }
+    await (await this.#stopRunning(uploadId))?.digest.abort();
     await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  }
+
+  /** Hashes the upload's next parts in sequence in the background (see RunningDigest). */
+  #advance(uploadId: string, folder: string): void {
+    let running = this.#running.get(uploadId);
+    if (!running) {
+      running = new RunningDigest();
+      this.#running.set(uploadId, running);
+      const oldest = this.#running.keys().next().value!;
+      if (this.#running.size > MAX_RUNNING_DIGESTS)
+        void this.#stopRunning(oldest).then((r) => r?.digest.abort());
+    }
+    running.advance(async (partNumber) => {
+      const part = await newestPart(folder, partNumber);
+      return part && { partNumber, md5: part.md5, path: join(folder, String(partNumber), part.md5) };
+    });
+  }
+
+  /** Stops the upload's running digest: the parts it hashed and their digest, when it did not break. */
+  async #stopRunning(uploadId: string): Promise<{ parts: StoredPart[]; digest: FileDigest } | undefined> {
+    const running = this.#running.get(uploadId);
+    if (!running) return undefined;
+    this.#running.delete(uploadId);
+    const digest = await running.stop();
+    return digest && { parts: running.hashed, digest };
   }
 
   #url(url: SignedUrl): string {

@@ -1,11 +1,16 @@
 import { createHash, type Hash } from 'node:crypto';
-import { fdatasyncSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 
-/** Messages of writer-pool.ts: one upload is an `open`, its `chunk`s in order, then `end` or `abort`. */
+/**
+ * Messages of writer-pool.ts. An upload is an `open`, its `chunk`s in order, then `end` or `abort`.
+ * A digest of files is a `digest`, its `file`s in order, then `end` (answering the digest) or `abort`.
+ */
 export type WriterRequest =
   | { type: 'open'; id: number; fd: number; algorithm: 'sha256' | 'md5' }
   | { type: 'chunk'; id: number; data: Uint8Array }
+  | { type: 'digest'; id: number; algorithm: 'sha256' | 'md5' }
+  | { type: 'file'; id: number; path: string }
   | { type: 'end'; id: number }
   | { type: 'abort'; id: number };
 
@@ -15,16 +20,36 @@ export type WriterReply =
   | { type: 'aborted'; id: number }
   | { type: 'error'; id: number; message: string };
 
+const READ_SIZE = 1024 * 1024;
+/** An upload writes into its descriptor; a digest only reads files (fd -1). */
 const jobs = new Map<number, { fd: number; hash: Hash; position: number }>();
 const port = parentPort!;
+let readBuffer: Buffer | undefined;
+
+/** Feeds the whole file at `path` to `hash` through one reused buffer; returns its size. */
+function hashFile(hash: Hash, path: string): number {
+  readBuffer ??= Buffer.allocUnsafeSlow(READ_SIZE);
+  const fd = openSync(path, 'r');
+  try {
+    let size = 0;
+    for (let read = readSync(fd, readBuffer); read > 0; read = readSync(fd, readBuffer)) {
+      hash.update(readBuffer.subarray(0, read));
+      size += read;
+    }
+    return size;
+  } finally {
+    closeSync(fd);
+  }
+}
 
 function handle(message: WriterRequest): void {
-  if (message.type === 'open') {
-    jobs.set(message.id, { fd: message.fd, hash: createHash(message.algorithm), position: 0 });
+  if (message.type === 'open' || message.type === 'digest') {
+    const fd = message.type === 'open' ? message.fd : -1;
+    jobs.set(message.id, { fd, hash: createHash(message.algorithm), position: 0 });
     return;
   }
   if (message.type === 'abort') {
-    // Every earlier chunk of the upload has been handled: its descriptor may now be closed and reused.
+    // Every earlier message of the job has been handled: its descriptor may now be closed and reused.
     jobs.delete(message.id);
     port.postMessage({ type: 'aborted', id: message.id } satisfies WriterReply);
     return;
@@ -40,8 +65,11 @@ function handle(message: WriterRequest): void {
     }
     job.hash.update(data);
     port.postMessage({ type: 'ack', id: message.id, bytes: data.length } satisfies WriterReply);
+  } else if (message.type === 'file') {
+    const bytes = hashFile(job.hash, message.path);
+    port.postMessage({ type: 'ack', id: message.id, bytes } satisfies WriterReply);
   } else if (message.type === 'end') {
-    fdatasyncSync(job.fd);
+    if (job.fd >= 0) fdatasyncSync(job.fd);
     jobs.delete(message.id);
     port.postMessage({ type: 'done', id: message.id, digest: job.hash.digest('hex') } satisfies WriterReply);
   }

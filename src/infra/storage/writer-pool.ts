@@ -3,11 +3,13 @@ import { Worker } from 'node:worker_threads';
 import type { WriterReply, WriterRequest } from './write-worker.ts';
 
 /** Bytes of one upload that may be on their way to the worker before reading pauses. */
-const MAX_IN_FLIGHT = 16 * 1024 * 1024;
+const MAX_IN_FLIGHT = 4 * 1024 * 1024;
 
 interface Job {
   inFlight: number;
   drained?: () => void;
+  /** A digest's files on their way, answered in order. */
+  files?: { resolve(bytes: number): void; reject(error: Error): void }[];
   done?: { resolve(digest: string): void; reject(error: Error): void };
   aborted?: () => void;
   failure?: Error;
@@ -19,6 +21,15 @@ export interface FileSink {
   /** Waits for every chunk to be written and synced to disk; returns the hex digest. */
   finish(): Promise<string>;
   /** Stops the upload; once this resolves the worker no longer touches the descriptor, which the caller closes. */
+  abort(): Promise<void>;
+}
+
+export interface FileDigest {
+  /** Feeds the whole file at `path` (files are hashed in the order they are added); resolves to its size. */
+  add(path: string): Promise<number>;
+  /** The hex digest of every file added. */
+  finish(): Promise<string>;
+  /** Drops the digest. */
   abort(): Promise<void>;
 }
 
@@ -49,7 +60,9 @@ export class WriterThread {
   #receive(reply: WriterReply): void {
     const job = this.#jobs.get(reply.id);
     if (!job) return;
-    if (reply.type === 'ack') {
+    if (reply.type === 'ack' && job.files) {
+      job.files.shift()?.resolve(reply.bytes);
+    } else if (reply.type === 'ack') {
       job.inFlight -= reply.bytes;
       if (job.inFlight <= MAX_IN_FLIGHT) job.drained?.();
     } else if (reply.type === 'done') {
@@ -69,6 +82,7 @@ export class WriterThread {
     if (!job) return;
     job.failure = error;
     job.drained?.();
+    for (const file of job.files?.splice(0) ?? []) file.reject(error);
     job.done?.reject(error);
     if (job.aborted) {
       this.#jobs.delete(id);
@@ -80,11 +94,34 @@ export class WriterThread {
     for (const id of [...this.#jobs.keys()]) this.#fail(id, error);
   }
 
+  #start(job: Job, message: WriterRequest): number {
+    this.#jobs.set(message.id, job);
+    this.#post(message);
+    return message.id;
+  }
+
+  /** Asks for the job's digest once every earlier message is handled. */
+  #finish(id: number, job: Job): Promise<string> {
+    if (job.failure) return Promise.reject(job.failure);
+    const done = new Promise<string>((resolve, reject) => {
+      job.done = { resolve, reject };
+    });
+    this.#post({ type: 'end', id });
+    return done;
+  }
+
+  #abort(id: number, job: Job): Promise<void> {
+    if (!this.#jobs.has(id) || !this.#worker) return Promise.resolve();
+    const aborted = new Promise<void>((resolve) => {
+      job.aborted = resolve;
+    });
+    this.#post({ type: 'abort', id });
+    return aborted;
+  }
+
   open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
-    const id = this.#nextId++;
     const job: Job = { inFlight: 0 };
-    this.#jobs.set(id, job);
-    this.#post({ type: 'open', id, fd, algorithm });
+    const id = this.#start(job, { type: 'open', id: this.#nextId++, fd, algorithm });
     return {
       write: async (chunk) => {
         if (job.failure) throw job.failure;
@@ -107,28 +144,31 @@ export class WriterThread {
         }
         if (job.failure) throw job.failure;
       },
-      finish: () => {
+      finish: () => this.#finish(id, job),
+      abort: () => this.#abort(id, job),
+    };
+  }
+
+  digest(algorithm: 'sha256' | 'md5'): FileDigest {
+    const job: Job = { inFlight: 0, files: [] };
+    const id = this.#start(job, { type: 'digest', id: this.#nextId++, algorithm });
+    return {
+      add: (path) => {
         if (job.failure) return Promise.reject(job.failure);
-        const done = new Promise<string>((resolve, reject) => {
-          job.done = { resolve, reject };
-        });
-        this.#post({ type: 'end', id });
-        return done;
+        const added = new Promise<number>((resolve, reject) => job.files!.push({ resolve, reject }));
+        this.#post({ type: 'file', id, path });
+        return added;
       },
-      abort: () => {
-        if (!this.#jobs.has(id) || !this.#worker) return Promise.resolve();
-        const aborted = new Promise<void>((resolve) => {
-          job.aborted = resolve;
-        });
-        this.#post({ type: 'abort', id });
-        return aborted;
-      },
+      finish: () => this.#finish(id, job),
+      abort: () => this.#abort(id, job),
     };
   }
 }
 
 const threads = Array.from({ length: Math.min(4, availableParallelism()) }, () => new WriterThread());
 let next = 0;
+/** Digests of stored files run on a thread of their own, so that they never hold up an upload's writes. */
+const digester = new WriterThread();
 
 /**
  * The writer threads of the process, shared by every store; each starts with its first upload.
@@ -138,5 +178,8 @@ export const writers = {
   open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
     const thread = threads[next++ % threads.length]!;
     return thread.open(fd, algorithm);
+  },
+  digest(algorithm: 'sha256' | 'md5'): FileDigest {
+    return digester.digest(algorithm);
   },
 };
