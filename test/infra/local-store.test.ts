@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -698,6 +698,23 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
     const { key, uploadId } = await start(bytes);
     const info = await store.completeMultipart(key, uploadId, listOf(bytes.map((part, i) => [i + 1, part])));
     expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+  });
+
+  it('puts the parts back when complete fails half-way, so that it can run again', async () => {
+    const bytes = parts(3);
+    const { key, uploadId } = await start(bytes);
+    const list = listOf(bytes.map((part, i) => [i + 1, part]));
+    // A folder where the second segment goes makes the second rename fail.
+    const obstacle = join(`${join(dir, ...key.split('/'))}.parts`, '1', 'x');
+    await mkdir(obstacle, { recursive: true });
+    await expect(receiver.completeMultipart(key, uploadId, list)).rejects.toThrow();
+    expect(await store.head(key)).toBeUndefined();
+    expect(await store.listParts(key, uploadId)).toEqual(
+      bytes.map((part, i) => ({ partNumber: i + 1, etag: etagOf(part), size: part.length })),
+    );
+    const info = await receiver.completeMultipart(key, uploadId, list);
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
+    expect(sha256(await collect(await store.read(key)))).toBe(info.sha256);
   });
 
   it('survives a refused complete, and goes with an abort', async () => {

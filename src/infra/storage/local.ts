@@ -475,14 +475,19 @@ class LocalStore implements LocalObjectStore {
     const path = this.#path(key);
     await mkdir(path + PARTS, { recursive: true });
     const sizes: number[] = [];
+    const moved: [part: string, segment: string][] = [];
     try {
       for (const [index, file] of files.entries()) {
         const segment = join(path + PARTS, String(index));
         await rename(file, segment);
+        moved.push([file, segment]);
         sizes.push(index < hashedAlready ? (await stat(segment)).size : await digest.add(segment));
       }
     } catch (error) {
+      // Puts the parts back, so that the upload can be completed again.
       await digest.abort();
+      for (const [part, segment] of moved) await rename(segment, part).catch(() => undefined);
+      await rm(path + PARTS, { recursive: true, force: true });
       throw error;
     }
     await syncFolder(path + PARTS);
