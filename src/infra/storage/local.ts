@@ -207,13 +207,6 @@ async function syncFolder(folder: string): Promise<void> {
   }
 }
 
-/** A part as stored: its number, its MD5 (hex) and its file. */
-interface StoredPart {
-  partNumber: number;
-  md5: string;
-  path: string;
-}
-
 /**
  * The SHA-256 of a multipart upload's parts 1, 2, 3, … computed while the upload is under way: each
  * part is hashed as soon as it and every part before it are stored (read back while the page cache
@@ -222,20 +215,21 @@ interface StoredPart {
  * with the same MD5s; a re-uploaded, missing or out-of-sequence part makes complete hash from scratch.
  */
 class RunningDigest {
-  readonly hashed: StoredPart[] = [];
+  /** The files of the parts hashed, in order (a part's file is named by its MD5, so it never changes). */
+  readonly hashed: string[] = [];
   readonly #digest: FileDigest = writers.digest('sha256');
   #work: Promise<void> = Promise.resolve();
   #stopped = false;
   #broken = false;
 
-  /** Hashes the next parts in sequence, for as long as `nextPart` finds them. */
-  advance(nextPart: (partNumber: number) => Promise<StoredPart | undefined>): void {
+  /** Hashes the next parts in sequence, for as long as `nextPart` finds their files. */
+  advance(nextPart: (partNumber: number) => Promise<string | undefined>): void {
     this.#work = this.#work.then(async () => {
       try {
         while (!this.#stopped && !this.#broken) {
           const part = await nextPart(this.hashed.length + 1);
           if (!part || this.#stopped) return;
-          await this.#digest.add(part.path);
+          await this.#digest.add(part);
           this.hashed.push(part);
         }
       } catch {
@@ -465,7 +459,7 @@ class LocalStore implements LocalObjectStore {
     const etag = `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`;
     // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
     let running = await this.#stopRunning(uploadId);
-    if (running && !running.parts.every((part, index) => part.path === files[index])) {
+    if (running && !running.parts.every((part, index) => part === files[index])) {
       await running.digest.abort();
       running = undefined;
     }
@@ -526,12 +520,12 @@ class LocalStore implements LocalObjectStore {
     }
     running.advance(async (partNumber) => {
       const part = await newestPart(folder, partNumber);
-      return part && { partNumber, md5: part.md5, path: join(folder, String(partNumber), part.md5) };
+      return part && join(folder, String(partNumber), part.md5);
     });
   }
 
   /** Stops the upload's running digest: the parts it hashed and their digest, when it did not break. */
-  async #stopRunning(uploadId: string): Promise<{ parts: StoredPart[]; digest: FileDigest } | undefined> {
+  async #stopRunning(uploadId: string): Promise<{ parts: string[]; digest: FileDigest } | undefined> {
     const running = this.#running.get(uploadId);
     if (!running) return undefined;
     this.#running.delete(uploadId);
