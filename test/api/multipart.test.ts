@@ -34,6 +34,14 @@ async function putPart(project: TestProject, uploadId: string, partNumber: numbe
   return reply.headers.get('etag')!;
 }
 
+const eventTypes = async (fileId: string) =>
+  (
+    await coffer.services.db.query<{ type: string }>(
+      'SELECT type FROM events WHERE file_id = $1 ORDER BY created_at, id',
+      [fileId],
+    )
+  ).map((event) => event.type);
+
 const complete = (project: TestProject, uploadId: string, parts: { part_number: number; etag: string }[]) =>
   project.call('POST', `/files/upload/multipart/${uploadId}/complete`, { body: { parts } });
 
@@ -256,6 +264,30 @@ describe('multipart upload', () => {
     );
   });
 
+  it('is completed, never confirmed: confirm answers 409 naming the upload', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 3);
+    const etag = await putPart(project, session.upload_id, 1, Buffer.from('abc'));
+    const confirmed = await project.call('POST', `/files/${session.file_id}/confirm`);
+    expect(confirmed.status).toBe(409);
+    expect(confirmed.body.error).toMatchObject({
+      code: 'INVALID_STATE',
+      details: { upload_id: session.upload_id },
+    });
+    const done = await complete(project, session.upload_id, [{ part_number: 1, etag }]);
+    expect(done.status).toBe(200);
+    expect(done.body.status).toBe('ready');
+  });
+
+  it('cannot complete the upload of a deleted file', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 3);
+    const etag = await putPart(project, session.upload_id, 1, Buffer.from('abc'));
+    expect((await project.call('DELETE', `/files/${session.file_id}`)).status).toBe(200);
+    const done = await complete(project, session.upload_id, [{ part_number: 1, etag }]);
+    expect(done.status).toBe(404);
+  });
+
   it('reaps sessions open past COFFER_MULTIPART_EXPIRY_SECONDS', async () => {
     const quick = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '1' });
     try {
@@ -273,6 +305,39 @@ describe('multipart upload', () => {
       expect(readdirSync(join(quick.config.dataDir, 'objects', '.multipart'))).toEqual([]);
       const listed = await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}`);
       expect(listed.body.status).toBe('expired');
+    } finally {
+      await quick.close();
+    }
+  });
+});
+
+describe('expiry', () => {
+  it('refuses part URLs and complete once expired, before the reaper ran; keeps a held file', async () => {
+    const quick = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '1' });
+    try {
+      const project = await quick.newProject();
+      const started = await project.call('POST', '/files/upload/multipart/start', {
+        body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 3 },
+      });
+      const { upload_id: uploadId, file_id: fileId } = started.body;
+      const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1`)).body.url;
+      const put = await fetch(url, { method: 'PUT', body: Buffer.from('abc') });
+      const etag = put.headers.get('etag')!;
+      expect((await project.call('PUT', `/files/${fileId}/legal-hold`, { body: {} })).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+
+      const partUrl = await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=2`);
+      expect(partUrl.status).toBe(409);
+      expect(partUrl.body.error).toMatchObject({ code: 'INVALID_STATE', details: { status: 'expired' } });
+      expect((await complete(project, uploadId, [{ part_number: 1, etag }])).status).toBe(409);
+
+      // Under legal hold, the reaper leaves the parts alone; once released, it aborts the session.
+      await quick.services.multipart.reap();
+      expect((await project.call('GET', `/files/upload/multipart/${uploadId}`)).body.parts).toHaveLength(1);
+      expect((await project.call('DELETE', `/files/${fileId}/legal-hold`)).status).toBe(200);
+      expect(await quick.services.multipart.reap()).toBe(1);
+      expect((await project.call('GET', `/files/${fileId}`)).body.status).toBe('failed');
+      expect((await project.call('GET', `/files/upload/multipart/${uploadId}`)).body.status).toBe('expired');
     } finally {
       await quick.close();
     }
@@ -318,6 +383,35 @@ describe('a session left completing by a process that died', () => {
     });
     const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`);
     expect(listed.body.status).toBe('completed');
+  });
+
+  it('is aborted when its file was deleted meanwhile, without holding back the others', async () => {
+    const project = await coffer.newProject();
+    const deleted = await start(project, 3);
+    const deletedEtag = await putPart(project, deleted.upload_id, 1, Buffer.from('abc'));
+    const [row] = await coffer.services.db.query<{ storage_key: string; store_upload_id: string }>(
+      'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
+      [deleted.upload_id],
+    );
+    await coffer.services.store.completeMultipart(row!.storage_key, row!.store_upload_id, [
+      { partNumber: 1, etag: deletedEtag },
+    ]);
+    expect((await project.call('DELETE', `/files/${deleted.file_id}`)).status).toBe(200);
+    await stall(deleted.upload_id);
+    const other = await start(project, 3);
+    await putPart(project, other.upload_id, 1, Buffer.from('abc'));
+    await stall(other.upload_id);
+
+    await coffer.services.multipart.reap();
+    const sessions = await coffer.services.db.query<{ id: string; status: string }>(
+      'SELECT id, status FROM multipart_sessions WHERE id = ANY($1::text[]) ORDER BY id',
+      [[deleted.upload_id, other.upload_id]],
+    );
+    expect(sessions).toEqual([
+      { id: deleted.upload_id, status: 'aborted' },
+      { id: other.upload_id, status: 'open' },
+    ]);
+    expect(await eventTypes(deleted.file_id)).toEqual(['file.uploaded', 'file.deleted']);
   });
 });
 

@@ -55,7 +55,7 @@ export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds
       const abandoned = await db.query<{ id: string; storage_key: string }>(
         `UPDATE files SET status = 'failed', failure_reason = 'upload_abandoned', upload_expires_at = NULL, updated_at = now()
          WHERE id IN (
-           SELECT id FROM files WHERE status = 'uploading' AND deleted_at IS NULL
+           SELECT id FROM files WHERE status = 'uploading' AND deleted_at IS NULL AND NOT legal_hold
              AND upload_expires_at < now() - make_interval(secs => $1)
            LIMIT $2 FOR UPDATE SKIP LOCKED)
          RETURNING id, storage_key`,

@@ -145,8 +145,9 @@ export async function updateFile(
   sets.push('updated_at = now()');
   let where = 'project_id = $1 AND id = $2';
   if (fromStatus) {
+    // A status transition; a deleted file never moves on (whatever raced with its deletion).
     params.push(fromStatus);
-    where += ` AND status = $${params.length}`;
+    where += ` AND status = $${params.length} AND deleted_at IS NULL`;
   }
   const [row] = await q.query<FileRow>(
     `UPDATE files SET ${sets.join(', ')} WHERE ${where} RETURNING ${COLUMNS}`,

@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
-import { invalidState, notFound, validationError } from '../../http/errors.ts';
+import { AppError, invalidState, notFound, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore, PartInfo } from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { type Caller, visibleFile } from '../files/service.ts';
+import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
 
@@ -120,9 +121,29 @@ export function createMultipartService(deps: {
     return { session, file };
   }
 
+  /** Only an open session takes parts or completes; one past its expiry is expired even before the reaper ran. */
   function requireOpen(session: SessionRow): void {
-    if (session.status !== 'open') {
-      throw invalidState(`The multipart upload is ${session.status}`, { status: session.status });
+    const status = session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
+    if (status !== 'open') throw invalidState(`The multipart upload is ${status}`, { status });
+  }
+
+  /**
+   * Records the assembled object as the file's content (session `completing` → `completed`). When the
+   * file moved on meanwhile (deleted), the session ends `aborted` and the object goes with the file.
+   */
+  async function settle(session: SessionRow, project: Project, sha256: string | null) {
+    try {
+      return await db.tx(async (q) => {
+        if (!(await setStatus(q, session.id, 'completing', 'completed'))) {
+          throw invalidState('The multipart upload is no longer completing');
+        }
+        return finishUpload(q, project, session.file_id, sha256);
+      });
+    } catch (error) {
+      if (error instanceof AppError && error.code === 'INVALID_STATE') {
+        await setStatus(db, session.id, 'completing', 'aborted');
+      }
+      throw error;
     }
   }
 
@@ -157,57 +178,59 @@ export function createMultipartService(deps: {
       [STUCK_AFTER_SECONDS],
     );
     for (const session of stuck) {
-      const object = await store.head(session.storage_key);
-      const project = await projects.getProject(session.project_id);
-      if (!object || !project) {
-        await setStatus(db, session.id, 'completing', 'open');
-        continue;
-      }
-      await db.tx(async (q) => {
-        if (await setStatus(q, session.id, 'completing', 'completed')) {
-          await finishUpload(q, project, session.file_id, object.sha256 ?? null);
+      try {
+        const object = await store.head(session.storage_key);
+        const project = await projects.getProject(session.project_id);
+        if (!object || !project) {
+          await setStatus(db, session.id, 'completing', 'open');
+          continue;
         }
-      });
-      logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
+        await settle(session, project, object.sha256 ?? null);
+        logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
+      } catch (error) {
+        // One session that cannot be settled must not hold back the others (nor the reaper).
+        logger.warn({ err: error, upload_id: session.id }, 'multipart upload left completing not recovered');
+      }
     }
   }
 
   return {
     async start(caller: Caller, request: Omit<UploadRequest, 'size_bytes'> & { total_size_bytes: number }) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
-      const { file, extra: uploadId } = await uploads.createUpload(
-        caller,
-        { ...request, size_bytes: request.total_size_bytes },
-        {
-          uploadExpiresAt: expiresAt,
-          also: async (q, created) => {
-            const id = newId('session');
-            const storeUploadId = await store.createMultipart(created.storage_key, {
-              contentType: created.content_type,
-            });
-            await q.query(
-              `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-              [
-                id,
-                created.project_id,
-                created.id,
-                storeUploadId,
-                created.storage_key,
-                created.size_bytes,
-                expiresAt,
-              ],
-            );
-            return id;
+      let storeUpload: { key: string; id: string } | undefined;
+      try {
+        const { file, extra: uploadId } = await uploads.createUpload(
+          caller,
+          { ...request, size_bytes: request.total_size_bytes },
+          {
+            uploadExpiresAt: expiresAt,
+            also: async (q, created) => {
+              const id = newId('session');
+              const key = created.storage_key;
+              storeUpload = {
+                key,
+                id: await store.createMultipart(key, { contentType: created.content_type }),
+              };
+              await q.query(
+                `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+                [id, created.project_id, created.id, storeUpload.id, key, created.size_bytes, expiresAt],
+              );
+              return id;
+            },
           },
-        },
-      );
-      return {
-        upload_id: uploadId!,
-        file_id: file.id,
-        expires_at: expiresAt.toISOString(),
-        min_part_size_bytes: MIN_PART_BYTES,
-      };
+        );
+        return {
+          upload_id: uploadId!,
+          file_id: file.id,
+          expires_at: expiresAt.toISOString(),
+          min_part_size_bytes: MIN_PART_BYTES,
+        };
+      } catch (error) {
+        // The transaction did not commit: the store's upload has no session and would never be reaped.
+        if (storeUpload) await store.abortMultipart(storeUpload.key, storeUpload.id).catch(() => undefined);
+        throw error;
+      }
     },
 
     /** A presigned PUT URL for one part; the caller's TTL unless the project requires signed URL lifetimes. */
@@ -247,13 +270,18 @@ export function createMultipartService(deps: {
 
     /** Validates the parts, assembles the object, then finishes the file exactly as confirm does. */
     async complete(caller: Caller, uploadId: string, parts: { part_number: number; etag: string }[]) {
-      const { session } = await load(caller, uploadId);
+      const { session, file } = await load(caller, uploadId);
       requireOpen(session);
-      checkParts(
-        parts,
-        await store.listParts(session.storage_key, session.store_upload_id),
-        session.total_size_bytes,
-      );
+      if (file.status !== 'uploading') {
+        throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
+      }
+      const stored = await store.listParts(session.storage_key, session.store_upload_id).catch((error) => {
+        // Aborted (or reaped) since it was loaded.
+        if (error instanceof AppError && error.status === 404)
+          throw invalidState('The multipart upload is no longer open');
+        throw error;
+      });
+      checkParts(parts, stored, session.total_size_bytes);
       // Claims the session so that concurrent completes or aborts cannot interleave with assembly.
       if (!(await setStatus(db, session.id, 'open', 'completing'))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
@@ -269,11 +297,7 @@ export function createMultipartService(deps: {
         await setStatus(db, session.id, 'completing', 'open');
         throw error;
       }
-      const file = await db.tx(async (q) => {
-        await setStatus(q, session.id, 'completing', 'completed');
-        return finishUpload(q, caller.project, session.file_id, object.sha256 ?? null);
-      });
-      return files.toFileObject(file);
+      return files.toFileObject(await settle(session, caller.project, object.sha256 ?? null));
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {
@@ -286,7 +310,11 @@ export function createMultipartService(deps: {
     async reap(): Promise<number> {
       await recoverStuck();
       const expired = await db.query<SessionRow>(
-        `SELECT ${COLUMNS} FROM multipart_sessions WHERE status = 'open' AND expires_at <= now() ORDER BY expires_at LIMIT 100`,
+        // A file under legal hold keeps its parts (its session stays expired) until the hold is released.
+        `SELECT ${COLUMNS} FROM multipart_sessions s
+         WHERE status = 'open' AND expires_at <= now()
+           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = s.file_id AND f.legal_hold)
+         ORDER BY expires_at LIMIT 100`,
       );
       let count = 0;
       for (const session of expired) if (await discard(session, 'expired')) count++;

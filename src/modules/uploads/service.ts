@@ -166,36 +166,49 @@ export function createUploadService(deps: {
     },
 
     async initiate(caller: Caller, request: UploadRequest) {
-      const { file } = await this.createUpload(caller, request);
-      const expiresAt = file.upload_expires_at!;
-      const url = await store.presignPut(file.storage_key, {
-        size: file.size_bytes,
-        contentType: file.content_type,
-        expiresAt,
+      // Presigned in the transaction: a URL that cannot be made leaves no file behind.
+      const { file, extra: url } = await this.createUpload(caller, request, {
+        also: (_q, created) =>
+          store.presignPut(created.storage_key, {
+            size: created.size_bytes,
+            contentType: created.content_type,
+            expiresAt: created.upload_expires_at!,
+          }),
       });
-      return { file_id: file.id, upload_url: url, expires_at: expiresAt.toISOString() };
+      return { file_id: file.id, upload_url: url!, expires_at: file.upload_expires_at!.toISOString() };
     },
 
     /** Checks the uploaded object against the declaration, then moves the file out of `uploading`. */
     async confirm(caller: Caller, fileId: string) {
-      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId));
-      if (file.status !== 'uploading') {
-        throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
-      }
-      const object = await store.head(file.storage_key);
-      if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
-      if (object.size !== file.size_bytes) {
-        throw invalidState(
-          `The uploaded object has ${object.size} bytes, not the declared ${file.size_bytes}`,
-          {
-            declared_size_bytes: file.size_bytes,
-            uploaded_size_bytes: object.size,
-          },
+      // The file stays locked until it has moved on, so a concurrent delete or confirm waits and then sees it.
+      const file = await db.tx(async (q) => {
+        const file = visibleFile(caller, await files.findFile(q, caller.project.id, fileId, true));
+        if (file.status !== 'uploading') {
+          throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
+        }
+        const [session] = await q.query<{ id: string }>(
+          'SELECT id FROM multipart_sessions WHERE file_id = $1',
+          [file.id],
         );
-      }
-      return files.toFileObject(
-        await db.tx((q) => finishUpload(q, caller.project, file.id, object.sha256 ?? null)),
-      );
+        if (session) {
+          throw invalidState('This file is uploaded in parts: complete its multipart upload', {
+            upload_id: session.id,
+          });
+        }
+        const object = await store.head(file.storage_key);
+        if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
+        if (object.size !== file.size_bytes) {
+          throw invalidState(
+            `The uploaded object has ${object.size} bytes, not the declared ${file.size_bytes}`,
+            {
+              declared_size_bytes: file.size_bytes,
+              uploaded_size_bytes: object.size,
+            },
+          );
+        }
+        return finishUpload(q, caller.project, file.id, object.sha256 ?? null);
+      });
+      return files.toFileObject(file);
     },
   };
 }
