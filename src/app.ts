@@ -41,6 +41,36 @@ function validators() {
   return { body, text };
 }
 
+const isStorable = (text: string) => !text.includes('\u0000') && text.isWellFormed();
+// Parsed JSON, query strings and path parameters are arrays and plain or prototype-less objects (the
+// query parser's objects have one prototype without a parent); a Buffer or stream is not looked into.
+const isPlainData = (value: object) => {
+  const prototype = Object.getPrototypeOf(value);
+  return Array.isArray(value) || prototype === null || Object.getPrototypeOf(prototype) === null;
+};
+
+/**
+ * Where a request value (parsed JSON, query or path parameters) holds a string PostgreSQL cannot
+ * store: one with a NUL, or with an unpaired UTF-16 surrogate that would silently turn into U+FFFD.
+ * Answers the dotted path of that string, or of the object whose key it is ('' for the value itself).
+ */
+function unstorableField(root: unknown): string | undefined {
+  // A loop rather than recursion: a deeply nested body must not exhaust the stack.
+  const pending: Array<[unknown, string]> = [[root, '']];
+  while (pending.length > 0) {
+    const [value, path] = pending.pop()!;
+    if (typeof value === 'string') {
+      if (!isStorable(value)) return path;
+    } else if (typeof value === 'object' && value !== null && isPlainData(value)) {
+      for (const [key, item] of Object.entries(value)) {
+        if (!isStorable(key)) return path;
+        pending.push([item, path ? `${path}.${key}` : key]);
+      }
+    }
+  }
+  return undefined;
+}
+
 export interface AppOptions {
   config: Config;
   services: Services;
@@ -100,6 +130,18 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   });
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
+  });
+  app.addHook('preValidation', async (request) => {
+    const parts = { params: request.params, querystring: request.query, body: request.body };
+    for (const [location, value] of Object.entries(parts)) {
+      const path = unstorableField(value);
+      if (path === undefined) continue;
+      const field = path || location;
+      throw badRequest(`${field} must not contain NUL characters or unpaired UTF-16 surrogates`, {
+        field,
+        location,
+      });
+    }
   });
   installErrorHandling(app);
 

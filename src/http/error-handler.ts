@@ -11,6 +11,24 @@ interface AjvError {
 // Keywords that say the request could not be read as the documented shape (400); any other
 // keyword means a well-formed value broke a rule (422), as the contract's clarifications say.
 const SHAPE_KEYWORDS = new Set(['type', 'required', 'additionalProperties', 'anyOf', 'oneOf']);
+// In a query string or path, only these say a readable value broke a rule (422); a value that is
+// not of its type or not one of the known words could not be read (400).
+const RULE_KEYWORDS = new Set([
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+]);
+// PostgreSQL's data exceptions for a value it cannot take (a NUL in text, a number out of range):
+// input that slipped past the checks, still the caller's to fix.
+const UNREADABLE_VALUE_CODES = new Set(['22P05', '22021', '22P02', '22003']);
 
 function fieldOf(error: AjvError, context: string | undefined): string {
   const path = error.instancePath
@@ -34,9 +52,10 @@ function fromValidation(error: FastifyError): AppError {
     reason = `must be one of: ${(first.params.allowedValues as unknown[]).join(', ')}`;
   const message = `${field} ${reason}`;
   const details = { field, location: context, reason };
-  // Query strings and path parameters that fail are unreadable input (400), whatever the keyword;
-  // in a body, enum and range violations are rule breaks (422), type mismatches are 400.
-  const isShape = context !== 'body' || !first || SHAPE_KEYWORDS.has(first.keyword);
+  // In a body, enum and range violations are rule breaks (422), type mismatches are 400; in a query
+  // string or path, where an unknown word is unreadable too, only ranges and lengths are rule breaks.
+  const isShape =
+    !first || (context === 'body' ? SHAPE_KEYWORDS.has(first.keyword) : !RULE_KEYWORDS.has(first.keyword));
   return new AppError(isShape ? 400 : 422, isShape ? 'BAD_REQUEST' : 'VALIDATION_ERROR', message, details);
 }
 
@@ -49,11 +68,18 @@ export function toAppError(error: unknown): AppError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError(413, 'REQUEST_TOO_LARGE', 'The request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the request body as application/json');
+      return new AppError(
+        400,
+        'BAD_REQUEST',
+        'The request body must be JSON, sent with Content-Type: application/json',
+      );
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new AppError(400, 'BAD_REQUEST', 'The request body is not valid JSON');
+  }
+  if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) {
+    return new AppError(400, 'BAD_REQUEST', 'The request holds a value that cannot be stored or compared');
   }
   const status = fastifyError?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {

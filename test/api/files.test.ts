@@ -168,17 +168,24 @@ describe('project checks at initiate', () => {
   it.each([
     [{ size_bytes: 'ten' }, 400, 'size_bytes'],
     [{ size_bytes: -1 }, 422, 'size_bytes'],
+    [{ size_bytes: 9007199254740994 }, 422, 'size_bytes'],
+    [{ size_bytes: 1e20 }, 422, 'size_bytes'],
     [{ filename: undefined }, 400, 'filename'],
     [{ content_type: 'not a type' }, 422, 'content_type'],
     [{ tags: ['  '] }, 422, 'tags'],
     [{ metadata: [1, 2] }, 400, 'metadata'],
     [{ folder_id: 'fld_01ARZ3NDEKTSV4RRFFQ69G5FAV' }, 422, 'folder_id'],
     [{ extra: true }, 400, 'extra'],
-  ])('refuses %j', async (body, status, field) => {
+  ])('refuses %j before creating anything', async (body, status, field) => {
     const project = await coffer.newProject();
     const reply = await attempt(project, body);
     expect(reply.status).toBe(status);
     expect(reply.body.error.details.field).toBe(field);
+    const [row] = await coffer.services.db.query<{ count: number }>(
+      'SELECT count(*)::int AS count FROM files WHERE project_id = $1',
+      [project.id],
+    );
+    expect(row?.count).toBe(0);
   });
 });
 
@@ -294,21 +301,86 @@ describe('get and list', () => {
   });
 
   it.each([
-    '?limit=0',
-    '?limit=201',
     '?limit=ten',
-    '?offset=-1',
+    '?limit=1.5',
     '?size_min=abc',
     '?status=lost',
     '?category=spreadsheet',
     '?date_from=yesterday',
+    '?date_from=2026-02-31',
+    '?date_to=2026-11-26T24:00:00Z',
     '?metadata=notjson',
     '?metadata=[1]',
     '?cursor=abc',
-  ])('answers 400 BAD_REQUEST to %s', async (query) => {
+  ])('answers 400 BAD_REQUEST to the unreadable %s', async (query) => {
     const reply = await project.call('GET', `/files${query}`);
     expect(reply.status).toBe(400);
     expect(reply.body.error.code).toBe('BAD_REQUEST');
+  });
+
+  it.each([
+    ['?limit=0', 'limit'],
+    ['?limit=201', 'limit'],
+    ['?offset=-1', 'offset'],
+    ['?offset=1e20', 'offset'],
+    ['?size_min=-1', 'size_min'],
+    ['?size_max=1e20', 'size_max'],
+    [`?q=${'a'.repeat(256)}`, 'q'],
+  ])('answers 422 VALIDATION_ERROR to the out-of-range %s', async (query, field) => {
+    const reply = await project.call('GET', `/files${query}`);
+    expect(reply.status).toBe(422);
+    expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field } });
+  });
+});
+
+describe('date filters', () => {
+  let project: TestProject;
+  const ids: Record<string, string> = {};
+
+  beforeAll(async () => {
+    project = await coffer.newProject();
+    for (const [name, createdAt] of [
+      ['early', '2026-11-26T00:00:00.000Z'],
+      ['morning', '2026-11-26T10:00:00.000Z'],
+      ['late', '2026-11-26T23:59:59.999Z'],
+      ['next', '2026-11-27T00:00:00.000Z'],
+    ]) {
+      ids[name!] = (await upload(project)).body.id;
+      await coffer.services.db.query('UPDATE files SET created_at = $2 WHERE id = $1', [
+        ids[name!],
+        createdAt,
+      ]);
+    }
+  });
+
+  const listIds = async (query: string) => {
+    const reply = await project.call('GET', `/files${query}`);
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    return reply.body.items.map((f: { id: string }) => f.id);
+  };
+
+  it('includes the whole day of a date-only date_to', async () => {
+    expect(await listIds('?date_from=2026-11-26&date_to=2026-11-26')).toEqual([
+      ids.late,
+      ids.morning,
+      ids.early,
+    ]);
+    expect(await listIds('?date_to=2026-11-25')).toEqual([]);
+    expect(await listIds('?date_from=2026-11-27')).toEqual([ids.next]);
+  });
+
+  it('reads timestamps without an offset as UTC, whatever the server zone', async () => {
+    const zone = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      expect(await listIds('?date_from=2026-11-26T10:00:00&date_to=2026-11-26T10:00')).toEqual([ids.morning]);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+    expect(await listIds('?date_from=2026-11-26T11:00:00%2B01:00&date_to=2026-11-26T05:00:00-05:00')).toEqual(
+      [ids.morning],
+    );
   });
 });
 
@@ -356,14 +428,37 @@ describe('download', () => {
     }
   });
 
+  it('accepts any number of seconds in range, fractions too', async () => {
+    const project = await coffer.newProject();
+    const file = (await upload(project)).body;
+    const reply = await project.call('GET', `/files/${file.id}/download?ttl=90.5`);
+    expect(reply.status).toBe(200);
+    const seconds = (new Date(reply.body.expires_at).getTime() - Date.now()) / 1000;
+    expect(seconds).toBeGreaterThan(89);
+    expect(seconds).toBeLessThanOrEqual(90.5);
+  });
+
+  it('ignores even an out-of-range ttl when signed URLs are required', async () => {
+    const project = await coffer.newProject({ signed_url_ttl_seconds: 600, require_signed_urls: true });
+    const file = (await upload(project)).body;
+    for (const ttl of ['59', '86401', '0', '-5']) {
+      const reply = await project.call('GET', `/files/${file.id}/download?ttl=${ttl}`);
+      expect(reply.status, ttl).toBe(200);
+      expect(Math.round((new Date(reply.body.expires_at).getTime() - Date.now()) / 1000)).toBe(600);
+    }
+  });
+
   it('validates ttl and refuses files that are not ready', async () => {
     const project = await coffer.newProject();
     const file = (await upload(project)).body;
-    for (const ttl of ['59', '86401', 'soon']) {
+    for (const ttl of ['59', '86401', '59.9', '1e400']) {
       const reply = await project.call('GET', `/files/${file.id}/download?ttl=${ttl}`);
-      expect(reply.status).toBe(400);
-      expect(reply.body.error.code).toBe('BAD_REQUEST');
+      expect(reply.status, ttl).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'ttl' } });
     }
+    const unreadable = await project.call('GET', `/files/${file.id}/download?ttl=soon`);
+    expect(unreadable.status).toBe(400);
+    expect(unreadable.body.error.code).toBe('BAD_REQUEST');
     const pending = await initiate(project);
     const reply = await project.call('GET', `/files/${pending.file_id}/download`);
     expect(reply.status).toBe(409);
@@ -488,6 +583,27 @@ describe('folders', () => {
     expect((await project.call('PATCH', `/folders/${b.id}`, { body: { name: 'x/y' } })).status).toBe(422);
   });
 
+  it('refuses an empty parent_id with 422 rather than guessing the root', async () => {
+    const project = await coffer.newProject();
+    const a = (await project.call('POST', '/folders', { body: { name: 'a' } })).body;
+    const b = (await project.call('POST', '/folders', { body: { name: 'b', parent_id: a.id } })).body;
+    for (const [method, path, body] of [
+      ['POST', '/folders', { name: 'c', parent_id: '' }],
+      ['PATCH', `/folders/${b.id}`, { parent_id: '' }],
+    ] as const) {
+      const reply = await project.call(method, path, { body });
+      expect(reply.status, method).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'parent_id' } });
+    }
+    expect((await project.call('GET', '/folders')).body.items.map((f: { id: string }) => f.id)).toEqual([
+      a.id,
+    ]);
+    expect((await project.call('GET', `/folders/${b.id}`)).body).toMatchObject({
+      parent_id: a.id,
+      path: 'a/b',
+    });
+  });
+
   it('deletes only empty folders and moves files in and out', async () => {
     const project = await coffer.newProject();
     const folder = (await project.call('POST', '/folders', { body: { name: 'docs' } })).body;
@@ -548,6 +664,20 @@ describe('delete, legal hold and quarantine', () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe('LEGAL_HOLD');
     expect((await project.call('DELETE', `/files/${file.id}/legal-hold`)).body.legal_hold).toBe(false);
+    expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
+  });
+
+  it('releases the hold of a file quarantined while held, so that it can be deleted', async () => {
+    const project = await coffer.newProject();
+    const file = (await upload(project)).body;
+    await project.call('PUT', `/files/${file.id}/legal-hold`, { body: { reason: 'audit' } });
+    await coffer.services.db.query("UPDATE files SET status = 'quarantined' WHERE id = $1", [file.id]);
+    const stuck = await project.call('DELETE', `/files/${file.id}`);
+    expect(stuck.status).toBe(409);
+    expect(stuck.body.error.code).toBe('LEGAL_HOLD');
+    const released = await project.call('DELETE', `/files/${file.id}/legal-hold`);
+    expect(released.status).toBe(200);
+    expect(released.body).toMatchObject({ status: 'quarantined', legal_hold: false });
     expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
   });
 

@@ -207,13 +207,21 @@ describe('multipart upload', () => {
   it('checks part numbers and TTLs', async () => {
     const project = await coffer.newProject();
     const session = await start(project, 10);
-    for (const query of ['part=0', 'part=10001', 'part=x', '', 'part=1&ttl=59', 'part=1&ttl=86401']) {
+    for (const query of ['part=0', 'part=10001', 'part=x', '', 'part=1&ttl=soon']) {
       const reply = await project.call(
         'GET',
         `/files/upload/multipart/${session.upload_id}/part-url?${query}`,
       );
       expect(reply.status, query).toBe(400);
       expect(reply.body.error.code).toBe('BAD_REQUEST');
+    }
+    for (const query of ['part=1&ttl=59', 'part=1&ttl=86401']) {
+      const reply = await project.call(
+        'GET',
+        `/files/upload/multipart/${session.upload_id}/part-url?${query}`,
+      );
+      expect(reply.status, query).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'ttl' } });
     }
     const reply = await project.call(
       'GET',
@@ -224,13 +232,16 @@ describe('multipart upload', () => {
 
     const strict = await coffer.newProject({ require_signed_urls: true });
     const strictSession = await start(strict, 10);
-    const ignored = await strict.call(
-      'GET',
-      `/files/upload/multipart/${strictSession.upload_id}/part-url?part=1&ttl=120`,
-    );
-    expect(Math.round((new Date(ignored.body.expires_at).getTime() - Date.now()) / 1000)).toBe(
-      coffer.config.uploadUrlTtlSeconds,
-    );
+    for (const ttl of ['120', '30']) {
+      const ignored = await strict.call(
+        'GET',
+        `/files/upload/multipart/${strictSession.upload_id}/part-url?part=1&ttl=${ttl}`,
+      );
+      expect(ignored.status).toBe(200);
+      expect(Math.round((new Date(ignored.body.expires_at).getTime() - Date.now()) / 1000)).toBe(
+        coffer.config.uploadUrlTtlSeconds,
+      );
+    }
   });
 
   it('applies the project checks to total_size_bytes and goes to processing when scanning', async () => {

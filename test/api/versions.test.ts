@@ -150,11 +150,12 @@ describe('file versions', () => {
     };
     expect(await seconds('')).toBe(300);
     expect(await seconds('?ttl=90')).toBe(90);
-    expect((await project.call('GET', `/files/${file.id}/versions/${v1.id}/download?ttl=30`)).status).toBe(
-      400,
-    );
+    const short = await project.call('GET', `/files/${file.id}/versions/${v1.id}/download?ttl=30`);
+    expect(short.status).toBe(422);
+    expect(short.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'ttl' } });
     await project.call('PATCH', '', { body: { settings: { require_signed_urls: true } } });
     expect(await seconds('?ttl=90')).toBe(300);
+    expect(await seconds('?ttl=30')).toBe(300);
   });
 
   it('answers 404 for an unknown version or one of another file', async () => {
@@ -263,6 +264,30 @@ describe('new content with scanning on', () => {
       [infected.body.version_id],
     );
     expect(content).toMatchObject({ status: 'quarantined', scan_signature: expect.stringMatching(/^Eicar/) });
+  });
+});
+
+describe('version downloads of files that are not ready', () => {
+  it('answers 409 INVALID_STATE while the file is processing, and once it failed', async () => {
+    const project = await coffer.newProject({ versioning_enabled: true, virus_scan_enabled: true });
+    const pending = await upload(project, { filename: 'eicar.txt', bytes: eicarTestFile() });
+    const mismatch = await upload(project, {
+      filename: 'pixel.png',
+      content_type: 'image/png',
+      bytes: '<!doctype html><html><body>hi</body></html>',
+    });
+    expect([pending.body.status, mismatch.body.status]).toEqual(['processing', 'processing']);
+    const refusal = async (fileId: string) => {
+      const [version] = (await versionsOf(project, fileId)).items;
+      const reply = await project.call('GET', `/files/${fileId}/versions/${version.id}/download`);
+      expect(reply.status).toBe(409);
+      expect(reply.body.error.code).toBe('INVALID_STATE');
+    };
+    await refusal(pending.body.id);
+    await refusal(mismatch.body.id);
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+    expect((await project.call('GET', `/files/${mismatch.body.id}`)).body.status).toBe('failed');
+    await refusal(mismatch.body.id);
   });
 });
 

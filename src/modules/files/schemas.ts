@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
 
 export const FileObject = Type.Object(
@@ -44,7 +45,7 @@ export const InitiateBody = Type.Object(
   {
     filename: Type.String({ maxLength: 1024 }),
     content_type: Type.String({ maxLength: 255 }),
-    size_bytes: Type.Integer({ minimum: 0 }),
+    size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
     metadata: Type.Optional(Metadata),
     tags: Type.Optional(Tags),
@@ -78,13 +79,13 @@ export const ListQuery = Type.Object({
   status: Type.Optional(StringEnum(FILE_STATUSES)),
   date_from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
   date_to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
-  size_min: Type.Optional(Type.Integer({ minimum: 0 })),
-  size_max: Type.Optional(Type.Integer({ minimum: 0 })),
+  size_min: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
+  size_max: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   metadata: Type.Optional(
     Type.String({ description: 'JSON object; files whose metadata contains all its pairs' }),
   ),
   limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  offset: Type.Integer({ minimum: 0, default: 0 }),
+  offset: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 }),
   cursor: Type.Optional(Type.String({ description: 'A previous next_cursor; takes priority over offset' })),
 });
 export type ListQuery = Static<typeof ListQuery>;
@@ -98,15 +99,11 @@ export const FileList = Type.Object({
   next_cursor: Nullable(Type.String()),
 });
 
-export const DownloadQuery = Type.Object({
-  ttl: Type.Optional(
-    Type.Integer({
-      minimum: 60,
-      maximum: 86_400,
-      description: 'Seconds; ignored when require_signed_urls is on',
-    }),
-  ),
-});
+/** A URL lifetime; its range is checked only when it is used (see urlLifetimeSeconds). */
+export const UrlTtl = Type.Optional(
+  Type.Number({ description: 'Seconds, 60 to 86400; ignored when require_signed_urls is on' }),
+);
+export const DownloadQuery = Type.Object({ ttl: UrlTtl });
 export const DownloadResponse = Type.Object({ url: Type.String(), expires_at: Timestamp });
 
 export const TagsBody = Type.Object({ tags: Tags }, { additionalProperties: false });

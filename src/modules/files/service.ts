@@ -1,5 +1,12 @@
 import type { Principal } from '../../http/auth.ts';
-import { badRequest, invalidState, legalHold, notFound, quarantined } from '../../http/errors.ts';
+import {
+  badRequest,
+  invalidState,
+  legalHold,
+  notFound,
+  quarantined,
+  validationError,
+} from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { isId } from '../../lib/ids.ts';
@@ -38,14 +45,61 @@ export function visibleFile(
   return file;
 }
 
-function parseDate(field: string, value: string | undefined): Date | undefined {
+/** The range a caller's `ttl` must be in, when it is used. */
+const MIN_URL_TTL_SECONDS = 60;
+const MAX_URL_TTL_SECONDS = 86_400;
+
+/**
+ * How long a presigned URL lives: the project's require_signed_urls ignores the caller's `ttl`
+ * altogether (so no range applies to it then); otherwise `ttl` when given, in 60..86400 (422),
+ * else `fallbackSeconds`.
+ */
+export function urlLifetimeSeconds(
+  project: Project,
+  ttl: number | undefined,
+  fallbackSeconds: number,
+): number {
+  if (project.settings.require_signed_urls || ttl === undefined) return fallbackSeconds;
+  if (!(ttl >= MIN_URL_TTL_SECONDS && ttl <= MAX_URL_TTL_SECONDS)) {
+    throw validationError(`ttl must be between ${MIN_URL_TTL_SECONDS} and ${MAX_URL_TTL_SECONDS} seconds`, {
+      field: 'ttl',
+    });
+  }
+  return ttl;
+}
+
+/** Refuses (409 INVALID_STATE) to hand out the bytes of a file that is not ready. */
+export function requireReady(file: Pick<repo.FileRow, 'status'>): void {
+  if (file.status !== 'ready') {
+    throw invalidState(`Only ready files can be downloaded; this file is ${file.status}`, {
+      status: file.status,
+    });
+  }
+}
+
+const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
+const DAY_MS = 86_400_000;
+
+/**
+ * An ISO 8601 date or timestamp, read as UTC when it carries no offset. A date alone stands for
+ * its first millisecond, or with `wholeDay` its last (a date_to includes the whole day).
+ */
+function parseDate(field: string, value: string | undefined, wholeDay = false): Date | undefined {
   if (value === undefined) return undefined;
-  const date = /^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/i.test(value)
-    ? new Date(value)
-    : undefined;
-  if (!date || Number.isNaN(date.getTime()))
-    throw badRequest(`${field} must be an ISO 8601 date or timestamp`, { field });
-  return date;
+  const match = ISO_8601.exec(value);
+  if (match) {
+    const [, date, time, seconds = '00', fraction = '', zone = 'Z'] = match;
+    const wallClock = `${date}T${time ?? '00:00'}:${seconds}`;
+    const offset = zone.toUpperCase() === 'Z' ? 'Z' : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
+    const parsed = Date.parse(`${wallClock}.${fraction.padEnd(3, '0').slice(0, 3)}${offset}`);
+    // Date.parse rolls 2026-02-31 over into March: only a wall clock that reads back unchanged exists.
+    const asUtc = Date.parse(`${wallClock}Z`);
+    const exists = !Number.isNaN(asUtc) && new Date(asUtc).toISOString().startsWith(wallClock);
+    if (!Number.isNaN(parsed) && exists) {
+      return new Date(wholeDay && time === undefined ? parsed + DAY_MS - 1 : parsed);
+    }
+  }
+  throw badRequest(`${field} must be an ISO 8601 date or timestamp`, { field });
 }
 
 function parseMetadataFilter(value: string | undefined): Record<string, unknown> | undefined {
@@ -104,7 +158,7 @@ export function createFileService(deps: {
         category: query.category,
         status: query.status,
         dateFrom: parseDate('date_from', query.date_from),
-        dateTo: parseDate('date_to', query.date_to),
+        dateTo: parseDate('date_to', query.date_to, true),
         sizeMin: query.size_min,
         sizeMax: query.size_max,
         metadata: parseMetadataFilter(query.metadata),
@@ -124,13 +178,10 @@ export function createFileService(deps: {
 
     /** A download URL for a ready file; the caller's TTL applies unless the project requires its own. */
     async download(caller: Caller, fileId: string, ttl: number | undefined): Promise<PresignedUrl> {
+      const seconds = urlLifetimeSeconds(caller.project, ttl, caller.project.settings.signed_url_ttl_seconds);
       const file = visibleFile(caller, await repo.findFile(db, caller.project.id, fileId));
-      if (file.status !== 'ready') {
-        throw invalidState(`Only ready files can be downloaded; this file is ${file.status}`, {
-          status: file.status,
-        });
-      }
-      return presignDownload(store, caller.project, file, ttl);
+      requireReady(file);
+      return presignDownload(store, file, seconds);
     },
 
     setTags(caller: Caller, fileId: string, tags: string[], mode: 'replace' | 'add'): Promise<FileObject> {
@@ -161,11 +212,14 @@ export function createFileService(deps: {
       });
     },
 
+    /** A quarantined file may be released (so that it can be deleted), never newly held. */
     setLegalHold(caller: Caller, fileId: string, hold: boolean, reason?: string): Promise<FileObject> {
-      return mutate(caller, fileId, async () => ({
-        legal_hold: hold,
-        legal_hold_reason: hold ? (reason ?? null) : null,
-      }));
+      return mutate(
+        caller,
+        fileId,
+        async () => ({ legal_hold: hold, legal_hold_reason: hold ? (reason ?? null) : null }),
+        { allowQuarantined: !hold },
+      );
     },
 
     /** Soft delete: the file answers 404 from now on; its objects are removed after the grace period. */
@@ -181,15 +235,12 @@ export function createFileService(deps: {
   };
 }
 
-/** The TTL rule of every download: the caller's `ttl` unless require_signed_urls, else the project default. */
+/** A download URL living `seconds` (see urlLifetimeSeconds). */
 export async function presignDownload(
   store: ObjectStore,
-  project: Project,
   file: Pick<repo.FileRow, 'storage_key' | 'filename' | 'content_type'>,
-  ttl: number | undefined,
+  seconds: number,
 ): Promise<PresignedUrl> {
-  const { signed_url_ttl_seconds, require_signed_urls } = project.settings;
-  const seconds = require_signed_urls || ttl === undefined ? signed_url_ttl_seconds : ttl;
   const expiresAt = new Date(Date.now() + seconds * 1000);
   const url = await store.presignGet(file.storage_key, {
     expiresAt,

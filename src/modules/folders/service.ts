@@ -56,10 +56,17 @@ async function insert(q: Queryable, projectId: string, name: string, parent: Row
   return row!;
 }
 
+/** "" is no folder id, and not the root either (that is null): refused rather than guessed. */
+function checkParentId(parentId: string | null | undefined): void {
+  if (parentId === '')
+    throw validationError('parent_id must be a folder id, or null for the root', { field: 'parent_id' });
+}
+
 export function createFolderService(db: Db) {
   return {
     async create(projectId: string, name: string, parentId: string | null | undefined): Promise<Folder> {
       checkName('name', name);
+      checkParentId(parentId);
       return db.tx(async (q) => {
         const parent = parentId ? await find(q, projectId, parentId) : undefined;
         if (parentId && !parent)
@@ -94,6 +101,7 @@ export function createFolderService(db: Db) {
       changes: { name?: string; parent_id?: string | null },
     ): Promise<Folder> {
       if (changes.name !== undefined) checkName('name', changes.name);
+      checkParentId(changes.parent_id);
       return db.tx(async (q) => {
         const folder = await find(q, projectId, id, true);
         if (!folder) throw notFound('Folder');

@@ -5,7 +5,7 @@ import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore, PartInfo } from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
-import { type Caller, visibleFile } from '../files/service.ts';
+import { type Caller, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
@@ -237,8 +237,7 @@ export function createMultipartService(deps: {
     async partUrl(caller: Caller, uploadId: string, partNumber: number, ttl: number | undefined) {
       const { session } = await load(caller, uploadId);
       requireOpen(session);
-      const seconds =
-        caller.project.settings.require_signed_urls || ttl === undefined ? config.uploadUrlTtlSeconds : ttl;
+      const seconds = urlLifetimeSeconds(caller.project, ttl, config.uploadUrlTtlSeconds);
       const expiresAt = new Date(Date.now() + seconds * 1000);
       const url = await store.presignPart(
         session.storage_key,

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, ItemList, Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { DownloadQuery, DownloadResponse, FileObject } from '../files/schemas.ts';
+import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import type { VersionService } from './service.ts';
 
 const Version = Type.Object(
@@ -88,7 +89,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           params: FileParams,
           body: Type.Object(
             {
-              size_bytes: Type.Integer({ minimum: 0 }),
+              size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
               content_type: Type.Optional(
                 Type.String({ maxLength: 255, description: "Default: the file's" }),
               ),

@@ -9,7 +9,14 @@ import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
 import { categoryOf } from '../files/rules.ts';
 import type { FileObject } from '../files/schemas.ts';
-import { type Caller, type PresignedUrl, presignDownload, visibleFile } from '../files/service.ts';
+import {
+  type Caller,
+  type PresignedUrl,
+  presignDownload,
+  requireReady,
+  urlLifetimeSeconds,
+  visibleFile,
+} from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { checkProjectRules, newObjectKey } from '../uploads/service.ts';
 import { type FileVersion, findVersion, hasVersions, listVersions, recordVersion } from './repo.ts';
@@ -107,9 +114,12 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       versionId: string,
       ttl: number | undefined,
     ): Promise<PresignedUrl> {
+      const seconds = urlLifetimeSeconds(caller.project, ttl, caller.project.settings.signed_url_ttl_seconds);
       const file = await fileOf(caller, fileId);
+      // As for the file download: no bytes of a file that is still being checked or has failed.
+      requireReady(file);
       const version = await versionOf(db, file.id, versionId);
-      return presignDownload(store, caller.project, { ...version, filename: file.filename }, ttl);
+      return presignDownload(store, { ...version, filename: file.filename }, seconds);
     },
 
     /** Copies the version's content onto the file and records the restore as a new version; status unchanged. */

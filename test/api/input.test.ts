@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toAppError } from '../../src/http/error-handler.ts';
+import { MAX_OBJECT_BYTES } from '../../src/modules/projects/schemas.ts';
+import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { upload } from '../support/files.ts';
+
+let coffer: TestCoffer;
+let project: TestProject;
+let fileId: string;
+beforeAll(async () => {
+  coffer = await startCoffer();
+  project = await coffer.newProject({ versioning_enabled: true });
+  fileId = (await upload(project)).body.id;
+});
+afterAll(() => coffer.close());
+
+const admin = { token: ADMIN_KEY };
+
+function expectBadRequest(reply: { status: number; body: any }, field: string) {
+  expect(reply.status, JSON.stringify(reply.body)).toBe(400);
+  expect(reply.body.error).toMatchObject({
+    code: 'BAD_REQUEST',
+    details: { field },
+    request_id: expect.any(String),
+  });
+}
+
+describe('strings the database cannot store', () => {
+  it.each([
+    ['?q=%00', 'q'],
+    ['?folder_id=%00', 'folder_id'],
+    ['?tags=a&tags=b%00', 'tags.1'],
+    ['?date_from=%00', 'date_from'],
+  ])('answers 400 to a NUL in the query %s', async (query, field) => {
+    expectBadRequest(await project.call('GET', `/files${query}`), field);
+  });
+
+  it('answers 400 to a NUL in a path parameter', async () => {
+    expectBadRequest(await project.call('GET', '/files/%00'), 'file_id');
+    expectBadRequest(await project.call('GET', '/folders/a%00b'), 'folder_id');
+    // Under the admin key the project is looked up before any check: the database refusal is a 400 too.
+    const reply = await coffer.call('GET', '/v1/projects/proj_%00', admin);
+    expect(reply.status).toBe(400);
+    expect(reply.body.error.code).toBe('BAD_REQUEST');
+  });
+
+  it.each([
+    ['a NUL in a value', '{"metadata":{"a":"x\\u0000y"}}', 'metadata.a'],
+    ['a NUL in a key', '{"metadata":{"a\\u0000":"x"}}', 'metadata'],
+    ['a NUL deep inside', '{"metadata":{"list":[1,{"b":["ok","\\u0000"]}]}}', 'metadata.list.1.b.1'],
+    ['a lone high surrogate', '{"metadata":{"a":"a\\ud800"}}', 'metadata.a'],
+    ['a lone low surrogate in a key', '{"metadata":{"\\udc00":1}}', 'metadata'],
+  ])('answers 400 to %s of a JSON body, naming the field', async (_what, body, field) => {
+    const reply = await project.call('PUT', `/files/${fileId}/metadata`, { body });
+    expectBadRequest(reply, field);
+    expect((await project.call('GET', `/files/${fileId}`)).body.metadata).toEqual({});
+  });
+
+  it('keeps well-formed text, astral characters included', async () => {
+    const reply = await project.call('PUT', `/files/${fileId}/metadata`, {
+      body: '{"metadata":{"emoji":"\\ud83d\\ude00","plain":"ünïcödé"}}',
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.body.metadata).toEqual({ emoji: '😀', plain: 'ünïcödé' });
+  });
+
+  it('guards every JSON endpoint', async () => {
+    expectBadRequest(
+      await coffer.call('POST', '/v1/organizations', { ...admin, body: '{"name":"a\\u0000b"}' }),
+      'name',
+    );
+    expectBadRequest(
+      await project.call('POST', '/webhooks', {
+        body: '{"url":"https://example.com/\\u0000","events":["file.ready"]}',
+      }),
+      'url',
+    );
+    expectBadRequest(
+      await project.call('POST', '/upload-tokens', { body: '{"owner_user_id":"user\\u0000"}' }),
+      'owner_user_id',
+    );
+    expectBadRequest(await project.call('POST', '/folders', { body: '{"name":"a\\ud800"}' }), 'name');
+  });
+
+  it('maps what PostgreSQL refuses as data to 400, not 500', () => {
+    for (const code of ['22P05', '22021', '22P02', '22003']) {
+      const error = Object.assign(new Error('invalid input'), { code, severity: 'ERROR' });
+      expect(toAppError(error)).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
+    }
+    expect(toAppError(Object.assign(new Error('x'), { code: '23505' }))).toMatchObject({ status: 500 });
+  });
+});
+
+describe('request bodies that are not JSON', () => {
+  it('answers 400 BAD_REQUEST, saying JSON is expected', async () => {
+    const reply = await project.call('POST', '/webhooks', {
+      body: '<webhook><url>https://example.com</url></webhook>',
+      headers: { 'content-type': 'application/xml' },
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.body.error.code).toBe('BAD_REQUEST');
+    expect(reply.body.error.message).toMatch(/application\/json/);
+  });
+});
+
+describe('sizes beyond the largest object', () => {
+  const fileCount = async () => {
+    const [row] = await coffer.services.db.query<{ count: number }>(
+      'SELECT count(*)::int AS count FROM files WHERE project_id = $1',
+      [project.id],
+    );
+    return row?.count;
+  };
+
+  it.each([MAX_OBJECT_BYTES + 1, 9007199254740994, 1e20])(
+    'refuses a multipart start of %d bytes with 422 before creating the file',
+    async (size) => {
+      const before = await fileCount();
+      const reply = await project.call('POST', '/files/upload/multipart/start', {
+        body: { filename: 'big.bin', content_type: 'application/octet-stream', total_size_bytes: size },
+      });
+      expect(reply.status).toBe(422);
+      expect(reply.body.error).toMatchObject({
+        code: 'VALIDATION_ERROR',
+        details: { field: 'total_size_bytes' },
+      });
+      expect(await fileCount()).toBe(before);
+    },
+  );
+
+  it('refuses new version content of such a size with 422', async () => {
+    const reply = await project.call('POST', `/files/${fileId}/versions`, { body: { size_bytes: 1e20 } });
+    expect(reply.status).toBe(422);
+    expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'size_bytes' } });
+  });
+});
