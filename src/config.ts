@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { parseClamdUrl } from './infra/scanner/clamd.ts';
 
 /** Everything Coffer reads from its environment, validated once at start. */
 export interface Config {
@@ -80,12 +81,18 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return raw;
 }
 
+/** The longest delay a retry may wait: beyond it the schedule is surely a typo. */
+const MAX_RETRY_DELAY_SECONDS = 30 * 86_400;
+
 function retrySchedule(env: Env): number[] {
   const name = 'COFFER_WEBHOOK_RETRY_SCHEDULE';
   const raw = read(env, name) ?? '0,30,300,3600,21600';
-  const delays = raw.split(',').map((part) => Number(part.trim()));
-  if (delays.length !== 5 || delays.some((d) => !Number.isFinite(d) || d < 0)) {
-    fail(name, 'five comma-separated non-negative numbers of seconds', raw);
+  const parts = raw.split(',').map((part) => part.trim());
+  // Plain decimals only: Number() would also read '' as 0, '0x10' as 16 and '1e20' as a delay
+  // too large for a timestamp.
+  const delays = parts.map((part) => (/^\d+(\.\d+)?$/.test(part) ? Number(part) : Number.NaN));
+  if (delays.length !== 5 || delays.some((d) => !(d <= MAX_RETRY_DELAY_SECONDS))) {
+    fail(name, `five comma-separated decimal numbers of seconds from 0 to ${MAX_RETRY_DELAY_SECONDS}`, raw);
   }
   return delays;
 }
@@ -112,10 +119,11 @@ function clamdUrl(env: Env): string | undefined {
   const name = 'COFFER_CLAMD_URL';
   const raw = read(env, name);
   if (raw === undefined) return undefined;
-  if (raw.startsWith('/') || raw.startsWith('unix:')) return raw;
-  const parsed = URL.canParse(raw) ? new URL(raw) : undefined;
-  if (parsed?.protocol !== 'tcp:' || !parsed.hostname || !parsed.port) {
-    fail(name, 'tcp://host:port or a unix socket path', raw);
+  // The scanner's own parser, so that what passes here cannot fail when the scanner is created.
+  try {
+    parseClamdUrl(raw);
+  } catch {
+    fail(name, 'tcp://host:port or an absolute unix socket path (/path or unix:/path)', raw);
   }
   return raw;
 }

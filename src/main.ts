@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from './config.ts';
 import { DatabaseInUseError } from './infra/db.ts';
 import { migrate } from './infra/migrate.ts';
 import { SCOPES } from './modules/projects/schemas.ts';
-import { createLogger, openDatabase, openRuntime } from './runtime.ts';
+import { createLogger, openDatabase, openRuntime, type Runtime } from './runtime.ts';
 import { startWorkers } from './workers.ts';
 
 /** How long in-flight requests get to finish on SIGTERM/SIGINT before their connections are cut. */
@@ -27,15 +27,19 @@ function print(text: string): void {
   process.stdout.write(`${text}\n`);
 }
 
+/** The admin key this start generated, if any: whichever command starts first is the only one to see it. */
+function printGeneratedAdminKey(runtime: Runtime): void {
+  if (!runtime.generatedAdminKey) return;
+  print(
+    `\nGenerated the admin key (shown only this once; only its hash is stored):\n\n  ${runtime.generatedAdminKey}\n\nSet COFFER_ADMIN_KEY to use a key of your own.\n`,
+  );
+}
+
 async function serve(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config);
   const runtime = await openRuntime(config, { logger });
-  if (runtime.generatedAdminKey) {
-    print(
-      `\nGenerated the admin key (shown only this once; only its hash is stored):\n\n  ${runtime.generatedAdminKey}\n\nSet COFFER_ADMIN_KEY to use a key of your own.\n`,
-    );
-  }
+  printGeneratedAdminKey(runtime);
   const app = await buildApp({ config, services: runtime.services, logger });
   const workers = startWorkers(runtime.services.workers(), logger);
   onShutdown(logger, async () => {
@@ -54,11 +58,13 @@ async function work(): Promise<void> {
   const logger = createLogger(config);
   const runtime = await openRuntime(config, { logger });
   const workers = startWorkers(runtime.services.workers(), logger);
-  logger.info('workers started');
   onShutdown(logger, async () => {
     await workers.stop();
     await runtime.close();
   });
+  // The worker may be the first process on a fresh database: then it alone can show the key.
+  printGeneratedAdminKey(runtime);
+  logger.info('workers started');
 }
 
 function onShutdown(logger: Logger, close: () => Promise<void>): void {

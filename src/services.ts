@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
-import type { Cache } from './infra/cache.ts';
+import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
 import type { Scanner } from './infra/scanner/index.ts';
 import type { LocalObjectStore } from './infra/storage/local.ts';
@@ -34,7 +34,11 @@ export interface Infra {
 /** The composition root: every service, wired to the infrastructure it was given. */
 export function createServices(infra: Infra) {
   const { config, db, cache, store } = infra;
-  const projects = createProjectService(db, cache);
+  // Key and project lookups may be cached only where a revocation or a settings change reaches
+  // every server at once: in a shared cache, or in process memory on the embedded database
+  // (one process only). Several servers on one PostgreSQL without Redis read them afresh.
+  const lookups = cache.shared || db.kind === 'pglite' ? cache : noCache();
+  const projects = createProjectService(db, lookups);
   const folders = createFolderService(db);
   const schemas = createMetadataSchemaService(db);
   const files = createFileService({ db, store, folders, schemas });

@@ -73,7 +73,6 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
     if (access === undefined || access === 'public') return;
     const principal = await authenticate(request, credentials);
     request.principal = principal;
-    if (access === 'admin' && principal.kind !== 'admin') throw insufficientScope('admin');
     const projectId = (request.params as { project_id?: string }).project_id;
     if (projectId !== undefined) {
       if (principal.kind !== 'admin' && principal.projectId !== projectId) throw notFound('Project');
@@ -85,6 +84,8 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
         throw permissionDenied();
       }
     }
+    // Admin-only routes land here too (no scope is 'admin'): after the project check, so that a key
+    // of another project learns nothing about the id it named.
     const tokenRefused = principal.kind === 'upload_token' && !request.routeOptions.config.uploadToken;
     if (principal.kind !== 'admin' && (tokenRefused || !principal.scopes.includes(access as Scope))) {
       throw insufficientScope(access);

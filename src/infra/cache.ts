@@ -3,6 +3,8 @@ import { withTimeout } from './db.ts';
 
 /** A shared key-value cache with expiry: Redis in production, process memory on the embedded default. */
 export interface Cache {
+  /** Whether every process sees the same entries (and evictions), or only this one. */
+  readonly shared: boolean;
   get(key: string): Promise<string | undefined>;
   set(key: string, value: string, ttlSeconds: number): Promise<void>;
   del(key: string): Promise<void>;
@@ -13,6 +15,7 @@ export interface Cache {
 export function memoryCache(): Cache {
   const entries = new Map<string, { value: string; expiresAt: number }>();
   return {
+    shared: false,
     async get(key) {
       const entry = entries.get(key);
       if (!entry) return undefined;
@@ -35,6 +38,20 @@ export function memoryCache(): Cache {
   };
 }
 
+/** Keeps nothing: every read goes to the source of truth. */
+export function noCache(): Cache {
+  return {
+    shared: true,
+    async get() {
+      return undefined;
+    },
+    async set() {},
+    async del() {},
+    async ping() {},
+    async close() {},
+  };
+}
+
 export function redisCache(url: string, keyPrefix = 'coffer:'): Cache {
   const redis = new Redis(url, {
     keyPrefix,
@@ -48,6 +65,7 @@ export function redisCache(url: string, keyPrefix = 'coffer:'): Cache {
   // Connection errors surface through the readiness probe; without a listener ioredis would log them.
   redis.on('error', () => {});
   return {
+    shared: true,
     async get(key) {
       return (await redis.get(key)) ?? undefined;
     },

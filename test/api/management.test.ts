@@ -105,6 +105,27 @@ describe('organizations and projects', () => {
   });
 });
 
+describe('names', () => {
+  it.each(['', '   ', '\t\n'])('refuses the blank name %j with 422 naming the field', async (name) => {
+    const project = await coffer.newProject();
+    const org = project.organizationId;
+    const replies = [
+      await coffer.call('POST', '/v1/organizations', { ...admin, body: { name } }),
+      await coffer.call('POST', `/v1/organizations/${org}/projects`, { ...admin, body: { name } }),
+      await project.call('PATCH', '', { body: { name } }),
+      await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
+        ...admin,
+        body: { name, scopes: ['files:read'] },
+      }),
+    ];
+    for (const reply of replies) {
+      expect(reply.status).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'name' } });
+    }
+    expect((await project.call('GET', '')).body.name).toBe('Test project');
+  });
+});
+
 describe('API keys', () => {
   it('shows the key once and never lists secrets', async () => {
     const project = await coffer.newProject();
@@ -212,6 +233,22 @@ describe('authentication and authorization', () => {
     expect(reply.body.error.code).toBe('NOT_FOUND');
     const files = await coffer.call('GET', `/v1/projects/${b.id}/files`, { token: a.key });
     expect(files.status).toBe(404);
+  });
+
+  it("answers 404 NOT_FOUND, not 403, for admin routes under another project's id", async () => {
+    const a = await coffer.newProject();
+    const b = await coffer.newProject();
+    const keys = await coffer.call('GET', `/v1/projects/${b.id}/api-keys`, admin);
+    for (const [method, path, body] of [
+      ['GET', '/api-keys', undefined],
+      ['POST', '/api-keys', { name: 'x', scopes: ['files:read'] }],
+      ['DELETE', `/api-keys/${keys.body.items[0].id}`, undefined],
+    ] as const) {
+      const reply = await coffer.call(method, `/v1/projects/${b.id}${path}`, { token: a.key, body });
+      expect(reply.status, `${method} ${path}`).toBe(404);
+      expect(reply.body.error.code).toBe('NOT_FOUND');
+    }
+    expect((await b.call('GET', '')).status).toBe(200);
   });
 });
 

@@ -1,11 +1,13 @@
+import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs } from '../../src/infra/jobs.ts';
 import { createClamdScanner, eicarTestFile, type Scanner } from '../../src/infra/scanner/index.ts';
 import { createPipeline, type PipelineOptions } from '../../src/modules/pipeline/service.ts';
 import { secondDb } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
-import { upload } from '../support/files.ts';
+import { put, upload } from '../support/files.ts';
 
 const PNG = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
@@ -136,6 +138,69 @@ describe('processing pipeline', () => {
     const jobs = await coffer.services.db.query('SELECT id FROM jobs WHERE file_id = $1', [id]);
     expect(jobs).toEqual([]);
   });
+});
+
+describe('new content of a versioned file', () => {
+  /** Uploads and confirms new bytes for the file; the scan leaves them `processing`. */
+  async function newContent(project: TestProject, fileId: string, bytes: string): Promise<string> {
+    const started = await project.call('POST', `/files/${fileId}/versions`, {
+      body: { size_bytes: Buffer.byteLength(bytes), content_type: 'text/plain' },
+    });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    expect((await put(started.body.upload_url, bytes)).status).toBe(200);
+    const confirmed = await project.call(
+      'POST',
+      `/files/${fileId}/versions/${started.body.version_id}/confirm`,
+    );
+    expect(confirmed.body.status).toBe('processing');
+    return started.body.version_id;
+  }
+
+  it.each(['before', 'during'])(
+    'discards it when the file is deleted %s its scan, and collects its object',
+    async (when) => {
+      const quick = await startCoffer({ COFFER_GC_GRACE_SECONDS: '0' });
+      try {
+        const project = await quick.newProject({ versioning_enabled: true, virus_scan_enabled: true });
+        const fileId = (await upload(project, { bytes: 'one' })).body.id as string;
+        await drain(quick.services.pipeline);
+        const contentId = await newContent(project, fileId, 'two');
+        const remove = async () =>
+          expect((await project.call('DELETE', `/files/${fileId}`)).status).toBe(200);
+        if (when === 'before') await remove();
+        const deleting: Scanner = {
+          name: 'deleting',
+          async scan(stream) {
+            for await (const _ of stream);
+            if (when === 'during') await remove();
+            return { clean: true };
+          },
+          ping: async () => {},
+        };
+        const { db, store, projects } = quick.services;
+        await drain(createPipeline({ db, store, scanner: deleting, projects, logger: quiet }));
+
+        const content = async () =>
+          (
+            await db.query<{ status: string; failure_reason: string; storage_key: string; purged_at: Date }>(
+              'SELECT status, failure_reason, storage_key, purged_at FROM pending_contents WHERE id = $1',
+              [contentId],
+            )
+          )[0]!;
+        expect(await content()).toMatchObject({ status: 'failed', failure_reason: 'file_deleted' });
+        expect(await db.query('SELECT id FROM jobs WHERE file_id = $1', [fileId])).toEqual([]);
+        expect(await eventTypes(fileId)).toEqual(['file.uploaded', 'file.ready', 'file.deleted']);
+
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await quick.services.collector.sweep();
+        const collected = await content();
+        expect(collected.purged_at).not.toBeNull();
+        expect(existsSync(join(quick.config.dataDir, 'objects', collected.storage_key))).toBe(false);
+      } finally {
+        await quick.close();
+      }
+    },
+  );
 });
 
 describe('failing closed', () => {

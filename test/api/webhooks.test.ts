@@ -265,6 +265,10 @@ describe('webhook endpoints', () => {
     ['an empty string', ''],
     ['a scheme without host', 'https://'],
     ['credentials', 'https://user:secret@127.0.0.1/hook'],
+    ['more than 2048 characters', `https://127.0.0.1/${'a'.repeat(2048)}`],
+    ['a line break', 'https://127.0.0.1/hook\n'],
+    ['a tab inside', 'https://127.0.0.1/ho\tok'],
+    ['a DEL character', 'https://127.0.0.1/hook\u007f'],
   ])('refuses %s with 422 invalid_url, on create and on update', async (_what, url) => {
     const project = await newProject();
     const reply = await project.call('POST', '/webhooks', { body: { url, events: ['file.ready'] } });

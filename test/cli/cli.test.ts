@@ -79,6 +79,36 @@ describe('the coffer command', () => {
     expect(await stopped(second.child)).toBe(0);
   });
 
+  it('prints the generated admin key when coffer worker is the first to start', async () => {
+    const dir = freshDir();
+    const worker = spawn(process.execPath, ['src/main.ts', 'worker'], {
+      cwd: root,
+      env: { ...process.env, COFFER_LOG_LEVEL: 'warn', COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: '' },
+    });
+    children.push(worker);
+    const exit = stopped(worker);
+    let stdout = '';
+    const key = await new Promise<string | undefined>((resolve) => {
+      worker.stdout.on('data', (chunk) => {
+        stdout += chunk;
+        const found = /coffer_admin_[A-Za-z0-9_-]{43}/.exec(stdout)?.[0];
+        if (found) resolve(found);
+      });
+      void exit.then(() => resolve(undefined));
+      setTimeout(() => resolve(undefined), 30_000).unref();
+    });
+    expect(key).toBeDefined();
+    worker.kill('SIGTERM');
+    expect(await exit).toBe(0);
+
+    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+    expect(server.stdout()).not.toContain('coffer_admin_');
+    const orgs = await fetch(`${server.url}/v1/organizations`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(orgs.status).toBe(200);
+  });
+
   it('bootstraps an organization, a project and a key with every scope', async () => {
     const dir = freshDir();
     const adminKey = `coffer_admin_${'b'.repeat(43)}`;

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
@@ -67,8 +70,18 @@ describe('configuration', () => {
     ['COFFER_REDIS_URL', 'http://x'],
     ['COFFER_STORAGE', 'ftp'],
     ['COFFER_CLAMD_URL', 'clamd:3310'],
+    ['COFFER_CLAMD_URL', 'unix:relative.sock'],
+    ['COFFER_CLAMD_URL', 'tcp://clamd:0'],
+    ['COFFER_CLAMD_URL', 'tcp://clamd'],
+    ['COFFER_CLAMD_URL', 'http://clamd:3310'],
     ['COFFER_WEBHOOK_RETRY_SCHEDULE', '1,2,3'],
     ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,-1,3600,21600'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,,300,3600,21600'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,0x10,300,3600,21600'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,300,3600,1e20'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,300,3600,2592001'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,.5,3600,21600'],
+    ['COFFER_WEBHOOK_RETRY_SCHEDULE', '0,30,300,3600,Infinity'],
     ['COFFER_WEBHOOK_TIMEOUT_MS', '0'],
     ['COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'maybe'],
     ['COFFER_GC_GRACE_SECONDS', '-5'],
@@ -80,6 +93,21 @@ describe('configuration', () => {
   ])('rejects %s=%s naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: expected`));
+  });
+
+  it.each([
+    ['/run/clamav/clamd.ctl'],
+    ['unix:/run/clamav/clamd.ctl'],
+    ['unix:///run/clamav/clamd.ctl'],
+    ['tcp://[::1]:3310'],
+  ])('accepts COFFER_CLAMD_URL=%s', (value) => {
+    expect(loadConfig({ COFFER_CLAMD_URL: value }).clamdUrl).toBe(value);
+  });
+
+  it('accepts retry delays up to 30 days, with fractions', () => {
+    expect(
+      loadConfig({ COFFER_WEBHOOK_RETRY_SCHEDULE: ' 0, 1.25 ,300,3600,2592000' }).webhookRetrySchedule,
+    ).toEqual([0, 1.25, 300, 3600, 2_592_000]);
   });
 
   it('never echoes a malformed admin key', () => {
@@ -101,5 +129,19 @@ describe('configuration', () => {
     expect(result.stderr.trim().split('\n')).toEqual([
       'Invalid configuration: PORT: expected an integer from 0 to 65535, got "eighty"',
     ]);
+  });
+
+  it('stops before opening anything on a clamd URL the scanner could not use', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-config-'));
+    const result = spawnSync(process.execPath, ['src/main.ts', 'serve'], {
+      env: { ...process.env, PORT: '0', COFFER_DATA_DIR: dir, COFFER_CLAMD_URL: 'unix:relative.sock' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^Invalid configuration: COFFER_CLAMD_URL: expected .*"unix:relative.sock"$/),
+    ]);
+    expect(readdirSync(dir)).toEqual([]);
   });
 });

@@ -61,6 +61,10 @@ describe('webhookUrlProblem', () => {
     ['https://', /valid URL/],
     ['', /valid URL/],
     ['https://user:pass@93.184.215.14/hook', /credentials/],
+    [`https://93.184.215.14/${'a'.repeat(2028)}`, /at most 2048 characters/],
+    ['https://93.184.215.14/hook\r\n', /control characters/],
+    [' https://93.184.215.14/hook', /control characters/],
+    ['https://93.184.215.14/a\u0085b', /control characters/],
   ])('refuses %s even when private networks are allowed', async (url, reason) => {
     expect(await webhookUrlProblem(url, true)).toMatch(reason);
     expect(await webhookUrlProblem(url, false)).toMatch(reason);
@@ -77,6 +81,30 @@ describe('webhookUrlProblem', () => {
       expect(await webhookUrlProblem(url, false)).toBeUndefined();
     },
   );
+});
+
+describe('webhookUrlProblem lookups', () => {
+  it('accepts a URL of exactly 2048 characters', async () => {
+    const url = 'https://93.184.215.14/';
+    expect(await webhookUrlProblem(url + 'a'.repeat(2048 - url.length), false)).toBeUndefined();
+  });
+
+  it('refuses a name whose lookup does not answer in time, without waiting for it', async () => {
+    const started = Date.now();
+    const problem = await webhookUrlProblem('https://hooks.example.com/x', false, {
+      lookup: () => new Promise(() => {}),
+      timeoutMs: 50,
+    });
+    expect(problem).toBe('url host hooks.example.com did not resolve within 50 ms; try again');
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('judges a name by the addresses its lookup gives', async () => {
+    const to = (address: string) => async () => [{ address, family: 4 }];
+    const url = 'https://hooks.example.com/x';
+    expect(await webhookUrlProblem(url, false, { lookup: to('93.184.215.14') })).toBeUndefined();
+    expect(await webhookUrlProblem(url, false, { lookup: to('10.0.0.1') })).toMatch(/non-public address/);
+  });
 });
 
 describe('createSafeAgent against a local HTTPS receiver', () => {

@@ -71,15 +71,34 @@ export function createSafeAgent(options: SafeAgentOptions): Agent {
   });
 }
 
+/** The longest webhook URL accepted, as browsers and most proxies handle it. */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+/** How long registration waits for DNS before refusing the URL (the caller can try again). */
+const LOOKUP_TIMEOUT_MS = 5000;
+
+// C0 and C1 control characters and whitespace: the URL parser would drop or escape them, so the
+// URL stored would not be the one that was checked.
+const FORBIDDEN_IN_URL = /[\p{Cc}\s]/u;
+
+type Lookup = (hostname: string) => Promise<LookupAddress[]>;
+
+const systemLookup: Lookup = (hostname) =>
+  new Promise((resolve) => dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)));
+
 /**
  * Why a webhook URL cannot be registered, or undefined when it can: HTTPS only, no credentials,
  * and (unless private networks are allowed) no host that is or resolves to a non-public address.
- * A name that does not resolve now is accepted; every connection checks it again.
+ * A name that does not resolve now is accepted; every connection checks it again. A lookup that
+ * does not answer within `timeoutMs` refuses the URL rather than hold the request.
  */
 export async function webhookUrlProblem(
   raw: string,
   allowPrivateNetworks: boolean,
+  options: { lookup?: Lookup; timeoutMs?: number } = {},
 ): Promise<string | undefined> {
+  if (raw.length > MAX_WEBHOOK_URL_LENGTH) return `url must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
+  if (FORBIDDEN_IN_URL.test(raw))
+    return 'url is not a valid URL: it contains whitespace or control characters';
   let url: URL;
   try {
     url = new URL(raw);
@@ -91,9 +110,15 @@ export async function webhookUrlProblem(
   if (allowPrivateNetworks) return undefined;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host)) return isPublicAddress(host) ? undefined : `url points to the non-public address ${host}`;
-  const addresses = await new Promise<LookupAddress[]>((resolve) =>
-    dnsLookup(host, { all: true }, (error, found) => resolve(error ? [] : found)),
-  );
+  const timeoutMs = options.timeoutMs ?? LOOKUP_TIMEOUT_MS;
+  let timer: NodeJS.Timeout | undefined;
+  const addresses = await Promise.race([
+    (options.lookup ?? systemLookup)(host),
+    new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (addresses === 'timeout') return `url host ${host} did not resolve within ${timeoutMs} ms; try again`;
   const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
   return blocked ? `url resolves to the non-public address ${blocked.address}` : undefined;
 }

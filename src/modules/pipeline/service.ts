@@ -35,6 +35,18 @@ type Verdict =
 
 const EVENT_OF = { ready: 'file.ready', failed: 'file.failed', quarantined: 'file.quarantined' } as const;
 
+/**
+ * Settles new content still `processing` whose file is gone: it can never become current, so it
+ * is failed like rejected content, and the collector removes its object after the grace period.
+ */
+async function discardContent(q: Queryable, contentId: string): Promise<void> {
+  await q.query(
+    `UPDATE pending_contents SET status = 'failed', failure_reason = 'file_deleted', updated_at = now()
+     WHERE id = $1 AND status = 'processing'`,
+    [contentId],
+  );
+}
+
 /** The bytes a job judges, and how its verdict is written (in the transaction that finishes the job). */
 interface Subject {
   storage_key: string;
@@ -104,6 +116,12 @@ export function createPipeline(deps: {
       return {
         ...content,
         apply: async (q, verdict) => {
+          // Locked, so that a delete either happened before (and the content is discarded) or waits.
+          const current = await files.findFile(q, file.project_id, file.id, true);
+          if (!current || current.deleted_at !== null) {
+            await discardContent(q, content.id);
+            return;
+          }
           if (verdict.status === 'ready') {
             await commitContent(q, project, content);
             return;
@@ -135,7 +153,11 @@ export function createPipeline(deps: {
   async function process(job: Job): Promise<void> {
     const subject = await subjectOf(job);
     if (!subject) {
-      await finishJob(db, job.id);
+      await db.tx(async (q) => {
+        // Content left processing here belongs to a file deleted while it waited.
+        if (job.content_id) await discardContent(q, job.content_id);
+        await finishJob(q, job.id);
+      });
       return;
     }
     let verdict: Verdict;

@@ -30,6 +30,12 @@ export interface ApiKeyPrincipal {
   scopes: Scope[];
 }
 
+/** A name a person will recognise in a list: not only whitespace. */
+function checkName(name: string): string {
+  if (name.trim() === '') throw validationError('name must not be blank', { field: 'name' });
+  return name;
+}
+
 /** Applies `input` over `base`, normalising values and rejecting what breaks a rule (422). */
 export function mergeSettings(base: Settings, input: SettingsInput = {}): Settings {
   const merged = { ...base, ...input } as Settings;
@@ -62,7 +68,7 @@ export function mergeSettings(base: Settings, input: SettingsInput = {}): Settin
 export function createProjectService(db: Db, cache: Cache) {
   return {
     createOrganization(name: string): Promise<Organization> {
-      return repo.insertOrganization(db, newId('org'), name);
+      return repo.insertOrganization(db, newId('org'), checkName(name));
     },
 
     listOrganizations(): Promise<Organization[]> {
@@ -70,6 +76,7 @@ export function createProjectService(db: Db, cache: Cache) {
     },
 
     async createProject(organizationId: string, name: string, settings?: SettingsInput): Promise<Project> {
+      checkName(name);
       if (!(await repo.organizationExists(db, organizationId))) throw notFound('Organization');
       return repo.insertProject(db, {
         id: newId('proj'),
@@ -85,6 +92,7 @@ export function createProjectService(db: Db, cache: Cache) {
     },
 
     async updateProject(id: string, changes: { name?: string; settings?: SettingsInput }): Promise<Project> {
+      if (changes.name !== undefined) checkName(changes.name);
       const project = await db.tx(async (q) => {
         const current = await repo.findProject(q, id);
         if (!current) throw notFound('Project');
@@ -99,6 +107,7 @@ export function createProjectService(db: Db, cache: Cache) {
 
     /** Creates a key; the secret is in the result and nowhere else, only its hash is stored. */
     async createApiKey(projectId: string, name: string, scopes: Scope[]): Promise<ApiKey & { key: string }> {
+      checkName(name);
       const key = `${API_KEY_PREFIX}${randomSecret()}`;
       const created = await repo.insertApiKey(db, {
         id: newId('key'),

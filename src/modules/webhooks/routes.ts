@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, ItemList, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
+import { MAX_WEBHOOK_URL_LENGTH } from '../../infra/http/safe-agent.ts';
 import { EVENT_TYPES } from '../events/outbox.ts';
 import { DELIVERY_STATUSES, type WebhookService } from './service.ts';
 
@@ -42,7 +43,8 @@ const Delivery = Type.Object(
 );
 // Events are checked by the service so that an unknown name is 422 VALIDATION_ERROR with the allowed list.
 const Events = Type.Array(Type.String({ maxLength: 64 }), { maxItems: 20 });
-const Url = Type.String({ maxLength: 2048 });
+// Length and syntax are checked by the service, so that every unacceptable URL is 422 invalid_url.
+const Url = Type.String({ description: `An https URL of at most ${MAX_WEBHOOK_URL_LENGTH} characters` });
 const ProjectParams = Type.Object({ project_id: Type.String() });
 const WebhookParams = Type.Object({ project_id: Type.String(), webhook_id: Type.String() });
 const tags = ['Webhooks'];
