@@ -42,7 +42,8 @@ export interface Credentials {
   resolveUploadToken(secret: string): Promise<UploadTokenPrincipal | 'expired' | undefined>;
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9_-]{1,512})$/;
+// The scheme name is case-insensitive (RFC 9110 §11.1).
+const BEARER = /^bearer +([A-Za-z0-9_-]{1,512})$/i;
 
 async function authenticate(request: FastifyRequest, credentials: Credentials): Promise<Principal> {
   const match = BEARER.exec(request.headers.authorization ?? '');

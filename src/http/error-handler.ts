@@ -29,6 +29,8 @@ const RULE_KEYWORDS = new Set([
 // PostgreSQL's data exceptions for a value it cannot take (a NUL in text, a number out of range):
 // input that slipped past the checks, still the caller's to fix.
 const UNREADABLE_VALUE_CODES = new Set(['22P05', '22021', '22P02', '22003']);
+// A reference to a row that a concurrent request removed after it was checked (e.g. a folder).
+const FOREIGN_KEY_VIOLATION = '23503';
 
 function fieldOf(error: AjvError, context: string | undefined): string {
   const path = error.instancePath
@@ -77,6 +79,9 @@ export function toAppError(error: unknown): AppError {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new AppError(400, 'BAD_REQUEST', 'The request body is not valid JSON');
+  }
+  if (fastifyError?.code === FOREIGN_KEY_VIOLATION) {
+    return new AppError(409, 'CONFLICT', 'A record this request refers to was removed meanwhile: try again');
   }
   if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) {
     return new AppError(400, 'BAD_REQUEST', 'The request holds a value that cannot be stored or compared');

@@ -619,6 +619,37 @@ describe('folders', () => {
     expect((await project.call('GET', `/folders/${folder.id}`)).status).toBe(404);
   });
 
+  it('never lets crossing moves make a cycle', async () => {
+    const project = await coffer.newProject();
+    for (let round = 0; round < 5; round++) {
+      const a = (await project.call('POST', '/folders', { body: { name: `a${round}` } })).body;
+      const b = (await project.call('POST', '/folders', { body: { name: `b${round}` } })).body;
+      const [aIntoB, bIntoA] = await Promise.all([
+        project.call('PATCH', `/folders/${a.id}`, { body: { parent_id: b.id } }),
+        project.call('PATCH', `/folders/${b.id}`, { body: { parent_id: a.id } }),
+      ]);
+      expect([aIntoB.status, bIntoA.status].sort()).toEqual([200, 422]);
+    }
+  });
+
+  it('lets an upload into a folder and the deletion of that folder race without a half-way state', async () => {
+    const project = await coffer.newProject();
+    for (let round = 0; round < 5; round++) {
+      const folder = (await project.call('POST', '/folders', { body: { name: `f${round}` } })).body;
+      const [initiated, deleted] = await Promise.all([
+        project.call('POST', '/files/upload', {
+          body: { filename: 'a.txt', content_type: 'text/plain', size_bytes: 1, folder_id: folder.id },
+        }),
+        project.call('DELETE', `/folders/${folder.id}`),
+      ]);
+      if (initiated.status === 201) expect(deleted.status).toBe(409);
+      else {
+        expect(deleted.status).toBe(204);
+        expect(initiated.status).toBe(422);
+      }
+    }
+  });
+
   it("does not find another project's folder", async () => {
     const a = await coffer.newProject();
     const b = await coffer.newProject();

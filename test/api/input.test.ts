@@ -88,6 +88,11 @@ describe('strings the database cannot store', () => {
       expect(toAppError(error)).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
     }
     expect(toAppError(Object.assign(new Error('x'), { code: '23505' }))).toMatchObject({ status: 500 });
+    // A row referenced after a concurrent request removed it: the caller may simply retry.
+    expect(toAppError(Object.assign(new Error('x'), { code: '23503' }))).toMatchObject({
+      status: 409,
+      code: 'CONFLICT',
+    });
   });
 });
 

@@ -205,6 +205,16 @@ describe('authentication and authorization', () => {
     expect(reply.body.error.code).toBe('UNAUTHENTICATED');
   });
 
+  it('reads the Bearer scheme in any case', async () => {
+    const project = await coffer.newProject();
+    for (const scheme of ['bearer', 'BEARER', 'Bearer']) {
+      const reply = await coffer.call('GET', `/v1/projects/${project.id}`, {
+        headers: { authorization: `${scheme} ${project.key}` },
+      });
+      expect(reply.status, scheme).toBe(200);
+    }
+  });
+
   it('answers 403 INSUFFICIENT_SCOPE when the key lacks the scope', async () => {
     const project = await coffer.newProject(undefined, ['files:read']);
     const reply = await project.call('PATCH', '', { body: { name: 'x' } });

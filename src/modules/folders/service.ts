@@ -27,14 +27,15 @@ const isUniqueViolation = (error: unknown) => (error as { code?: string }).code 
 const siblingTaken = (name: string) =>
   conflict(`A folder named ${JSON.stringify(name)} already exists here`, { field: 'name' });
 
-async function find(
-  q: Queryable,
-  projectId: string,
-  id: string,
-  forUpdate = false,
-): Promise<Row | undefined> {
+/**
+ * Row locks: `update` for the folder being changed or deleted; `key share` for a folder about to be
+ * referenced (a parent, a file's folder), so that a concurrent delete waits and then finds it in use.
+ */
+type Lock = 'update' | 'key share';
+
+async function find(q: Queryable, projectId: string, id: string, lock?: Lock): Promise<Row | undefined> {
   const [row] = await q.query<Row>(
-    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND id = $2${lock ? ` FOR ${lock.toUpperCase()}` : ''}`,
     [projectId, id],
   );
   return row;
@@ -68,7 +69,7 @@ export function createFolderService(db: Db) {
       checkName('name', name);
       checkParentId(parentId);
       return db.tx(async (q) => {
-        const parent = parentId ? await find(q, projectId, parentId) : undefined;
+        const parent = parentId ? await find(q, projectId, parentId, 'key share') : undefined;
         if (parentId && !parent)
           throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
         try {
@@ -103,13 +104,19 @@ export function createFolderService(db: Db) {
       if (changes.name !== undefined) checkName('name', changes.name);
       checkParentId(changes.parent_id);
       return db.tx(async (q) => {
-        const folder = await find(q, projectId, id, true);
+        // Moves in one project take turns: two crossing moves (A into B, B into A) would make a cycle.
+        if (changes.parent_id !== undefined) {
+          await q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+            `coffer:folders:${projectId}`,
+          ]);
+        }
+        const folder = await find(q, projectId, id, 'update');
         if (!folder) throw notFound('Folder');
         const name = changes.name ?? folder.name;
         const parentId = changes.parent_id === undefined ? folder.parent_id : changes.parent_id;
         let parentPath: string | undefined;
         if (parentId) {
-          const parent = await find(q, projectId, parentId);
+          const parent = await find(q, projectId, parentId, 'key share');
           if (!parent)
             throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
           if (parent.id === folder.id || parent.path.startsWith(`${folder.path}/`)) {
@@ -142,7 +149,7 @@ export function createFolderService(db: Db) {
     /** Deletes an empty folder: one holding subfolders, files that are not deleted, or the lock of a live upload token is a 409. */
     async remove(projectId: string, id: string): Promise<void> {
       await db.tx(async (q) => {
-        const folder = await find(q, projectId, id, true);
+        const folder = await find(q, projectId, id, 'update');
         if (!folder) throw notFound('Folder');
         const [usage] = await q.query<{ folders: boolean; files: boolean; tokens: boolean }>(
           `SELECT EXISTS (SELECT 1 FROM folders WHERE project_id = $1 AND parent_id = $2) AS folders,
@@ -160,9 +167,12 @@ export function createFolderService(db: Db) {
       });
     },
 
-    /** Whether the folder exists in the project (used to check folder references in request bodies). */
+    /**
+     * Whether the folder exists in the project (used to check folder references in request bodies);
+     * within `q`'s transaction it stays (a concurrent delete waits, then finds the reference).
+     */
     async exists(q: Queryable, projectId: string, id: string): Promise<boolean> {
-      return (await find(q, projectId, id)) !== undefined;
+      return (await find(q, projectId, id, 'key share')) !== undefined;
     },
 
     /** The folder at a slash-separated path, creating the missing segments. */
