@@ -846,6 +846,22 @@ describe('durability and concurrency', () => {
     }
   });
 
+  it('never sends a sixth attempt when the worker of the fifth stopped before recording it', async () => {
+    const project = await newProject();
+    const endpoint = receiver.endpoint({ fallback: { status: 200 } });
+    const hook = await register(project, endpoint, ['file.uploaded']);
+    await initiate(project);
+    // As a worker leaves it when it dies during attempt 5: claimed (counted), its lease run out.
+    await coffer.services.db.query(
+      "UPDATE deliveries SET attempts = 5, next_attempt_at = now() - interval '1 second' WHERE webhook_id = $1",
+      [hook.id],
+    );
+    expect(await coffer.services.dispatcher.runOnce()).toBe(0);
+    expect((await deliveriesOf(project, hook.id))[0]).toMatchObject({ status: 'dead', attempts: 5 });
+    await runFor(300);
+    expect(endpoint.requests).toHaveLength(0);
+  });
+
   it('never sends the same attempt twice from two dispatchers', async () => {
     const project = await newProject();
     const endpoint = receiver.endpoint({

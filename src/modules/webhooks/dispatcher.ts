@@ -80,11 +80,20 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
   });
   const inflight = new Set<Promise<void>>();
 
+  /**
+   * Claims due deliveries, counting their attempt. One whose last attempt's lease ran out (its
+   * worker stopped before recording the outcome) has had all its attempts: it is marked dead in
+   * the same statement instead of being sent a sixth time, and not returned.
+   */
   async function claim(limit: number): Promise<Claimed[]> {
-    return db.tx((q) =>
-      q.query<Claimed>(
-        `UPDATE deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2),
-           updated_at = now()
+    const rows = await db.tx((q) =>
+      q.query<Claimed & { exhausted: boolean }>(
+        `UPDATE deliveries d SET
+           attempts = CASE WHEN d.attempts >= $4 THEN d.attempts ELSE d.attempts + 1 END,
+           status = CASE WHEN d.attempts >= $4 THEN 'dead' ELSE d.status END,
+           last_error = CASE WHEN d.attempts >= $4
+             THEN 'the last attempt was interrupted before its outcome was recorded' ELSE d.last_error END,
+           next_attempt_at = now() + make_interval(secs => $2), updated_at = now()
          FROM webhooks w
          WHERE w.id = d.webhook_id AND d.id IN (
            SELECT id FROM deliveries
@@ -92,10 +101,11 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
              AND (attempts > 0 OR created_at <= now() - make_interval(secs => $3))
            ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
          RETURNING d.id, d.event_id, d.event, d.payload, d.attempts, w.url, w.signing_secret,
-           (w.is_active AND w.deleted_at IS NULL) AS live`,
-        [limit, leaseSeconds, options.retrySchedule[0] ?? 0],
+           (w.is_active AND w.deleted_at IS NULL) AS live, d.status = 'dead' AS exhausted`,
+        [limit, leaseSeconds, options.retrySchedule[0] ?? 0, MAX_ATTEMPTS],
       ),
     );
+    return rows.filter((row) => !row.exhausted);
   }
 
   async function attempt(delivery: Claimed): Promise<Outcome> {
