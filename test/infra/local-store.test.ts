@@ -9,9 +9,10 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseDisposition } from 'content-disposition';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { installErrorHandling } from '../../src/http/error-handler.ts';
 import { createLocalStore, type LocalObjectStore, localObjectRoutes } from '../../src/infra/storage/local.ts';
+import { writers } from '../../src/infra/storage/writer-pool.ts';
 
 const SECRET = 'test-url-signing-secret';
 
@@ -715,6 +716,41 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
     const info = await receiver.completeMultipart(key, uploadId, list);
     expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
     expect(sha256(await collect(await store.read(key)))).toBe(info.sha256);
+  });
+
+  it('is not fooled by a part replaced after it was hashed by other bytes of the same MD5', async () => {
+    // Two different 128-byte blocks with the same MD5 (Wang et al., 2004).
+    const [first, second] = [
+      'd131dd02c5e6eec4693d9a0698aff95c2fcab58712467eab4004583eb8fb7f8955ad340609f4b30283e488832571415a085125e8f7cdc99fd91dbdf280373c5bd8823e3156348f5bae6dacd436c919c6dd53e2b487da03fd02396306d248cda0e99f33420f577ee8ce54b67080a80d1ec69821bcb6a8839396f9652b6ff72a70',
+      'd131dd02c5e6eec4693d9a0698aff95c2fcab50712467eab4004583eb8fb7f8955ad340609f4b30283e4888325f1415a085125e8f7cdc99fd91dbd7280373c5bd8823e3156348f5bae6dacd436c919c6dd53e23487da03fd02396306d248cda0e99f33420f577ee8ce54b67080280d1ec69821bcb6a8839396f965ab6ff72a70',
+    ].map((hex) => Buffer.from(hex, 'hex')) as [Buffer, Buffer];
+    expect(md5(first)).toBe(md5(second));
+    const { key, uploadId } = await start([first]);
+    await putPart(key, uploadId, 1, second);
+    const info = await receiver.completeMultipart(key, uploadId, listOf([[1, second]]));
+    expect(info.sha256).toBe(sha256(second));
+    expect(sha256(await collect(await store.read(key)))).toBe(sha256(second));
+  });
+
+  it('puts the parts back when it fails after moving them, so that it can run again', async () => {
+    const bytes = parts(2);
+    const { key, uploadId } = await start(bytes);
+    const list = listOf(bytes.map((part, i) => [i + 1, part]));
+    const digest = writers.digest;
+    const spy = vi.spyOn(writers, 'digest').mockImplementation((algorithm) => {
+      const real = digest(algorithm);
+      return { ...real, finish: () => real.abort().then(() => Promise.reject(new Error('disk failure'))) };
+    });
+    try {
+      // Completed on the other store: no running digest, so the failing one is used.
+      await expect(store.completeMultipart(key, uploadId, list)).rejects.toThrow('disk failure');
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await store.head(key)).toBeUndefined();
+    expect(await store.listParts(key, uploadId)).toHaveLength(2);
+    const info = await store.completeMultipart(key, uploadId, list);
+    expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
   });
 
   it('survives a refused complete, and goes with an abort', async () => {

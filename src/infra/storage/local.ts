@@ -27,8 +27,9 @@ import {
   validationError,
 } from '../../http/errors.ts';
 import { hmacHex, randomSecret, safeEqual } from '../../lib/secrets.ts';
+import { fileIdentity } from './file-identity.ts';
 import type { ByteRange, ObjectInfo, ObjectStore, PartInfo } from './object-store.ts';
-import { type FileDigest, writers } from './writer-pool.ts';
+import { type FileDigest, type HashedFile, writers } from './writer-pool.ts';
 
 /**
  * The local filesystem store. Layout under `dir`:
@@ -55,7 +56,7 @@ const MANIFEST = 'upload.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
 /** Multipart uploads whose SHA-256 a store keeps running at once; past that, the oldest start over at complete. */
-const MAX_RUNNING_DIGESTS = 1024;
+const MAX_RUNNING_DIGESTS = 256;
 
 /** What a presigned URL allows, as signed: a download, a whole-object upload or one part of a multipart upload. */
 export type SignedUrl =
@@ -207,30 +208,41 @@ async function syncFolder(folder: string): Promise<void> {
   }
 }
 
+/** A part hashed by a running digest: its file, and the identity of the file that was read. */
+interface HashedPart extends HashedFile {
+  path: string;
+}
+
 /**
  * The SHA-256 of a multipart upload's parts 1, 2, 3, … computed while the upload is under way: each
  * part is hashed as soon as it and every part before it are stored (read back while the page cache
  * still holds it), so that complete only hashes what came last. It is a shortcut, never trusted
- * blindly: complete uses it only when the parts it hashed are the first parts being completed,
- * with the same MD5s; a re-uploaded, missing or out-of-sequence part makes complete hash from scratch.
+ * blindly: complete uses it only when the parts it hashed are the first parts being completed and
+ * are still the very files that were read (same path, inode, size and time); a re-uploaded, missing
+ * or out-of-sequence part makes complete hash from scratch.
  */
 class RunningDigest {
-  /** The files of the parts hashed, in order (a part's file is named by its MD5, so it never changes). */
-  readonly hashed: string[] = [];
+  readonly hashed: HashedPart[] = [];
   readonly #digest: FileDigest = writers.digest('sha256');
   #work: Promise<void> = Promise.resolve();
   #stopped = false;
   #broken = false;
+
+  /** The upload's folder: gone once the upload is finished or aborted. */
+  readonly folder: string;
+
+  constructor(folder: string) {
+    this.folder = folder;
+  }
 
   /** Hashes the next parts in sequence, for as long as `nextPart` finds their files. */
   advance(nextPart: (partNumber: number) => Promise<string | undefined>): void {
     this.#work = this.#work.then(async () => {
       try {
         while (!this.#stopped && !this.#broken) {
-          const part = await nextPart(this.hashed.length + 1);
-          if (!part || this.#stopped) return;
-          await this.#digest.add(part);
-          this.hashed.push(part);
+          const path = await nextPart(this.hashed.length + 1);
+          if (!path || this.#stopped) return;
+          this.hashed.push({ path, ...(await this.#digest.add(path)) });
         }
       } catch {
         this.#broken = true; // e.g. the part was replaced while being read: complete starts over
@@ -459,40 +471,51 @@ class LocalStore implements LocalObjectStore {
     const etag = `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`;
     // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
     let running = await this.#stopRunning(uploadId);
-    if (running && !running.parts.every((part, index) => part === files[index])) {
+    if (running && !running.parts.every((part, index) => part.path === files[index])) {
       await running.digest.abort();
       running = undefined;
     }
-    const digest = running?.digest ?? writers.digest('sha256');
-    const hashedAlready = running?.parts.length ?? 0;
-    // The parts become the object's segments by renaming: nothing is copied.
+    // The parts become the object's segments by renaming (which keeps their identity): nothing is copied.
     const path = this.#path(key);
-    await mkdir(path + PARTS, { recursive: true });
-    const sizes: number[] = [];
     const moved: [part: string, segment: string][] = [];
+    let digest = running?.digest;
     try {
+      await mkdir(path + PARTS, { recursive: true });
+      const sizes: number[] = [];
       for (const [index, file] of files.entries()) {
         const segment = join(path + PARTS, String(index));
         await rename(file, segment);
         moved.push([file, segment]);
-        sizes.push(index < hashedAlready ? (await stat(segment)).size : await digest.add(segment));
+        const stats = await stat(segment);
+        sizes.push(stats.size);
+        if (
+          running &&
+          index < running.parts.length &&
+          running.parts[index]!.identity !== fileIdentity(stats)
+        ) {
+          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
+          running = undefined;
+        }
       }
+      digest = running?.digest ?? writers.digest('sha256');
+      for (const [, segment] of moved.slice(running?.parts.length ?? 0)) await digest.add(segment);
+      await syncFolder(path + PARTS);
+      const info: ObjectInfo = {
+        size: sizes.reduce((sum, size) => sum + size, 0),
+        etag,
+        sha256: await digest.finish(),
+      };
+      await this.#writeAtomic(path + META, JSON.stringify({ ...info, segments: sizes }));
+      await rm(folder, { recursive: true, force: true });
+      return info;
     } catch (error) {
-      // Puts the parts back, so that the upload can be completed again.
-      await digest.abort();
+      // Until the sidecar is written the object does not exist: put the parts back, so that the upload
+      // can be completed again.
+      await (digest ?? running?.digest)?.abort();
       for (const [part, segment] of moved) await rename(segment, part).catch(() => undefined);
       await rm(path + PARTS, { recursive: true, force: true });
       throw error;
     }
-    await syncFolder(path + PARTS);
-    const info: ObjectInfo = {
-      size: sizes.reduce((sum, size) => sum + size, 0),
-      etag,
-      sha256: await digest.finish(),
-    };
-    await this.#writeAtomic(path + META, JSON.stringify({ ...info, segments: sizes }));
-    await rm(folder, { recursive: true, force: true });
-    return info;
   }
 
   async abortMultipart(key: string, uploadId: string): Promise<void> {
@@ -512,11 +535,9 @@ class LocalStore implements LocalObjectStore {
   #advance(uploadId: string, folder: string): void {
     let running = this.#running.get(uploadId);
     if (!running) {
-      running = new RunningDigest();
+      running = new RunningDigest(folder);
       this.#running.set(uploadId, running);
-      const oldest = this.#running.keys().next().value!;
-      if (this.#running.size > MAX_RUNNING_DIGESTS)
-        void this.#stopRunning(oldest).then((r) => r?.digest.abort());
+      void this.#prune();
     }
     running.advance(async (partNumber) => {
       const part = await newestPart(folder, partNumber);
@@ -524,8 +545,27 @@ class LocalStore implements LocalObjectStore {
     });
   }
 
+  /**
+   * Keeps the running digests few: the oldest goes when there are too many, or when its upload is gone
+   * (finished or aborted by another process); a live one goes to the back of the line. One look per
+   * new digest goes round them all.
+   */
+  async #prune(): Promise<void> {
+    const [oldest, running] = this.#running.entries().next().value!;
+    const gone = await stat(running.folder).then(
+      () => false,
+      (error) => isMissing(error),
+    );
+    if (gone || this.#running.size > MAX_RUNNING_DIGESTS) {
+      await (await this.#stopRunning(oldest))?.digest.abort();
+    } else if (this.#running.get(oldest) === running) {
+      this.#running.delete(oldest);
+      this.#running.set(oldest, running);
+    }
+  }
+
   /** Stops the upload's running digest: the parts it hashed and their digest, when it did not break. */
-  async #stopRunning(uploadId: string): Promise<{ parts: string[]; digest: FileDigest } | undefined> {
+  async #stopRunning(uploadId: string): Promise<{ parts: HashedPart[]; digest: FileDigest } | undefined> {
     const running = this.#running.get(uploadId);
     if (!running) return undefined;
     this.#running.delete(uploadId);

@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
-import { closeSync, fdatasyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
+import { fileIdentity } from './file-identity.ts';
 
 /**
  * Messages of writer-pool.ts. An upload is an `open`, its `chunk`s in order, then `end` or `abort`.
@@ -16,6 +17,7 @@ export type WriterRequest =
 
 export type WriterReply =
   | { type: 'ack'; id: number; bytes: number }
+  | { type: 'hashed'; id: number; size: number; identity: string }
   | { type: 'done'; id: number; digest: string }
   | { type: 'aborted'; id: number }
   | { type: 'error'; id: number; message: string };
@@ -26,8 +28,8 @@ const jobs = new Map<number, { fd: number; hash: Hash; position: number }>();
 const port = parentPort!;
 let readBuffer: Buffer | undefined;
 
-/** Feeds the whole file at `path` to `hash` through one reused buffer; returns its size. */
-function hashFile(hash: Hash, path: string): number {
+/** Feeds the whole file at `path` to `hash` through one reused buffer; returns its size and identity. */
+function hashFile(hash: Hash, path: string): { size: number; identity: string } {
   readBuffer ??= Buffer.allocUnsafeSlow(READ_SIZE);
   const fd = openSync(path, 'r');
   try {
@@ -36,7 +38,8 @@ function hashFile(hash: Hash, path: string): number {
       hash.update(readBuffer.subarray(0, read));
       size += read;
     }
-    return size;
+    // Of the very file read (a replacement renamed over the path meanwhile is another file).
+    return { size, identity: fileIdentity(fstatSync(fd)) };
   } finally {
     closeSync(fd);
   }
@@ -66,8 +69,11 @@ function handle(message: WriterRequest): void {
     job.hash.update(data);
     port.postMessage({ type: 'ack', id: message.id, bytes: data.length } satisfies WriterReply);
   } else if (message.type === 'file') {
-    const bytes = hashFile(job.hash, message.path);
-    port.postMessage({ type: 'ack', id: message.id, bytes } satisfies WriterReply);
+    port.postMessage({
+      type: 'hashed',
+      id: message.id,
+      ...hashFile(job.hash, message.path),
+    } satisfies WriterReply);
   } else if (message.type === 'end') {
     if (job.fd >= 0) fdatasyncSync(job.fd);
     jobs.delete(message.id);

@@ -9,7 +9,7 @@ interface Job {
   inFlight: number;
   drained?: () => void;
   /** A digest's files on their way, answered in order. */
-  files?: { resolve(bytes: number): void; reject(error: Error): void }[];
+  files?: { resolve(file: HashedFile): void; reject(error: Error): void }[];
   done?: { resolve(digest: string): void; reject(error: Error): void };
   aborted?: () => void;
   failure?: Error;
@@ -24,9 +24,15 @@ export interface FileSink {
   abort(): Promise<void>;
 }
 
+/** A file fed to a digest: its size, and what tells it from a file later put at the same path. */
+export interface HashedFile {
+  size: number;
+  identity: string;
+}
+
 export interface FileDigest {
-  /** Feeds the whole file at `path` (files are hashed in the order they are added); resolves to its size. */
-  add(path: string): Promise<number>;
+  /** Feeds the whole file at `path` (files are hashed in the order they are added). */
+  add(path: string): Promise<HashedFile>;
   /** The hex digest of every file added. */
   finish(): Promise<string>;
   /** Drops the digest. */
@@ -60,8 +66,8 @@ export class WriterThread {
   #receive(reply: WriterReply): void {
     const job = this.#jobs.get(reply.id);
     if (!job) return;
-    if (reply.type === 'ack' && job.files) {
-      job.files.shift()?.resolve(reply.bytes);
+    if (reply.type === 'hashed') {
+      job.files?.shift()?.resolve({ size: reply.size, identity: reply.identity });
     } else if (reply.type === 'ack') {
       job.inFlight -= reply.bytes;
       if (job.inFlight <= MAX_IN_FLIGHT) job.drained?.();
@@ -102,7 +108,10 @@ export class WriterThread {
 
   /** Asks for the job's digest once every earlier message is handled. */
   #finish(id: number, job: Job): Promise<string> {
-    if (job.failure) return Promise.reject(job.failure);
+    if (job.failure) {
+      this.#jobs.delete(id); // the worker dropped it when it failed
+      return Promise.reject(job.failure);
+    }
     const done = new Promise<string>((resolve, reject) => {
       job.done = { resolve, reject };
     });
@@ -155,7 +164,7 @@ export class WriterThread {
     return {
       add: (path) => {
         if (job.failure) return Promise.reject(job.failure);
-        const added = new Promise<number>((resolve, reject) => job.files!.push({ resolve, reject }));
+        const added = new Promise<HashedFile>((resolve, reject) => job.files!.push({ resolve, reject }));
         this.#post({ type: 'file', id, path });
         return added;
       },
