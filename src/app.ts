@@ -55,21 +55,41 @@ const isPlainData = (value: object) => {
  * Answers the dotted path of that string, or of the object whose key it is ('' for the value itself).
  */
 function unstorableField(root: unknown): string | undefined {
-  // A loop rather than recursion: a deeply nested body must not exhaust the stack.
-  const pending: Array<[unknown, string]> = [[root, '']];
-  while (pending.length > 0) {
-    const [value, path] = pending.pop()!;
-    if (typeof value === 'string') {
-      if (!isStorable(value)) return path;
-    } else if (typeof value === 'object' && value !== null && isPlainData(value)) {
-      for (const [key, item] of Object.entries(value)) {
-        if (!isStorable(key)) return path;
-        pending.push([item, path ? `${path}.${key}` : key]);
+  if (typeof root === 'string') return isStorable(root) ? undefined : '';
+  if (typeof root !== 'object' || root === null || !isPlainData(root)) return undefined;
+  // Breadth first over the containers only, without recursion (a deeply nested body must not exhaust
+  // the stack); a path is spelled out only for the field that fails.
+  const containers: object[] = [root];
+  const parents: number[] = [-1];
+  const keys: string[] = [''];
+  const pathOf = (index: number, key?: string) => {
+    const names = key === undefined ? [] : [key];
+    for (let at = index; at > 0; at = parents[at]!) names.unshift(keys[at]!);
+    return names.join('.');
+  };
+  for (let index = 0; index < containers.length; index++) {
+    const container = containers[index] as Record<string, unknown>;
+    for (const key in container) {
+      if (!Object.hasOwn(container, key)) continue;
+      if (!isStorable(key)) return pathOf(index);
+      const item = container[key];
+      if (typeof item === 'string') {
+        if (!isStorable(item)) return pathOf(index, key);
+      } else if (typeof item === 'object' && item !== null && isPlainData(item)) {
+        containers.push(item);
+        parents.push(index);
+        keys.push(key);
       }
     }
   }
   return undefined;
 }
+
+/** Only JSON that spells out a NUL or a surrogate as an escape can parse into an unstorable string. */
+const MAY_BE_UNSTORABLE = /\\u(?:0000|[dD][89a-fA-F])/;
+
+const unstorable = (field: string, location: string) =>
+  badRequest(`${field} must not contain NUL characters or unpaired UTF-16 surrogates`, { field, location });
 
 export interface AppOptions {
   config: Config;
@@ -103,14 +123,18 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') return done(null, {});
+    let parsed: unknown;
     try {
-      done(
-        null,
-        secureJson.parse(body as string, undefined, { protoAction: 'remove', constructorAction: 'remove' }),
-      );
+      parsed = secureJson.parse(body as string, undefined, {
+        protoAction: 'remove',
+        constructorAction: 'remove',
+      });
     } catch {
-      done(badRequest('The request body is not valid JSON'), undefined);
+      return done(badRequest('The request body is not valid JSON'), undefined);
     }
+    const path = MAY_BE_UNSTORABLE.test(body as string) ? unstorableField(parsed) : undefined;
+    if (path !== undefined) return done(unstorable(path || 'body', 'body'), undefined);
+    done(null, parsed);
   });
 
   app.addHook('onRequest', async (request, reply) => {
@@ -131,16 +155,14 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
   });
+  // JSON bodies are checked as they are parsed; query strings and path parameters here.
   app.addHook('preValidation', async (request) => {
-    const parts = { params: request.params, querystring: request.query, body: request.body };
-    for (const [location, value] of Object.entries(parts)) {
+    for (const [location, value] of [
+      ['params', request.params],
+      ['querystring', request.query],
+    ] as const) {
       const path = unstorableField(value);
-      if (path === undefined) continue;
-      const field = path || location;
-      throw badRequest(`${field} must not contain NUL characters or unpaired UTF-16 surrogates`, {
-        field,
-        location,
-      });
+      if (path !== undefined) throw unstorable(path || location, location);
     }
   });
   installErrorHandling(app);
