@@ -31,6 +31,9 @@ const RULE_KEYWORDS = new Set([
 const UNREADABLE_VALUE_CODES = new Set(['22P05', '22021', '22P02', '22003']);
 // A reference to a row that a concurrent request removed after it was checked (e.g. a folder).
 const FOREIGN_KEY_VIOLATION = '23503';
+// A transaction PostgreSQL chose to abort for crossing another one (a deadlock, a serialization
+// failure): nothing was changed, and the same request may well succeed when sent again.
+const RETRYABLE_CODES = new Set(['40P01', '40001']);
 
 function fieldOf(error: AjvError, context: string | undefined): string {
   const path = error.instancePath
@@ -82,6 +85,9 @@ export function toAppError(error: unknown): AppError {
   }
   if (fastifyError?.code === FOREIGN_KEY_VIOLATION) {
     return new AppError(409, 'CONFLICT', 'A record this request refers to was removed meanwhile: try again');
+  }
+  if (RETRYABLE_CODES.has(fastifyError?.code)) {
+    return new AppError(409, 'CONFLICT', 'The request crossed a concurrent change: try again');
   }
   if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) {
     return new AppError(400, 'BAD_REQUEST', 'The request holds a value that cannot be stored or compared');

@@ -650,6 +650,68 @@ describe('folders', () => {
     }
   });
 
+  /** The folders of a project whose path is not their parent's path, a slash and their name. */
+  const strayPaths = (projectId: string) =>
+    coffer.services.db.query<{ name: string; path: string; expected: string }>(
+      `SELECT f.name, f.path, coalesce(p.path || '/', '') || f.name AS expected
+         FROM folders f LEFT JOIN folders p ON p.id = f.parent_id
+        WHERE f.project_id = $1 AND f.path <> coalesce(p.path || '/', '') || f.name`,
+      [projectId],
+    );
+
+  it('keeps every path in step when a folder is renamed while folders move into its subtree', async () => {
+    const project = await coffer.newProject();
+    const create = async (name: string, parentId?: string) =>
+      (await project.call('POST', '/folders', { body: { name, parent_id: parentId } })).body;
+    for (let round = 0; round < 6; round++) {
+      const a = await create(`a${round}`);
+      const c = await create('c', a.id);
+      const s = await create('s', a.id);
+      const z = await create('z', a.id);
+      const b = await create(`b${round}`);
+      const replies = await Promise.all([
+        project.call('PATCH', `/folders/${b.id}`, { body: { parent_id: c.id } }),
+        project.call('PATCH', `/folders/${z.id}`, { body: { parent_id: s.id } }),
+        project.call('PATCH', `/folders/${a.id}`, { body: { name: `a${round}-renamed` } }),
+      ]);
+      expect(replies.map((reply) => reply.status)).toEqual([200, 200, 200]);
+    }
+    expect(await strayPaths(project.id)).toEqual([]);
+  });
+
+  it('keeps every path in step when a folder is renamed while folders are created under it', async () => {
+    const project = await coffer.newProject();
+    for (let round = 0; round < 6; round++) {
+      const a = (await project.call('POST', '/folders', { body: { name: `a${round}` } })).body;
+      const c = (await project.call('POST', '/folders', { body: { name: 'c', parent_id: a.id } })).body;
+      const replies = await Promise.all([
+        project.call('POST', '/folders', { body: { name: 'n', parent_id: c.id } }),
+        project.call('POST', '/upload-tokens', { body: { folder_path: `a${round}/c/t` } }),
+        project.call('PATCH', `/folders/${a.id}`, { body: { name: `a${round}-renamed` } }),
+      ]);
+      expect(replies.map((reply) => reply.status)).toEqual([201, 201, 200]);
+    }
+    expect(await strayPaths(project.id)).toEqual([]);
+  });
+
+  it('creates a folder_path asked for by simultaneous requests once', async () => {
+    const project = await coffer.newProject();
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        project.call('POST', '/upload-tokens', { body: { folder_path: 'x/y/z' } }),
+      ),
+    );
+    expect(replies.map((reply) => reply.status)).toEqual(Array(6).fill(201));
+    expect(new Set(replies.map((reply) => reply.body.folder_id)).size).toBe(1);
+    const folders = await coffer.services.db.query<{ id: string; path: string }>(
+      'SELECT id, path FROM folders WHERE project_id = $1 ORDER BY path',
+      [project.id],
+    );
+    expect(folders.map((folder) => folder.path)).toEqual(['x', 'x/y', 'x/y/z']);
+    expect(replies[0]!.body.folder_id).toBe(folders[2]!.id);
+    expect(await strayPaths(project.id)).toEqual([]);
+  });
+
   it("does not find another project's folder", async () => {
     const a = await coffer.newProject();
     const b = await coffer.newProject();

@@ -93,6 +93,14 @@ describe('strings the database cannot store', () => {
       status: 409,
       code: 'CONFLICT',
     });
+    // A transaction aborted for a deadlock or a serialization failure changed nothing: retry too.
+    for (const code of ['40P01', '40001']) {
+      expect(toAppError(Object.assign(new Error('x'), { code })), code).toMatchObject({
+        status: 409,
+        code: 'CONFLICT',
+        message: expect.stringMatching(/try again/),
+      });
+    }
   });
 });
 

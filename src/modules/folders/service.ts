@@ -57,6 +57,17 @@ async function insert(q: Queryable, projectId: string, name: string, parent: Row
   return row!;
 }
 
+/**
+ * The project's folder lock, held to the end of the transaction by everything that writes paths
+ * from a folder's path: renames and moves exclusively (they rewrite the paths of a subtree, and two
+ * crossing moves could make a cycle), creates shared (they do not wait for each other, only for a
+ * rename or move, so that the parent path a new folder is given stays current until it commits).
+ */
+async function lockFolders(q: Queryable, projectId: string, mode: 'exclusive' | 'shared'): Promise<void> {
+  const lock = mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock';
+  await q.query(`SELECT ${lock}(hashtextextended($1, 0))`, [`coffer:folders:${projectId}`]);
+}
+
 /** "" is no folder id, and not the root either (that is null): refused rather than guessed. */
 function checkParentId(parentId: string | null | undefined): void {
   if (parentId === '')
@@ -64,11 +75,42 @@ function checkParentId(parentId: string | null | undefined): void {
 }
 
 export function createFolderService(db: Db) {
+  /**
+   * A new folder `name` in `parent` (found before, outside any transaction), or the one another
+   * request created there meanwhile.
+   */
+  async function createChild(
+    projectId: string,
+    parent: Row | undefined,
+    name: string,
+    field: string,
+  ): Promise<Row> {
+    try {
+      // A transaction of its own, so that the parent's path is read again under the folder lock; the
+      // retry read runs after it, since a failed statement aborts a PostgreSQL transaction.
+      return await db.tx(async (q) => {
+        await lockFolders(q, projectId, 'shared');
+        const current = parent && (await find(q, projectId, parent.id, 'key share'));
+        if (parent && !current) {
+          throw conflict('A folder of the path was removed meanwhile: try again', { field });
+        }
+        return insert(q, projectId, name, current);
+      });
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      // Created concurrently by another request: use that one.
+      const existing = await findChild(db, projectId, parent, name);
+      if (!existing) throw conflict('A folder of the path changed meanwhile: try again', { field });
+      return existing;
+    }
+  }
+
   return {
     async create(projectId: string, name: string, parentId: string | null | undefined): Promise<Folder> {
       checkName('name', name);
       checkParentId(parentId);
       return db.tx(async (q) => {
+        await lockFolders(q, projectId, 'shared');
         const parent = parentId ? await find(q, projectId, parentId, 'key share') : undefined;
         if (parentId && !parent)
           throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
@@ -104,12 +146,7 @@ export function createFolderService(db: Db) {
       if (changes.name !== undefined) checkName('name', changes.name);
       checkParentId(changes.parent_id);
       return db.tx(async (q) => {
-        // Moves in one project take turns: two crossing moves (A into B, B into A) would make a cycle.
-        if (changes.parent_id !== undefined) {
-          await q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-            `coffer:folders:${projectId}`,
-          ]);
-        }
+        await lockFolders(q, projectId, 'exclusive');
         const folder = await find(q, projectId, id, 'update');
         if (!folder) throw notFound('Folder');
         const name = changes.name ?? folder.name;
@@ -182,18 +219,9 @@ export function createFolderService(db: Db) {
       for (const name of names) checkName(field, name);
       let parent: Row | undefined;
       for (const name of names) {
-        const existing = await findChild(db, projectId, parent, name);
-        if (existing) {
-          parent = existing;
-          continue;
-        }
-        try {
-          parent = await insert(db, projectId, name, parent);
-        } catch (error) {
-          if (!isUniqueViolation(error)) throw error;
-          // Created concurrently by another request: use that one.
-          parent = (await findChild(db, projectId, parent, name))!;
-        }
+        parent =
+          (await findChild(db, projectId, parent, name)) ??
+          (await createChild(projectId, parent, name, field));
       }
       return toFolder(parent!);
     },
