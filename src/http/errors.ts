@@ -49,9 +49,9 @@ export const legalHold = () =>
   new AppError(409, 'LEGAL_HOLD', 'The file is under a legal hold and cannot be deleted');
 export const versioningDisabled = () =>
   new AppError(409, 'VERSIONING_DISABLED', 'Versioning is not enabled for this project');
-export const fileTooLarge = (limit: number, source: 'project' | 'token') =>
+export const fileTooLarge = (limit: number, source: 'project' | 'token', field = 'size_bytes') =>
   new AppError(413, 'FILE_TOO_LARGE', `The file exceeds the ${source} limit of ${limit} bytes`, {
-    field: 'size_bytes',
+    field,
     max_size_bytes: limit,
     limit_source: source,
   });

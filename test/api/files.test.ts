@@ -283,6 +283,9 @@ describe('get and list', () => {
     expect(await listIds('?status=uploading')).toEqual([ids.pending]);
     expect(await listIds('?size_min=50&size_max=300')).toEqual([ids.photo, ids.report]);
     expect(await listIds('?size_max=49')).toEqual([ids.pending, ids.notes]);
+    // Sizes are numbers: whole bytes from 49.5 up means from 50, up to 49.9 means up to 49.
+    expect(await listIds('?size_min=49.5&size_max=300.5')).toEqual([ids.photo, ids.report]);
+    expect(await listIds('?size_max=49.9')).toEqual([ids.pending, ids.notes]);
     expect(await listIds(`?metadata=${encodeURIComponent('{"team":"fin"}')}`)).toEqual([ids.report]);
     const created = (await project.call('GET', `/files/${ids.photo}`)).body.created_at;
     expect(await listIds(`?date_from=${created}&date_to=${created}`)).toEqual([ids.photo]);

@@ -250,7 +250,10 @@ describe('multipart upload', () => {
       body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 101 },
     });
     expect(tooBig.status).toBe(413);
-    expect(tooBig.body.error.code).toBe('FILE_TOO_LARGE');
+    expect(tooBig.body.error).toMatchObject({
+      code: 'FILE_TOO_LARGE',
+      details: { field: 'total_size_bytes' },
+    });
     const images = await coffer.newProject({ allowed_mime_types: 'image/*' });
     const wrongType = await images.call('POST', '/files/upload/multipart/start', {
       body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 1 },
@@ -452,7 +455,10 @@ describe('multipart with an upload token', () => {
     });
     const tooBig = await startWith(project, secret, 101);
     expect(tooBig.status).toBe(413);
-    expect(tooBig.body.error.code).toBe('FILE_TOO_LARGE');
+    expect(tooBig.body.error).toMatchObject({
+      code: 'FILE_TOO_LARGE',
+      details: { field: 'total_size_bytes' },
+    });
     expect((await startWith(project, secret, 10, 'image/png')).status).toBe(422);
     expect((await startWith(project, secret, 10)).status).toBe(201);
     expect(

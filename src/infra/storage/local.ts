@@ -105,7 +105,10 @@ function checkKey(key: string): void {
 
 function checkPartNumber(partNumber: number): void {
   if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
-    throw badRequest(`Part numbers run from 1 to ${MAX_PART_NUMBER}`, { part_number: partNumber });
+    throw badRequest(`Part numbers run from 1 to ${MAX_PART_NUMBER}`, {
+      field: 'part',
+      part_number: partNumber,
+    });
   }
 }
 

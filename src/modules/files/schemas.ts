@@ -79,8 +79,9 @@ export const ListQuery = Type.Object({
   status: Type.Optional(StringEnum(FILE_STATUSES)),
   date_from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
   date_to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
-  size_min: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
-  size_max: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
+  // Numbers, as the spec types them: a size is whole bytes, so 1.5 includes sizes from 2 (min) or up to 1 (max).
+  size_min: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
+  size_max: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   metadata: Type.Optional(
     Type.String({ description: 'JSON object; files whose metadata contains all its pairs' }),
   ),

@@ -159,8 +159,8 @@ export function createFileService(deps: {
         status: query.status,
         dateFrom: parseDate('date_from', query.date_from),
         dateTo: parseDate('date_to', query.date_to, true),
-        sizeMin: query.size_min,
-        sizeMax: query.size_max,
+        sizeMin: query.size_min === undefined ? undefined : Math.ceil(query.size_min),
+        sizeMax: query.size_max === undefined ? undefined : Math.floor(query.size_max),
         metadata: parseMetadataFilter(query.metadata),
       };
       const { rows, total } = await repo.listFiles(db, caller.project.id, filters, query);

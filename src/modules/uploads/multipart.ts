@@ -201,7 +201,7 @@ export function createMultipartService(deps: {
       try {
         const { file, extra: uploadId } = await uploads.createUpload(
           caller,
-          { ...request, size_bytes: request.total_size_bytes },
+          { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
           {
             uploadExpiresAt: expiresAt,
             also: async (q, created) => {

@@ -28,6 +28,8 @@ export interface UploadRequest {
   filename: string;
   content_type: string;
   size_bytes: number;
+  /** The request field the size came in, for errors (multipart start calls it total_size_bytes). */
+  size_field?: 'size_bytes' | 'total_size_bytes';
   folder_id?: string | null;
   metadata?: Record<string, unknown>;
   tags?: string[];
@@ -44,10 +46,11 @@ export function checkProjectRules(
   filename: string,
   contentType: string,
   size: number,
+  sizeField = 'size_bytes',
 ): void {
   const { max_file_size_bytes, allowed_mime_types } = project.settings;
   if (max_file_size_bytes !== null && size > max_file_size_bytes) {
-    throw fileTooLarge(max_file_size_bytes, 'project');
+    throw fileTooLarge(max_file_size_bytes, 'project', sizeField);
   }
   if (allowed_mime_types !== null) {
     const list = parseMimeList(allowed_mime_types);
@@ -101,7 +104,8 @@ export function createUploadService(deps: {
 
     const token = await tokenOf(q, caller);
     if (token) {
-      if (request.size_bytes > token.max_size) throw fileTooLarge(token.max_size, 'token');
+      if (request.size_bytes > token.max_size)
+        throw fileTooLarge(token.max_size, 'token', request.size_field);
       if (!mimeAllowed(token.allowed_mime_types, contentType)) {
         throw validationError(`content_type ${contentType} is not allowed by the upload token`, {
           field: 'content_type',
@@ -113,7 +117,7 @@ export function createUploadService(deps: {
       tags = normalizeTags([...tags, ...(token.tags ?? [])]);
     }
 
-    checkProjectRules(project, request.filename, contentType, request.size_bytes);
+    checkProjectRules(project, request.filename, contentType, request.size_bytes, request.size_field);
     if (folderId !== null && !(await folders.exists(q, project.id, folderId))) {
       throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
     }
