@@ -446,6 +446,51 @@ describe('multipart with an upload token', () => {
       body: { filename: 'a.bin', content_type: contentType, total_size_bytes: total },
     });
 
+  it('keeps the bytes a session stores within what it declared, so a token cannot fill the disk', async () => {
+    const project = await coffer.newProject();
+    const secret = await token(project, { max_size: 1000 });
+    const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
+    const partUrl = async (part: number) =>
+      (
+        await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${part}`, {
+          token: secret,
+        })
+      ).body.url as string;
+    const put = (url: string, body: Buffer | ReadableStream) =>
+      fetch(url, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    const chunked = (bytes: Buffer) =>
+      new ReadableStream({
+        start(controller) {
+          controller.enqueue(new Uint8Array(bytes));
+          controller.close();
+        },
+      });
+
+    // One part longer than the whole upload: refused from its Content-Length, or while streaming.
+    for (const body of [randomBytes(8 * MiB), chunked(randomBytes(8 * MiB))]) {
+      const reply = await put(await partUrl(1), body);
+      expect(reply.status).toBe(413);
+      expect(((await reply.json()) as any).error.code).toBe('REQUEST_TOO_LARGE');
+    }
+    // Parts up to twice the declared total (room for a part re-cut), then no more.
+    expect((await put(await partUrl(1), randomBytes(1000))).status).toBe(200);
+    expect((await put(await partUrl(2), randomBytes(1000))).status).toBe(200);
+    const over = await put(await partUrl(3), randomBytes(1));
+    expect(over.status).toBe(413);
+    expect(((await over.json()) as any).error.details).toMatchObject({ max_bytes: 2000, stored_bytes: 2000 });
+    // Replacing a part does not count its old version.
+    const last = randomBytes(1000);
+    const etag = (await put(await partUrl(1), last)).headers.get('etag')!;
+    const parts = await project.call('GET', `/files/upload/multipart/${uploadId}`, { token: secret });
+    expect(parts.body.parts.map((part: { size_bytes: number }) => part.size_bytes)).toEqual([1000, 1000]);
+    const done = await project.call('POST', `/files/upload/multipart/${uploadId}/complete`, {
+      token: secret,
+      body: { parts: [{ part_number: 1, etag }] },
+    });
+    expect(done.status).toBe(200);
+    expect(done.body.size_bytes).toBe(1000);
+  });
+
   it('applies the token constraints to total_size_bytes and counts a start toward max_files', async () => {
     const project = await coffer.newProject();
     const secret = await token(project, {

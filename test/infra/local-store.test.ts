@@ -514,7 +514,7 @@ describe('keys', () => {
 
 describe('multipart uploads', () => {
   const partUrl = (key: string, uploadId: string, partNumber: number) =>
-    store.presignPart(key, uploadId, partNumber, inSeconds(60));
+    store.presignPart(key, uploadId, partNumber, { expiresAt: inSeconds(60), totalSize: 64 * 1024 * 1024 });
 
   it('assembles parts uploaded out of order, with re-uploads replacing a part', async () => {
     const key = newKey();
@@ -616,8 +616,12 @@ describe('multipart uploads', () => {
     const foreign = await partUrl(otherKey, uploadId, 1);
     await expectError(await put(foreign, Buffer.from('x')), 404, 'NOT_FOUND');
     expect(await store.listParts(key, uploadId)).toEqual([]);
-    await expect(store.presignPart(key, uploadId, 0, inSeconds(60))).rejects.toMatchObject({ status: 400 });
-    await expect(store.presignPart(key, uploadId, 10_001, inSeconds(60))).rejects.toMatchObject({
+    await expect(
+      store.presignPart(key, uploadId, 0, { expiresAt: inSeconds(60), totalSize: 10 }),
+    ).rejects.toMatchObject({ status: 400 });
+    await expect(
+      store.presignPart(key, uploadId, 10_001, { expiresAt: inSeconds(60), totalSize: 10 }),
+    ).rejects.toMatchObject({
       status: 400,
     });
     await store.abortMultipart(key, uploadId);
@@ -636,7 +640,13 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
   }
 
   async function putPart(key: string, uploadId: string, partNumber: number, part: Buffer) {
-    const response = await put(await store.presignPart(key, uploadId, partNumber, inSeconds(60)), part);
+    const response = await put(
+      await store.presignPart(key, uploadId, partNumber, {
+        expiresAt: inSeconds(60),
+        totalSize: 64 * 1024 * 1024,
+      }),
+      part,
+    );
     expect(response.status).toBe(200);
     // Let the background digest catch up, so that complete meets what it hashed.
     await sleep(20);

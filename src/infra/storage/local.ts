@@ -53,6 +53,8 @@ export const MAX_PART_SIZE = 5 * 1024 ** 3;
 const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 const MANIFEST = 'upload.json';
+/** How many bytes the parts of a multipart upload may hold per byte it declared. */
+const STORED_PER_DECLARED_BYTE = 2;
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
 /** Multipart uploads whose SHA-256 a store keeps running at once; past that, the oldest start over at complete. */
@@ -62,7 +64,7 @@ const MAX_RUNNING_DIGESTS = 256;
 export type SignedUrl =
   | { kind: 'get'; key: string; expires: number; contentType: string; filename: string }
   | { kind: 'put'; key: string; expires: number; size: number; contentType: string }
-  | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number };
+  | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number; total: number };
 
 export type UploadUrl = Extract<SignedUrl, { kind: 'put' | 'part' }>;
 
@@ -131,7 +133,7 @@ function canonical(url: SignedUrl): string {
     case 'put':
       return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.size, url.contentType]);
     case 'part':
-      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.uploadId, url.partNumber]);
+      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.uploadId, url.partNumber, url.total]);
   }
 }
 
@@ -144,7 +146,7 @@ function queryOf(url: SignedUrl): Record<string, string> {
     case 'put':
       return { exp, size: String(url.size), type: url.contentType };
     case 'part':
-      return { upload: url.uploadId, part: String(url.partNumber), exp };
+      return { upload: url.uploadId, part: String(url.partNumber), total: String(url.total), exp };
   }
 }
 
@@ -168,7 +170,10 @@ function fromQuery(method: 'GET' | 'PUT', key: string, query: unknown): SignedUr
   const uploadId = text('upload');
   if (uploadId !== undefined) {
     const partNumber = integer('part');
-    return partNumber === undefined ? undefined : { kind: 'part', key, expires, uploadId, partNumber };
+    const total = integer('total');
+    return partNumber === undefined || total === undefined
+      ? undefined
+      : { kind: 'part', key, expires, uploadId, partNumber, total };
   }
   const size = integer('size');
   const contentType = text('type');
@@ -195,6 +200,15 @@ async function newestPart(
       newest = { md5, size: info.size, mtimeMs: info.mtimeMs };
   }
   return newest && { md5: newest.md5, size: newest.size };
+}
+
+/** Bytes held by the newest version of every part of an upload's `folder` but part `except`. */
+async function storedBytes(folder: string, except: number): Promise<number> {
+  const numbers = (await readdir(folder))
+    .filter((name) => /^\d+$/.test(name) && Number(name) !== except)
+    .map(Number);
+  const parts = await Promise.all(numbers.map((partNumber) => newestPart(folder, partNumber)));
+  return parts.reduce((sum, part) => sum + (part?.size ?? 0), 0);
 }
 
 /** Makes renames in `folder` durable; best effort (not every platform can fsync a folder). */
@@ -304,11 +318,25 @@ class LocalStore implements LocalObjectStore {
     });
   }
 
-  async presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string> {
+  async presignPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    options: { expiresAt: Date; totalSize: number },
+  ): Promise<string> {
     checkKey(key);
     if (!UPLOAD_ID.test(uploadId)) throw badRequest('Invalid upload id');
     checkPartNumber(partNumber);
-    return this.#url({ kind: 'part', key, expires: unixSeconds(expiresAt), uploadId, partNumber });
+    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
+      throw badRequest('Invalid total size');
+    return this.#url({
+      kind: 'part',
+      key,
+      expires: unixSeconds(options.expiresAt),
+      uploadId,
+      partNumber,
+      total: options.totalSize,
+    });
   }
 
   verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl {
@@ -403,8 +431,23 @@ class LocalStore implements LocalObjectStore {
       const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
       return info.etag;
     }
-    const partFolder = join(await this.#upload(url.key, url.uploadId), String(url.partNumber));
-    const { digest } = await this.#write(body, { max: MAX_PART_SIZE }, 'md5', async (md5) => {
+    const folder = await this.#upload(url.key, url.uploadId);
+    const partFolder = join(folder, String(url.partNumber));
+    const max = Math.min(url.total, MAX_PART_SIZE);
+    const { digest } = await this.#write(body, { max }, 'md5', async (md5, size) => {
+      // The bytes stored for an upload stay bounded by what it declared (an upload token's size limit
+      // holds for the disk, not only at complete): at most twice the total with the newest version of
+      // every other part, which leaves room for parts a client re-cut but will not complete.
+      const others = await storedBytes(folder, url.partNumber);
+      const limit = STORED_PER_DECLARED_BYTE * url.total;
+      if (others + size > limit) {
+        throw new AppError(
+          413,
+          'REQUEST_TOO_LARGE',
+          `With this part the upload would store ${others + size} bytes, more than twice the ${url.total} it declared`,
+          { max_bytes: limit, stored_bytes: others },
+        );
+      }
       try {
         await mkdir(partFolder); // not recursive: a finished or aborted upload must stay gone
       } catch (error) {
@@ -633,7 +676,7 @@ class LocalStore implements LocalObjectStore {
     source: AsyncIterable<Buffer>,
     limits: Limits,
     algorithm: 'sha256' | 'md5',
-    destination: (digest: string) => Promise<string>,
+    destination: (digest: string, size: number) => Promise<string>,
   ): Promise<{ size: number; digest: string }> {
     const tmp = join(this.dir, '.tmp', randomSecret(12));
     await mkdir(dirname(tmp), { recursive: true });
@@ -665,7 +708,7 @@ class LocalStore implements LocalObjectStore {
       }
       // The target folder may be pruned by a concurrent delete between its creation and the rename: retry once.
       for (let attempt = 1; ; attempt++) {
-        const target = await destination(digest);
+        const target = await destination(digest, size);
         try {
           await rename(tmp, target);
           await syncFolder(dirname(target));
@@ -837,8 +880,8 @@ async function upload(store: LocalObjectStore, request: FastifyRequest, reply: F
       if (declared !== undefined && declared !== url.size) {
         throw badRequest(`Content-Length is ${declared} but the URL is signed for ${url.size} bytes`);
       }
-    } else if (declared !== undefined && declared > MAX_PART_SIZE) {
-      throw requestTooLarge(MAX_PART_SIZE);
+    } else if (declared !== undefined && declared > Math.min(url.total, MAX_PART_SIZE)) {
+      throw requestTooLarge(Math.min(url.total, MAX_PART_SIZE));
     }
     // Iterating must not destroy the request when the store stops early, so the error can still be answered.
     const body = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };

@@ -42,7 +42,13 @@ export interface ObjectStore {
 
   /** Starts a multipart upload of `key` and returns the store's upload id. */
   createMultipart(key: string, options: { contentType: string }): Promise<string>;
-  presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string>;
+  /** A URL accepting PUTs of part `partNumber` until `expiresAt`; the parts never hold more than `totalSize` bytes. */
+  presignPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    options: { expiresAt: Date; totalSize: number },
+  ): Promise<string>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
   completeMultipart(

@@ -239,12 +239,10 @@ export function createMultipartService(deps: {
       requireOpen(session);
       const seconds = urlLifetimeSeconds(caller.project, ttl, config.uploadUrlTtlSeconds);
       const expiresAt = new Date(Date.now() + seconds * 1000);
-      const url = await store.presignPart(
-        session.storage_key,
-        session.store_upload_id,
-        partNumber,
+      const url = await store.presignPart(session.storage_key, session.store_upload_id, partNumber, {
         expiresAt,
-      );
+        totalSize: session.total_size_bytes,
+      });
       return { upload_id: session.id, part_number: partNumber, url, expires_at: expiresAt.toISOString() };
     },
 
