@@ -491,6 +491,49 @@ describe('multipart with an upload token', () => {
     expect(done.body.size_bytes).toBe(1000);
   });
 
+  it('holds the stored-bytes bound when the parts arrive all at once', async () => {
+    const project = await coffer.newProject();
+    const secret = await token(project, { max_size: 1000 });
+    const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const url = (
+          await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${i + 1}`, {
+            token: secret,
+          })
+        ).body.url;
+        return (await fetch(url, { method: 'PUT', body: randomBytes(1000) })).status;
+      }),
+    );
+    expect(statuses.filter((status) => status === 200)).toHaveLength(2);
+    expect(statuses.filter((status) => status === 413)).toHaveLength(18);
+  });
+
+  it('answers 404 to a part still arriving when its upload is aborted', async () => {
+    const project = await coffer.newProject();
+    const { upload_id: uploadId } = (await startWith(project, await token(project, {}), 2000)).body;
+    const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1`)).body.url;
+    let finish!: () => void;
+    const halfway = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const body = new ReadableStream({
+      async start(controller) {
+        controller.enqueue(new Uint8Array(randomBytes(1000)));
+        await halfway;
+        controller.enqueue(new Uint8Array(randomBytes(1000)));
+        controller.close();
+      },
+    });
+    const put = fetch(url, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await project.call('DELETE', `/files/upload/multipart/${uploadId}`)).status).toBe(204);
+    finish();
+    const reply = await put;
+    expect(reply.status).toBe(404);
+    expect(((await reply.json()) as any).error.code).toBe('NOT_FOUND');
+  });
+
   it('applies the token constraints to total_size_bytes and counts a start toward max_files', async () => {
     const project = await coffer.newProject();
     const secret = await token(project, {

@@ -64,7 +64,7 @@ const MAX_RUNNING_DIGESTS = 256;
 export type SignedUrl =
   | { kind: 'get'; key: string; expires: number; contentType: string; filename: string }
   | { kind: 'put'; key: string; expires: number; size: number; contentType: string }
-  | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number; total: number };
+  | { kind: 'part'; key: string; expires: number; uploadId: string; partNumber: number };
 
 export type UploadUrl = Extract<SignedUrl, { kind: 'put' | 'part' }>;
 
@@ -133,7 +133,7 @@ function canonical(url: SignedUrl): string {
     case 'put':
       return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.size, url.contentType]);
     case 'part':
-      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.uploadId, url.partNumber, url.total]);
+      return JSON.stringify(['PUT', url.kind, url.key, url.expires, url.uploadId, url.partNumber]);
   }
 }
 
@@ -146,7 +146,7 @@ function queryOf(url: SignedUrl): Record<string, string> {
     case 'put':
       return { exp, size: String(url.size), type: url.contentType };
     case 'part':
-      return { upload: url.uploadId, part: String(url.partNumber), total: String(url.total), exp };
+      return { upload: url.uploadId, part: String(url.partNumber), exp };
   }
 }
 
@@ -170,10 +170,7 @@ function fromQuery(method: 'GET' | 'PUT', key: string, query: unknown): SignedUr
   const uploadId = text('upload');
   if (uploadId !== undefined) {
     const partNumber = integer('part');
-    const total = integer('total');
-    return partNumber === undefined || total === undefined
-      ? undefined
-      : { kind: 'part', key, expires, uploadId, partNumber, total };
+    return partNumber === undefined ? undefined : { kind: 'part', key, expires, uploadId, partNumber };
   }
   const size = integer('size');
   const contentType = text('type');
@@ -202,13 +199,34 @@ async function newestPart(
   return newest && { md5: newest.md5, size: newest.size };
 }
 
-/** Bytes held by the newest version of every part of an upload's `folder` but part `except`. */
-async function storedBytes(folder: string, except: number): Promise<number> {
-  const numbers = (await readdir(folder))
-    .filter((name) => /^\d+$/.test(name) && Number(name) !== except)
+/** The size of the newest version of every part in an upload's `folder`, by part number. */
+async function partSizes(folder: string): Promise<Map<number, number>> {
+  const numbers = (await readdir(folder).catch(() => [] as string[]))
+    .filter((name) => /^\d+$/.test(name))
     .map(Number);
-  const parts = await Promise.all(numbers.map((partNumber) => newestPart(folder, partNumber)));
-  return parts.reduce((sum, part) => sum + (part?.size ?? 0), 0);
+  const parts = await Promise.all(
+    numbers.map(async (n) => [n, (await newestPart(folder, n))?.size] as const),
+  );
+  return new Map(parts.filter((part): part is [number, number] => part[1] !== undefined));
+}
+
+/**
+ * The bytes stored for a multipart upload stay bounded by what it declared (an upload token's size
+ * limit holds for the disk, not only at complete): with the newest version of every other part, at
+ * most twice the total, which leaves room for parts a client cut again but will not complete.
+ */
+function checkStoredBytes(sizes: Map<number, number>, partNumber: number, size: number, total: number): void {
+  let others = 0;
+  for (const [n, bytes] of sizes) if (n !== partNumber) others += bytes;
+  const limit = STORED_PER_DECLARED_BYTE * total;
+  if (others + size > limit) {
+    throw new AppError(
+      413,
+      'REQUEST_TOO_LARGE',
+      `With this part the upload would store ${others + size} bytes, more than twice the ${total} it declared`,
+      { max_bytes: limit, stored_bytes: others },
+    );
+  }
 }
 
 /** Makes renames in `folder` durable; best effort (not every platform can fsync a folder). */
@@ -284,6 +302,9 @@ class LocalStore implements LocalObjectStore {
   readonly #secret: string;
   /** Running SHA-256 digests of this process's multipart uploads, by upload id (oldest first). */
   readonly #running = new Map<string, RunningDigest>();
+  /** Per multipart upload: the size of each part (see #partSizes), and the parts being placed. */
+  readonly #sizes = new Map<string, Map<number, number>>();
+  readonly #queues = new Map<string, Promise<void>>();
 
   constructor(options: { dir: string; publicUrl: string; secret: string }) {
     this.dir = resolve(options.dir);
@@ -318,25 +339,11 @@ class LocalStore implements LocalObjectStore {
     });
   }
 
-  async presignPart(
-    key: string,
-    uploadId: string,
-    partNumber: number,
-    options: { expiresAt: Date; totalSize: number },
-  ): Promise<string> {
+  async presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string> {
     checkKey(key);
     if (!UPLOAD_ID.test(uploadId)) throw badRequest('Invalid upload id');
     checkPartNumber(partNumber);
-    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
-      throw badRequest('Invalid total size');
-    return this.#url({
-      kind: 'part',
-      key,
-      expires: unixSeconds(options.expiresAt),
-      uploadId,
-      partNumber,
-      total: options.totalSize,
-    });
+    return this.#url({ kind: 'part', key, expires: unixSeconds(expiresAt), uploadId, partNumber });
   }
 
   verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl {
@@ -431,30 +438,24 @@ class LocalStore implements LocalObjectStore {
       const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
       return info.etag;
     }
-    const folder = await this.#upload(url.key, url.uploadId);
+    const { folder, totalSize } = await this.#upload(url.key, url.uploadId);
     const partFolder = join(folder, String(url.partNumber));
-    const max = Math.min(url.total, MAX_PART_SIZE);
-    const { digest } = await this.#write(body, { max }, 'md5', async (md5, size) => {
-      // The bytes stored for an upload stay bounded by what it declared (an upload token's size limit
-      // holds for the disk, not only at complete): at most twice the total with the newest version of
-      // every other part, which leaves room for parts a client re-cut but will not complete.
-      const others = await storedBytes(folder, url.partNumber);
-      const limit = STORED_PER_DECLARED_BYTE * url.total;
-      if (others + size > limit) {
-        throw new AppError(
-          413,
-          'REQUEST_TOO_LARGE',
-          `With this part the upload would store ${others + size} bytes, more than twice the ${url.total} it declared`,
-          { max_bytes: limit, stored_bytes: others },
-        );
-      }
-      try {
-        await mkdir(partFolder); // not recursive: a finished or aborted upload must stay gone
-      } catch (error) {
-        if (isMissing(error)) throw notFound('Upload');
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      }
-      return join(partFolder, md5);
+    const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
+    const { digest } = await this.#write(body, { max }, 'md5', async (tmp, md5, size) => {
+      // Checked and placed one part at a time per upload, so that parallel parts cannot all pass.
+      await this.#serially(url.uploadId, async () => {
+        const sizes = await this.#partSizes(url.uploadId, folder);
+        if (totalSize !== undefined) checkStoredBytes(sizes, url.partNumber, size, totalSize);
+        try {
+          await mkdir(partFolder); // not recursive: a finished or aborted upload must stay gone
+        } catch (error) {
+          if (isMissing(error)) throw notFound('Upload');
+          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        }
+        await rename(tmp, join(partFolder, md5));
+        sizes.set(url.partNumber, size);
+      });
+      await syncFolder(partFolder);
     });
     // A re-upload replaces the part: older versions go (a concurrent newer one stays).
     const newest = await stat(join(partFolder, digest)).catch(() => undefined);
@@ -467,21 +468,23 @@ class LocalStore implements LocalObjectStore {
     return `"${digest}"`;
   }
 
-  async createMultipart(key: string, options: { contentType: string }): Promise<string> {
+  async createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
     checkKey(key);
     checkContentType(options.contentType);
+    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
+      throw badRequest('Invalid total size');
     const uploadId = randomSecret(18);
     const folder = this.#uploadPath(uploadId);
     await mkdir(folder, { recursive: true });
     await this.#writeAtomic(
       join(folder, MANIFEST),
-      JSON.stringify({ key, contentType: options.contentType }),
+      JSON.stringify({ key, contentType: options.contentType, totalSize: options.totalSize }),
     );
     return uploadId;
   }
 
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
-    const folder = await this.#upload(key, uploadId);
+    const { folder } = await this.#upload(key, uploadId);
     const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
     const parts = await Promise.all(
       numbers.map(async (partNumber) => {
@@ -497,7 +500,7 @@ class LocalStore implements LocalObjectStore {
     uploadId: string,
     parts: { partNumber: number; etag: string }[],
   ): Promise<ObjectInfo> {
-    const folder = await this.#upload(key, uploadId);
+    const { folder } = await this.#upload(key, uploadId);
     if (parts.length === 0) throw validationError('A multipart upload needs at least one part');
     const files: string[] = [];
     const md5s: Buffer[] = [];
@@ -525,6 +528,7 @@ class LocalStore implements LocalObjectStore {
     const path = this.#path(key);
     const moved: [part: string, segment: string][] = [];
     let digest = running?.digest;
+    let info: ObjectInfo;
     try {
       await mkdir(path + PARTS, { recursive: true });
       const sizes: number[] = [];
@@ -546,14 +550,12 @@ class LocalStore implements LocalObjectStore {
       digest = running?.digest ?? writers.digest('sha256');
       for (const [, segment] of moved.slice(running?.parts.length ?? 0)) await digest.add(segment);
       await syncFolder(path + PARTS);
-      const info: ObjectInfo = {
+      info = {
         size: sizes.reduce((sum, size) => sum + size, 0),
         etag,
         sha256: await digest.finish(),
       };
       await this.#writeAtomic(path + META, JSON.stringify({ ...info, segments: sizes }));
-      await rm(folder, { recursive: true, force: true });
-      return info;
     } catch (error) {
       // Until the sidecar is written the object does not exist: put the parts back, so that the upload
       // can be completed again.
@@ -562,6 +564,10 @@ class LocalStore implements LocalObjectStore {
       await rm(path + PARTS, { recursive: true, force: true });
       throw error;
     }
+    // The object exists: what is left of the upload (its manifest, stray parts) is only tidied up.
+    this.#sizes.delete(uploadId);
+    await rm(folder, { recursive: true, force: true }).catch(() => undefined);
+    return info;
   }
 
   async abortMultipart(key: string, uploadId: string): Promise<void> {
@@ -574,6 +580,7 @@ class LocalStore implements LocalObjectStore {
       throw error;
     }
     await (await this.#stopRunning(uploadId))?.digest.abort();
+    this.#sizes.delete(uploadId);
     await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
   }
 
@@ -632,19 +639,54 @@ class LocalStore implements LocalObjectStore {
     return join(this.dir, '.multipart', uploadId);
   }
 
-  /** The folder of the live upload `uploadId` of `key`; 404 NOT_FOUND when unknown, finished or aborted. */
-  async #upload(key: string, uploadId: string): Promise<string> {
+  /**
+   * The folder of the live upload `uploadId` of `key` and the total it declared (unknown for uploads
+   * started before totals were recorded); 404 NOT_FOUND when unknown, finished or aborted.
+   */
+  async #upload(key: string, uploadId: string): Promise<{ folder: string; totalSize?: number }> {
     checkKey(key);
     const folder = this.#uploadPath(uploadId);
     if (UPLOAD_ID.test(uploadId)) {
       try {
-        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as { key: string };
-        if (manifest.key === key) return folder;
+        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as {
+          key: string;
+          totalSize?: number;
+        };
+        if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
       } catch (error) {
         if (!isMissing(error)) throw error;
       }
     }
     throw notFound('Upload');
+  }
+
+  /** Runs `work` after the earlier work queued for `uploadId` in this process. */
+  #serially<T>(uploadId: string, work: () => Promise<T>): Promise<T> {
+    const run = (this.#queues.get(uploadId) ?? Promise.resolve()).then(work);
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#queues.set(uploadId, done);
+    void done.then(() => {
+      if (this.#queues.get(uploadId) === done) this.#queues.delete(uploadId);
+    });
+    return run;
+  }
+
+  /**
+   * The sizes of an upload's parts, read from its folder once and then kept up to date as this process
+   * places parts (parts placed by another process are counted when the sizes are read again).
+   */
+  async #partSizes(uploadId: string, folder: string): Promise<Map<number, number>> {
+    let sizes = this.#sizes.get(uploadId);
+    if (!sizes) {
+      sizes = await partSizes(folder);
+      this.#sizes.set(uploadId, sizes);
+      // The oldest go first: an upload finished elsewhere leaves its entry behind.
+      if (this.#sizes.size > MAX_RUNNING_DIGESTS) this.#sizes.delete(this.#sizes.keys().next().value!);
+    }
+    return sizes;
   }
 
   /** Keys name one immutable object: an uploaded one is never replaced through a still-valid URL. */
@@ -655,10 +697,19 @@ class LocalStore implements LocalObjectStore {
   /** Writes `source` as the object `key`, then its sidecar (which makes it visible). */
   async #storeObject(key: string, source: AsyncIterable<Buffer>, limits: Limits): Promise<ObjectInfo> {
     const path = this.#path(key);
-    const { size, digest } = await this.#write(source, limits, 'sha256', async () => {
-      await this.#refuseExisting(key);
-      await mkdir(dirname(path), { recursive: true });
-      return path;
+    const { size, digest } = await this.#write(source, limits, 'sha256', async (tmp) => {
+      // The folder may be pruned by a concurrent delete between its creation and the rename: retry once.
+      for (let attempt = 1; ; attempt++) {
+        await this.#refuseExisting(key);
+        await mkdir(dirname(path), { recursive: true });
+        try {
+          await rename(tmp, path);
+          break;
+        } catch (error) {
+          if (attempt > 1 || !isMissing(error)) throw error;
+        }
+      }
+      await syncFolder(dirname(path));
     });
     const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
     await this.#writeAtomic(path + META, JSON.stringify(info));
@@ -667,16 +718,15 @@ class LocalStore implements LocalObjectStore {
 
   /**
    * Streams `source` into a temp file on the store's filesystem, counting on the way, and hashing and
-   * writing on the writer thread,
-   * stops reading as soon as it is longer than allowed. Once complete and fsynced, the file is renamed
-   * to `destination(digest)` (which prepares its folder). On any failure the temp file is removed and
+   * writing on the writer thread; stops reading as soon as it is longer than allowed. Once complete and
+   * fsynced, `place` moves the temp file where it belongs. On any failure the temp file is removed and
    * nothing is placed.
    */
   async #write(
     source: AsyncIterable<Buffer>,
     limits: Limits,
     algorithm: 'sha256' | 'md5',
-    destination: (digest: string, size: number) => Promise<string>,
+    place: (tmp: string, digest: string, size: number) => Promise<void>,
   ): Promise<{ size: number; digest: string }> {
     const tmp = join(this.dir, '.tmp', randomSecret(12));
     await mkdir(dirname(tmp), { recursive: true });
@@ -706,17 +756,7 @@ class LocalStore implements LocalObjectStore {
       } finally {
         await file.close();
       }
-      // The target folder may be pruned by a concurrent delete between its creation and the rename: retry once.
-      for (let attempt = 1; ; attempt++) {
-        const target = await destination(digest, size);
-        try {
-          await rename(tmp, target);
-          await syncFolder(dirname(target));
-          break;
-        } catch (error) {
-          if (attempt > 1 || !isMissing(error)) throw error;
-        }
-      }
+      await place(tmp, digest, size);
       return { size, digest };
     } catch (error) {
       await rm(tmp, { force: true });
@@ -880,8 +920,8 @@ async function upload(store: LocalObjectStore, request: FastifyRequest, reply: F
       if (declared !== undefined && declared !== url.size) {
         throw badRequest(`Content-Length is ${declared} but the URL is signed for ${url.size} bytes`);
       }
-    } else if (declared !== undefined && declared > Math.min(url.total, MAX_PART_SIZE)) {
-      throw requestTooLarge(Math.min(url.total, MAX_PART_SIZE));
+    } else if (declared !== undefined && declared > MAX_PART_SIZE) {
+      throw requestTooLarge(MAX_PART_SIZE);
     }
     // Iterating must not destroy the request when the store stops early, so the error can still be answered.
     const body = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };

@@ -40,15 +40,12 @@ export interface ObjectStore {
   /** Removes the object; removing a missing object is not an error. */
   delete(key: string): Promise<void>;
 
-  /** Starts a multipart upload of `key` and returns the store's upload id. */
-  createMultipart(key: string, options: { contentType: string }): Promise<string>;
-  /** A URL accepting PUTs of part `partNumber` until `expiresAt`; the parts never hold more than `totalSize` bytes. */
-  presignPart(
-    key: string,
-    uploadId: string,
-    partNumber: number,
-    options: { expiresAt: Date; totalSize: number },
-  ): Promise<string>;
+  /**
+   * Starts a multipart upload of `key` declared to hold `totalSize` bytes (no part may be longer, and
+   * the parts stored stay within a bound of it) and returns the store's upload id.
+   */
+  createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string>;
+  presignPart(key: string, uploadId: string, partNumber: number, expiresAt: Date): Promise<string>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
   completeMultipart(

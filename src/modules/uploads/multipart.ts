@@ -209,7 +209,10 @@ export function createMultipartService(deps: {
               const key = created.storage_key;
               storeUpload = {
                 key,
-                id: await store.createMultipart(key, { contentType: created.content_type }),
+                id: await store.createMultipart(key, {
+                  contentType: created.content_type,
+                  totalSize: created.size_bytes,
+                }),
               };
               await q.query(
                 `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
@@ -239,10 +242,12 @@ export function createMultipartService(deps: {
       requireOpen(session);
       const seconds = urlLifetimeSeconds(caller.project, ttl, config.uploadUrlTtlSeconds);
       const expiresAt = new Date(Date.now() + seconds * 1000);
-      const url = await store.presignPart(session.storage_key, session.store_upload_id, partNumber, {
+      const url = await store.presignPart(
+        session.storage_key,
+        session.store_upload_id,
+        partNumber,
         expiresAt,
-        totalSize: session.total_size_bytes,
-      });
+      );
       return { upload_id: session.id, part_number: partNumber, url, expires_at: expiresAt.toISOString() };
     },
 
