@@ -199,15 +199,16 @@ async function newestPart(
   return newest && { md5: newest.md5, size: newest.size };
 }
 
-/** The size of the newest version of every part in an upload's `folder`, by part number. */
-async function partSizes(folder: string): Promise<Map<number, number>> {
-  const numbers = (await readdir(folder).catch(() => [] as string[]))
-    .filter((name) => /^\d+$/.test(name))
-    .map(Number);
+/** The newest version of every part in an upload's `folder`, by ascending part number. */
+async function storedParts(folder: string): Promise<{ partNumber: number; md5: string; size: number }[]> {
+  const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
   const parts = await Promise.all(
-    numbers.map(async (n) => [n, (await newestPart(folder, n))?.size] as const),
+    numbers.map(async (partNumber) => {
+      const part = await newestPart(folder, partNumber);
+      return part && { partNumber, ...part };
+    }),
   );
-  return new Map(parts.filter((part): part is [number, number] => part[1] !== undefined));
+  return parts.filter((part) => part !== undefined).sort((a, b) => a.partNumber - b.partNumber);
 }
 
 /**
@@ -485,14 +486,11 @@ class LocalStore implements LocalObjectStore {
 
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
     const { folder } = await this.#upload(key, uploadId);
-    const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
-    const parts = await Promise.all(
-      numbers.map(async (partNumber) => {
-        const part = await newestPart(folder, partNumber);
-        return part && { partNumber, etag: `"${part.md5}"`, size: part.size };
-      }),
-    );
-    return parts.filter((part) => part !== undefined).sort((a, b) => a.partNumber - b.partNumber);
+    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
+      partNumber,
+      etag: `"${md5}"`,
+      size,
+    }));
   }
 
   async completeMultipart(
@@ -681,7 +679,11 @@ class LocalStore implements LocalObjectStore {
   async #partSizes(uploadId: string, folder: string): Promise<Map<number, number>> {
     let sizes = this.#sizes.get(uploadId);
     if (!sizes) {
-      sizes = await partSizes(folder);
+      // A missing folder (the upload just ended) has no parts; placing the part then answers 404.
+      const parts = await storedParts(folder).catch((error) =>
+        isMissing(error) ? [] : Promise.reject(error),
+      );
+      sizes = new Map(parts.map((part) => [part.partNumber, part.size]));
       this.#sizes.set(uploadId, sizes);
       // The oldest go first: an upload finished elsewhere leaves its entry behind.
       if (this.#sizes.size > MAX_RUNNING_DIGESTS) this.#sizes.delete(this.#sizes.keys().next().value!);
