@@ -23,13 +23,17 @@ async function initiate(project: TestProject, options: { token?: string } = {}) 
 const put = (url: string) =>
   fetch(url, { method: 'PUT', body: BYTES, headers: { 'content-type': 'text/plain' } });
 
-const eventsOf = async (fileId: string) =>
-  (
-    await coffer.services.db.query<{ type: string }>(
-      'SELECT type FROM events WHERE file_id = $1 ORDER BY created_at, id',
-      [fileId],
-    )
-  ).map((event) => event.type);
+/** The file's events in the order of their timestamps (events of the same millisecond tie). */
+const eventsOf = async (fileId: string) => {
+  const events = await coffer.services.db.query<{ type: string; at: string }>(
+    "SELECT type, payload->>'timestamp' AS at FROM events WHERE file_id = $1",
+    [fileId],
+  );
+  const order = ['file.uploaded', 'file.ready', 'file.deleted'];
+  return events
+    .sort((a, b) => a.at.localeCompare(b.at) || order.indexOf(a.type) - order.indexOf(b.type))
+    .map((event) => event.type);
+};
 
 describe('two-step upload', () => {
   it('leaves no file, event or token use behind when its URL cannot be made', async () => {

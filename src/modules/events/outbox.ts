@@ -47,7 +47,10 @@ export async function recordEvent(
   };
   const json = JSON.stringify(payload);
   await q.query(
-    'INSERT INTO events (id, project_id, type, file_id, payload) VALUES ($1, $2, $3, $4, $5::jsonb)',
+    // clock_timestamp(): the moment of the change, not the start of its transaction (which may have
+    // waited on a lock while another change to the file went first).
+    `INSERT INTO events (id, project_id, type, file_id, payload, created_at)
+     VALUES ($1, $2, $3, $4, $5::jsonb, clock_timestamp())`,
     [id, project.id, type, file.id, json],
   );
   const webhooks = await q.query<{ id: string }>(
