@@ -769,6 +769,31 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
     expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
   });
 
+  it('keeps the stored-bytes bound across stores sharing the folder', async () => {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, {
+      contentType: 'application/octet-stream',
+      totalSize: 1000,
+    });
+    await putPart(key, uploadId, 1, randomBytes(1000)); // placed by the store behind the routes
+    // Placed by the other store, as another server on the same folder would.
+    const url = store.verifyUrl(
+      'PUT',
+      key,
+      Object.fromEntries(new URL(await store.presignPart(key, uploadId, 2, inSeconds(60))).searchParams),
+    );
+    if (url.kind !== 'part') throw new Error('a part URL was expected');
+    await store.receive(
+      url,
+      (async function* () {
+        yield randomBytes(1000);
+      })(),
+    );
+    const over = await put(await store.presignPart(key, uploadId, 3, inSeconds(60)), randomBytes(1));
+    expect(over.status).toBe(413);
+    expect(await store.listParts(key, uploadId)).toHaveLength(2);
+  });
+
   it('survives a refused complete, and goes with an abort', async () => {
     const bytes = parts(3);
     const { key, uploadId } = await start(bytes);

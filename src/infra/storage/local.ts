@@ -453,7 +453,12 @@ class LocalStore implements LocalObjectStore {
           if (isMissing(error)) throw notFound('Upload');
           if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
         }
-        await rename(tmp, join(partFolder, md5));
+        try {
+          await rename(tmp, join(partFolder, md5));
+        } catch (error) {
+          if (isMissing(error)) throw notFound('Upload'); // aborted or completed meanwhile
+          throw error;
+        }
         sizes.set(url.partNumber, size);
       });
       await syncFolder(partFolder);
@@ -562,8 +567,10 @@ class LocalStore implements LocalObjectStore {
       await rm(path + PARTS, { recursive: true, force: true });
       throw error;
     }
-    // The object exists: what is left of the upload (its manifest, stray parts) is only tidied up.
+    // The object exists. The upload ends with its manifest (no part is accepted after that); what is
+    // left of it (stray parts) is only tidied up.
     this.#sizes.delete(uploadId);
+    await rm(join(folder, MANIFEST), { force: true }).catch(() => undefined);
     await rm(folder, { recursive: true, force: true }).catch(() => undefined);
     return info;
   }
@@ -673,22 +680,29 @@ class LocalStore implements LocalObjectStore {
   }
 
   /**
-   * The sizes of an upload's parts, read from its folder once and then kept up to date as this process
-   * places parts (parts placed by another process are counted when the sizes are read again).
+   * The sizes of an upload's parts. The part numbers come from its folder every time (so that parts
+   * placed by another process count); the size of a part number already known is kept from when it
+   * was read or placed here, so that only new part numbers cost a look at their files.
    */
   async #partSizes(uploadId: string, folder: string): Promise<Map<number, number>> {
-    let sizes = this.#sizes.get(uploadId);
-    if (!sizes) {
-      // A missing folder (the upload just ended) has no parts; placing the part then answers 404.
-      const parts = await storedParts(folder).catch((error) =>
-        isMissing(error) ? [] : Promise.reject(error),
-      );
-      sizes = new Map(parts.map((part) => [part.partNumber, part.size]));
-      this.#sizes.set(uploadId, sizes);
-      // The oldest go first: an upload finished elsewhere leaves its entry behind.
-      if (this.#sizes.size > MAX_RUNNING_DIGESTS) this.#sizes.delete(this.#sizes.keys().next().value!);
-    }
-    return sizes;
+    const known = this.#sizes.get(uploadId) ?? new Map<number, number>();
+    // The most recently used last: past the cap, the least recently used goes.
+    this.#sizes.delete(uploadId);
+    this.#sizes.set(uploadId, known);
+    if (this.#sizes.size > MAX_RUNNING_DIGESTS) this.#sizes.delete(this.#sizes.keys().next().value!);
+    // A missing folder (the upload just ended) has no parts; placing the part then answers 404.
+    const names = await readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
+    const numbers = new Set(names.filter((name) => /^\d+$/.test(name)).map(Number));
+    for (const partNumber of known.keys()) if (!numbers.has(partNumber)) known.delete(partNumber);
+    await Promise.all(
+      [...numbers]
+        .filter((partNumber) => !known.has(partNumber))
+        .map(async (partNumber) => {
+          const part = await newestPart(folder, partNumber);
+          if (part) known.set(partNumber, part.size);
+        }),
+    );
+    return known;
   }
 
   /** Keys name one immutable object: an uploaded one is never replaced through a still-valid URL. */
