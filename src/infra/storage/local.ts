@@ -57,8 +57,11 @@ const MANIFEST = 'upload.json';
 const STORED_PER_DECLARED_BYTE = 2;
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
-/** Multipart uploads whose SHA-256 a store keeps running at once; past that, the oldest start over at complete. */
-const MAX_RUNNING_DIGESTS = 256;
+/**
+ * Multipart uploads a store keeps state for in memory at once (a running digest, the part sizes);
+ * past that, the least recently used lose it (complete then hashes from scratch, sizes are read again).
+ */
+const MAX_TRACKED_UPLOADS = 256;
 
 /** What a presigned URL allows, as signed: a download, a whole-object upload or one part of a multipart upload. */
 export type SignedUrl =
@@ -584,9 +587,14 @@ class LocalStore implements LocalObjectStore {
       if (error instanceof AppError && error.status === 404) return;
       throw error;
     }
+    await this.#forget(uploadId);
+    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  }
+
+  /** Drops what this process keeps in memory for an upload that is over. */
+  async #forget(uploadId: string): Promise<void> {
     await (await this.#stopRunning(uploadId))?.digest.abort();
     this.#sizes.delete(uploadId);
-    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
   }
 
   /** Hashes the upload's next parts in sequence in the background (see RunningDigest). */
@@ -604,9 +612,9 @@ class LocalStore implements LocalObjectStore {
   }
 
   /**
-   * Keeps the running digests few: the oldest goes when there are too many, or when its upload is gone
-   * (finished or aborted by another process); a live one goes to the back of the line. One look per
-   * new digest goes round them all.
+   * Keeps the tracked uploads few: the oldest running digest is forgotten when there are too many, or
+   * when its upload is gone (finished or aborted by another process); a live one goes to the back of
+   * the line. One look per new digest goes round them all.
    */
   async #prune(): Promise<void> {
     const [oldest, running] = this.#running.entries().next().value!;
@@ -614,8 +622,8 @@ class LocalStore implements LocalObjectStore {
       () => false,
       (error) => isMissing(error),
     );
-    if (gone || this.#running.size > MAX_RUNNING_DIGESTS) {
-      await (await this.#stopRunning(oldest))?.digest.abort();
+    if (gone || this.#running.size > MAX_TRACKED_UPLOADS) {
+      await this.#forget(oldest);
     } else if (this.#running.get(oldest) === running) {
       this.#running.delete(oldest);
       this.#running.set(oldest, running);
@@ -689,7 +697,7 @@ class LocalStore implements LocalObjectStore {
     // The most recently used last: past the cap, the least recently used goes.
     this.#sizes.delete(uploadId);
     this.#sizes.set(uploadId, known);
-    if (this.#sizes.size > MAX_RUNNING_DIGESTS) this.#sizes.delete(this.#sizes.keys().next().value!);
+    if (this.#sizes.size > MAX_TRACKED_UPLOADS) this.#sizes.delete(this.#sizes.keys().next().value!);
     // A missing folder (the upload just ended) has no parts; placing the part then answers 404.
     const names = await readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
     const numbers = new Set(names.filter((name) => /^\d+$/.test(name)).map(Number));
