@@ -365,6 +365,17 @@ describe('a session left completing by a process that died', () => {
       [uploadId],
     );
 
+  /** Stores the object of the session's single part, as a process that died before recording it did. */
+  const assembleAsACrashedProcessDid = async (uploadId: string, etag: string) => {
+    const [row] = await coffer.services.db.query<{ storage_key: string; store_upload_id: string }>(
+      'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
+      [uploadId],
+    );
+    await coffer.services.store.completeMultipart(row!.storage_key, row!.store_upload_id, [
+      { partNumber: 1, etag },
+    ]);
+  };
+
   it('is reopened when its object was never assembled', async () => {
     const project = await coffer.newProject();
     const session = await start(project, 3);
@@ -381,13 +392,7 @@ describe('a session left completing by a process that died', () => {
     const project = await coffer.newProject();
     const session = await start(project, 3);
     const etag = await putPart(project, session.upload_id, 1, Buffer.from('abc'));
-    const [row] = await coffer.services.db.query<{ storage_key: string; store_upload_id: string }>(
-      'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
-      [session.upload_id],
-    );
-    await coffer.services.store.completeMultipart(row!.storage_key, row!.store_upload_id, [
-      { partNumber: 1, etag },
-    ]);
+    await assembleAsACrashedProcessDid(session.upload_id, etag);
     await stall(session.upload_id);
     await coffer.services.multipart.reap();
     const file = await project.call('GET', `/files/${session.file_id}`);
@@ -403,13 +408,7 @@ describe('a session left completing by a process that died', () => {
     const project = await coffer.newProject();
     const deleted = await start(project, 3);
     const deletedEtag = await putPart(project, deleted.upload_id, 1, Buffer.from('abc'));
-    const [row] = await coffer.services.db.query<{ storage_key: string; store_upload_id: string }>(
-      'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
-      [deleted.upload_id],
-    );
-    await coffer.services.store.completeMultipart(row!.storage_key, row!.store_upload_id, [
-      { partNumber: 1, etag: deletedEtag },
-    ]);
+    await assembleAsACrashedProcessDid(deleted.upload_id, deletedEtag);
     expect((await project.call('DELETE', `/files/${deleted.file_id}`)).status).toBe(200);
     await stall(deleted.upload_id);
     const other = await start(project, 3);
