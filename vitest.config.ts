@@ -1,8 +1,22 @@
 import { defineConfig } from 'vitest/config';
 
 // Every test runs on the embedded default; where CI provides PostgreSQL and Redis, the whole
-// suite runs a second time against them (a fresh schema and Redis key prefix per run).
-const backends = ['embedded', ...(process.env.COFFER_TEST_DATABASE_URL ? ['postgres'] : [])];
+// suite runs a second time against them (a fresh schema and Redis key prefix per run). Where CI
+// also provides an S3 server, the tests that store files through Coffer (API, scale-out, storage
+// contract) run a third time on PostgreSQL with the files in S3, all in one shared bucket.
+const all = ['test/**/*.test.ts'];
+const projects: { name: string; include: string[]; env: Record<string, string> }[] = [
+  { name: 'embedded', include: all, env: { COFFER_TEST_BACKEND: 'embedded' } },
+];
+if (process.env.COFFER_TEST_DATABASE_URL) {
+  projects.push({ name: 'postgres', include: all, env: { COFFER_TEST_BACKEND: 'postgres' } });
+  if (process.env.COFFER_TEST_S3_ENDPOINT)
+    projects.push({
+      name: 's3',
+      include: ['test/api/**/*.test.ts', 'test/cli/scale-out.test.ts', 'test/contract/**/*.test.ts'],
+      env: { COFFER_TEST_BACKEND: 'postgres', COFFER_TEST_STORAGE: 's3' },
+    });
+}
 
 export default defineConfig({
   test: {
@@ -12,9 +26,6 @@ export default defineConfig({
     // One database per worker process, shared by its test files: tests are isolated by data.
     isolate: false,
     pool: 'forks',
-    projects: backends.map((backend) => ({
-      extends: true,
-      test: { name: backend, include: ['test/**/*.test.ts'], env: { COFFER_TEST_BACKEND: backend } },
-    })),
+    projects: projects.map(({ name, include, env }) => ({ extends: true, test: { name, include, env } })),
   },
 });

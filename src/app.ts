@@ -11,8 +11,9 @@ import type { Config } from './config.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { badRequest } from './http/errors.ts';
+import { objectRoutes } from './http/object-routes.ts';
 import { ErrorBody } from './http/schemas.ts';
-import { localObjectRoutes } from './infra/storage/local.ts';
+import { isLocalStore } from './infra/storage/local/store.ts';
 import { fileRoutes } from './modules/files/routes.ts';
 import { folderRoutes } from './modules/folders/routes.ts';
 import { healthRoutes } from './modules/health/routes.ts';
@@ -226,8 +227,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   );
 
   installAuth(app, services.credentials);
-  await app.register(healthRoutes(services.db, services.cache));
-  if (services.store.kind === 'local') await app.register(localObjectRoutes(services.store));
+  await app.register(healthRoutes(services.db, services.cache, services.store));
+  if (isLocalStore(services.store)) await app.register(objectRoutes(services.store));
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));

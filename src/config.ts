@@ -134,13 +134,21 @@ function storage(env: Env): StorageConfig {
   if (kind !== 's3') return fail('COFFER_STORAGE', 'local or s3', kind);
   const bucket = read(env, 'COFFER_S3_BUCKET');
   if (!bucket) return fail('COFFER_S3_BUCKET', 'a bucket name when COFFER_STORAGE=s3', '');
+  const accessKeyId = read(env, 'COFFER_S3_ACCESS_KEY_ID');
+  const secretAccessKey = read(env, 'COFFER_S3_SECRET_ACCESS_KEY');
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    // Never echo the secret: name the variables only.
+    throw new ConfigError(
+      'COFFER_S3_ACCESS_KEY_ID / COFFER_S3_SECRET_ACCESS_KEY: set both, or neither (the AWS default credential chain)',
+    );
+  }
   return {
     kind,
     bucket,
     endpoint: url(env, 'COFFER_S3_ENDPOINT', ['http:', 'https:']),
     region: read(env, 'COFFER_S3_REGION') ?? 'us-east-1',
-    accessKeyId: read(env, 'COFFER_S3_ACCESS_KEY_ID'),
-    secretAccessKey: read(env, 'COFFER_S3_SECRET_ACCESS_KEY'),
+    accessKeyId,
+    secretAccessKey,
     forcePathStyle: boolean(env, 'COFFER_S3_FORCE_PATH_STYLE', false),
   };
 }

@@ -1,12 +1,11 @@
-import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
-import { type Config, ConfigError } from './config.ts';
+import type { Config } from './config.ts';
 import { type Cache, memoryCache, redisCache } from './infra/cache.ts';
 import { type Db, openPglite, openPostgres } from './infra/db.ts';
 import { migrate } from './infra/migrate.ts';
 import { createScanner } from './infra/scanner/index.ts';
 import { getOrCreateSetting } from './infra/server-settings.ts';
-import { createLocalStore } from './infra/storage/local.ts';
+import { createObjectStore } from './infra/storage/index.ts';
 import { randomSecret } from './lib/secrets.ts';
 import { resolveAdminKey } from './modules/admin/admin-key.ts';
 import { createServices, type Services } from './services.ts';
@@ -44,18 +43,15 @@ export async function openDatabase(config: Config): Promise<Db> {
 /** Opens the database (migrated), the cache and the object store that `config` names, and wires the services. */
 export async function openRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger(config);
-  if (config.storage.kind === 's3') {
-    throw new ConfigError('COFFER_STORAGE: expected local; the s3 backend is not part of this release');
-  }
   const db = options.db ?? (await openDatabase(config));
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
   const cache = options.cache ?? (config.redisUrl ? redisCache(config.redisUrl) : memoryCache());
   const urlSecret = await getOrCreateSetting(db, 'url_signing_secret', () => randomSecret());
-  const store = createLocalStore({
-    dir: join(config.dataDir, 'objects'),
+  const store = createObjectStore(config.storage, {
+    dataDir: config.dataDir,
     publicUrl: config.publicUrl,
-    secret: urlSecret.value,
+    urlSigningSecret: urlSecret.value,
   });
   const admin = await resolveAdminKey(db, config);
   const scanner = createScanner(config.clamdUrl, logger);
@@ -73,6 +69,7 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
     services,
     generatedAdminKey: admin.generated,
     async close() {
+      await store.close();
       if (!options.cache) await cache.close();
       if (!options.db) await db.close();
     },

@@ -4,7 +4,7 @@ import type { Credentials } from './http/auth.ts';
 import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
 import type { Scanner } from './infra/scanner/index.ts';
-import type { LocalObjectStore } from './infra/storage/local.ts';
+import type { ObjectStore } from './infra/storage/object-store.ts';
 import { createCollector } from './modules/files/collector.ts';
 import { createFileService } from './modules/files/service.ts';
 import { createFolderService } from './modules/folders/service.ts';
@@ -23,7 +23,7 @@ export interface Infra {
   config: Config;
   db: Db;
   cache: Cache;
-  store: LocalObjectStore;
+  store: ObjectStore;
   scanner: Scanner;
   /** Extra CA certificates (PEM) trusted for webhook receivers, beside NODE_EXTRA_CA_CERTS. */
   webhookCa?: string;

@@ -1,5 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { StoreError } from '../infra/storage/object-store.ts';
 import { AppError } from './errors.ts';
+import { fromStoreError } from './store-errors.ts';
 
 interface AjvError {
   keyword: string;
@@ -67,6 +69,7 @@ function fromValidation(error: FastifyError): AppError {
 /** Turns anything thrown into an AppError; unknown failures become a 500 that reveals nothing. */
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  if (error instanceof StoreError) return fromStoreError(error);
   const fastifyError = error as FastifyError;
   if (fastifyError?.validation) return fromValidation(fastifyError);
   switch (fastifyError?.code) {
@@ -117,6 +120,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     const appError = toAppError(error);
+    // The error as thrown, with its causes (e.g. why the object store is unavailable): never in the answer.
     if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendError(request, reply, appError);
   });

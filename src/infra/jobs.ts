@@ -1,7 +1,8 @@
 import { newId } from '../lib/ids.ts';
 import type { Db, Queryable } from './db.ts';
 
-export type JobKind = 'scan';
+/** scan: virus scan and type check of new bytes; digest: the SHA-256 of bytes the store did not hash. */
+export type JobKind = 'scan' | 'digest';
 
 export interface Job {
   id: string;

@@ -25,7 +25,7 @@ describe('health probes', () => {
   it('/health/ready checks the database and the cache', async () => {
     const reply = await coffer.call('GET', '/health/ready');
     expect(reply.status).toBe(200);
-    expect(reply.body).toEqual({ status: 'ok', checks: { database: 'ok', cache: 'ok' } });
+    expect(reply.body).toEqual({ status: 'ok', checks: { database: 'ok', cache: 'ok', store: 'ok' } });
   });
 });
 
@@ -59,7 +59,10 @@ describe.runIf(backend === 'postgres' && process.env.COFFER_TEST_REDIS_URL)(
         await pgProxy.cut();
         const dbDown = await probe();
         expect(dbDown.status).toBe(503);
-        expect(dbDown.body).toEqual({ status: 'degraded', checks: { database: 'unavailable', cache: 'ok' } });
+        expect(dbDown.body).toEqual({
+          status: 'degraded',
+          checks: { database: 'unavailable', cache: 'ok', store: 'ok' },
+        });
         expect(dbDown.ms).toBeLessThan(2500);
         await pgProxy.restore();
         await expect.poll(async () => (await probe()).status, { timeout: 10_000, interval: 200 }).toBe(200);

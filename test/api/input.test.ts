@@ -141,6 +141,23 @@ describe('sizes beyond the largest object', () => {
     },
   );
 
+  it('refuses a single upload over 5 GiB with 422 pointing at multipart, before creating the file', async () => {
+    const before = await fileCount();
+    for (const [path, body] of [
+      [
+        '/files/upload',
+        { filename: 'big.bin', content_type: 'application/octet-stream', size_bytes: 5 * 1024 ** 3 + 1 },
+      ],
+      [`/files/${fileId}/versions`, { size_bytes: 5 * 1024 ** 3 + 1 }],
+    ] as const) {
+      const reply = await project.call('POST', path, { body });
+      expect(reply.status).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'size_bytes' } });
+      expect(reply.body.error.message).toMatch(/multipart/);
+    }
+    expect(await fileCount()).toBe(before);
+  });
+
   it('refuses new version content of such a size with 422', async () => {
     const reply = await project.call('POST', `/files/${fileId}/versions`, { body: { size_bytes: 1e20 } });
     expect(reply.status).toBe(422);

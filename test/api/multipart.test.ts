@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isStoreError } from '../../src/infra/storage/object-store.ts';
+import { storage } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { settledChecksum } from '../support/files.ts';
 
 const MiB = 1024 * 1024;
 let coffer: TestCoffer;
@@ -27,11 +28,26 @@ async function start(project: TestProject, total: number, extra: Record<string, 
 }
 
 async function putPart(project: TestProject, uploadId: string, partNumber: number, bytes: Buffer) {
-  const url = await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${partNumber}`);
+  const url = await project.call(
+    'GET',
+    `/files/upload/multipart/${uploadId}/part-url?part=${partNumber}&size=${bytes.length}`,
+  );
   expect(url.status).toBe(200);
   const reply = await fetch(url.body.url, { method: 'PUT', body: bytes });
   expect(reply.status).toBe(200);
   return reply.headers.get('etag')!;
+}
+
+/** Whether the store still holds the session's upload (its parts); false once aborted or completed. */
+async function storeHoldsParts(from: TestCoffer, uploadId: string): Promise<boolean> {
+  const [session] = await from.services.db.query<{ storage_key: string; store_upload_id: string }>(
+    'SELECT storage_key, store_upload_id FROM multipart_sessions WHERE id = $1',
+    [uploadId],
+  );
+  return from.services.store.listParts(session!.storage_key, session!.store_upload_id).then(
+    () => true,
+    (error: unknown) => (isStoreError(error, 'NoSuchUpload') ? false : Promise.reject(error)),
+  );
 }
 
 const eventTypes = async (fileId: string) =>
@@ -68,12 +84,10 @@ describe('multipart upload', () => {
       etags.map((etag, i) => ({ part_number: i + 1, etag })),
     );
     expect(done.status).toBe(200);
-    expect(done.body).toMatchObject({
-      id: session.file_id,
-      status: 'ready',
-      size_bytes: whole.length,
-      checksum_sha256: createHash('sha256').update(whole).digest('hex'),
-    });
+    expect(done.body).toMatchObject({ id: session.file_id, status: 'ready', size_bytes: whole.length });
+    expect(await settledChecksum(coffer, project, session.file_id)).toBe(
+      createHash('sha256').update(whole).digest('hex'),
+    );
     const download = await project.call('GET', `/files/${session.file_id}/download`);
     const bytes = Buffer.from(await (await fetch(download.body.url)).arrayBuffer());
     expect(bytes.equals(whole)).toBe(true);
@@ -123,7 +137,9 @@ describe('multipart upload', () => {
       { part_number: 2, etag: second.replaceAll('"', '') },
     ]);
     expect(done.status).toBe(200);
-    expect(done.body.checksum_sha256).toBe(createHash('sha256').update(Buffer.concat(parts)).digest('hex'));
+    expect(await settledChecksum(coffer, project, session.file_id)).toBe(
+      createHash('sha256').update(Buffer.concat(parts)).digest('hex'),
+    );
   });
 
   describe('complete refuses, naming the part, and changes nothing', () => {
@@ -181,20 +197,24 @@ describe('multipart upload', () => {
         { part_number: 2, etag: etags[1]! },
         { part_number: 3, etag: fixed },
       ]);
-      expect(ok.status).toBe(200);
+      // Completing some of the uploaded parts (part 1 is left out) is S3's rule; radosgw 16, the S3
+      // server of the tests, refuses it with InvalidPart (a clear 422, nothing changed).
+      expect(ok.status).toBe(storage === 's3' ? 422 : 200);
     });
   });
 
   it('aborts mid-way: parts discarded, file failed, 204; a second abort is 409', async () => {
     const project = await coffer.newProject();
     const session = await start(project, 5 * MiB + 1);
-    const url = (await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`))
-      .body.url;
+    const url = (
+      await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1&size=100`)
+    ).body.url;
     await fetch(url, { method: 'PUT', body: randomBytes(100) });
+    expect(await storeHoldsParts(coffer, session.upload_id)).toBe(true);
     const aborted = await project.call('DELETE', `/files/upload/multipart/${session.upload_id}`);
     expect(aborted.status).toBe(204);
     expect((await project.call('GET', `/files/${session.file_id}`)).body).toMatchObject({ status: 'failed' });
-    expect(readdirSync(join(coffer.config.dataDir, 'objects', '.multipart'))).toEqual([]);
+    expect(await storeHoldsParts(coffer, session.upload_id)).toBe(false);
     const late = await fetch(url, { method: 'PUT', body: randomBytes(100) });
     expect(late.status).toBe(404);
     const again = await project.call('DELETE', `/files/upload/multipart/${session.upload_id}`);
@@ -218,14 +238,14 @@ describe('multipart upload', () => {
     for (const query of ['part=1&ttl=59', 'part=1&ttl=86401']) {
       const reply = await project.call(
         'GET',
-        `/files/upload/multipart/${session.upload_id}/part-url?${query}`,
+        `/files/upload/multipart/${session.upload_id}/part-url?${query}&size=1`,
       );
       expect(reply.status, query).toBe(422);
       expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'ttl' } });
     }
     const reply = await project.call(
       'GET',
-      `/files/upload/multipart/${session.upload_id}/part-url?part=10000&ttl=120`,
+      `/files/upload/multipart/${session.upload_id}/part-url?part=10000&ttl=120&size=1`,
     );
     expect(reply.body.part_number).toBe(10000);
     expect(Math.round((new Date(reply.body.expires_at).getTime() - Date.now()) / 1000)).toBe(120);
@@ -235,7 +255,7 @@ describe('multipart upload', () => {
     for (const ttl of ['120', '30']) {
       const ignored = await strict.call(
         'GET',
-        `/files/upload/multipart/${strictSession.upload_id}/part-url?part=1&ttl=${ttl}`,
+        `/files/upload/multipart/${strictSession.upload_id}/part-url?part=1&ttl=${ttl}&size=1`,
       );
       expect(ignored.status).toBe(200);
       expect(Math.round((new Date(ignored.body.expires_at).getTime() - Date.now()) / 1000)).toBe(
@@ -310,13 +330,13 @@ describe('multipart upload', () => {
         body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 10 },
       });
       const url = (
-        await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}/part-url?part=1`)
+        await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}/part-url?part=1&size=10`)
       ).body.url;
       expect((await fetch(url, { method: 'PUT', body: randomBytes(10) })).status).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 1100));
       expect(await quick.services.multipart.reap()).toBeGreaterThanOrEqual(1);
       expect((await project.call('GET', `/files/${reply.body.file_id}`)).body.status).toBe('failed');
-      expect(readdirSync(join(quick.config.dataDir, 'objects', '.multipart'))).toEqual([]);
+      expect(await storeHoldsParts(quick, reply.body.upload_id)).toBe(false);
       const listed = await project.call('GET', `/files/upload/multipart/${reply.body.upload_id}`);
       expect(listed.body.status).toBe('expired');
     } finally {
@@ -334,7 +354,8 @@ describe('expiry', () => {
         body: { filename: 'a.bin', content_type: 'application/octet-stream', total_size_bytes: 3 },
       });
       const { upload_id: uploadId, file_id: fileId } = started.body;
-      const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1`)).body.url;
+      const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1&size=3`))
+        .body.url;
       const put = await fetch(url, { method: 'PUT', body: Buffer.from('abc') });
       const etag = put.headers.get('etag')!;
       expect((await project.call('PUT', `/files/${fileId}/legal-hold`, { body: {} })).status).toBe(200);
@@ -396,10 +417,10 @@ describe('a session left completing by a process that died', () => {
     await stall(session.upload_id);
     await coffer.services.multipart.reap();
     const file = await project.call('GET', `/files/${session.file_id}`);
-    expect(file.body).toMatchObject({
-      status: 'ready',
-      checksum_sha256: createHash('sha256').update('abc').digest('hex'),
-    });
+    expect(file.body.status).toBe('ready');
+    expect(await settledChecksum(coffer, project, session.file_id)).toBe(
+      createHash('sha256').update('abc').digest('hex'),
+    );
     const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`);
     expect(listed.body.status).toBe('completed');
   });
@@ -445,52 +466,59 @@ describe('multipart with an upload token', () => {
       body: { filename: 'a.bin', content_type: contentType, total_size_bytes: total },
     });
 
-  it('keeps the bytes a session stores within what it declared, so a token cannot fill the disk', async () => {
-    const project = await coffer.newProject();
-    const secret = await token(project, { max_size: 1000 });
-    const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
-    const partUrl = async (part: number) =>
-      (
-        await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${part}`, {
-          token: secret,
-        })
-      ).body.url as string;
-    const put = (url: string, body: Buffer | ReadableStream) =>
-      fetch(url, { method: 'PUT', body, duplex: 'half' } as RequestInit);
-    const chunked = (bytes: Buffer) =>
-      new ReadableStream({
-        start(controller) {
-          controller.enqueue(new Uint8Array(bytes));
-          controller.close();
-        },
+  // Unsized part URLs exist on the local store only: it bounds what their parts store while they stream.
+  it.skipIf(storage === 's3')(
+    'keeps the bytes a session stores within what it declared, so a token cannot fill the disk',
+    async () => {
+      const project = await coffer.newProject();
+      const secret = await token(project, { max_size: 1000 });
+      const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
+      const partUrl = async (part: number) =>
+        (
+          await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${part}`, {
+            token: secret,
+          })
+        ).body.url as string;
+      const put = (url: string, body: Buffer | ReadableStream) =>
+        fetch(url, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+      const chunked = (bytes: Buffer) =>
+        new ReadableStream({
+          start(controller) {
+            controller.enqueue(new Uint8Array(bytes));
+            controller.close();
+          },
+        });
+
+      // One part longer than the whole upload: refused from its Content-Length, or while streaming.
+      for (const body of [randomBytes(8 * MiB), chunked(randomBytes(8 * MiB))]) {
+        const reply = await put(await partUrl(1), body);
+        expect(reply.status).toBe(413);
+        expect(((await reply.json()) as any).error.code).toBe('REQUEST_TOO_LARGE');
+      }
+      // Parts up to twice the declared total (room for a part re-cut), then no more.
+      expect((await put(await partUrl(1), randomBytes(1000))).status).toBe(200);
+      expect((await put(await partUrl(2), randomBytes(1000))).status).toBe(200);
+      const over = await put(await partUrl(3), randomBytes(1));
+      expect(over.status).toBe(413);
+      expect(((await over.json()) as any).error.details).toMatchObject({
+        max_bytes: 2000,
+        stored_bytes: 2000,
       });
+      // Replacing a part does not count its old version.
+      const last = randomBytes(1000);
+      const etag = (await put(await partUrl(1), last)).headers.get('etag')!;
+      const parts = await project.call('GET', `/files/upload/multipart/${uploadId}`, { token: secret });
+      expect(parts.body.parts.map((part: { size_bytes: number }) => part.size_bytes)).toEqual([1000, 1000]);
+      const done = await project.call('POST', `/files/upload/multipart/${uploadId}/complete`, {
+        token: secret,
+        body: { parts: [{ part_number: 1, etag }] },
+      });
+      expect(done.status).toBe(200);
+      expect(done.body.size_bytes).toBe(1000);
+    },
+  );
 
-    // One part longer than the whole upload: refused from its Content-Length, or while streaming.
-    for (const body of [randomBytes(8 * MiB), chunked(randomBytes(8 * MiB))]) {
-      const reply = await put(await partUrl(1), body);
-      expect(reply.status).toBe(413);
-      expect(((await reply.json()) as any).error.code).toBe('REQUEST_TOO_LARGE');
-    }
-    // Parts up to twice the declared total (room for a part re-cut), then no more.
-    expect((await put(await partUrl(1), randomBytes(1000))).status).toBe(200);
-    expect((await put(await partUrl(2), randomBytes(1000))).status).toBe(200);
-    const over = await put(await partUrl(3), randomBytes(1));
-    expect(over.status).toBe(413);
-    expect(((await over.json()) as any).error.details).toMatchObject({ max_bytes: 2000, stored_bytes: 2000 });
-    // Replacing a part does not count its old version.
-    const last = randomBytes(1000);
-    const etag = (await put(await partUrl(1), last)).headers.get('etag')!;
-    const parts = await project.call('GET', `/files/upload/multipart/${uploadId}`, { token: secret });
-    expect(parts.body.parts.map((part: { size_bytes: number }) => part.size_bytes)).toEqual([1000, 1000]);
-    const done = await project.call('POST', `/files/upload/multipart/${uploadId}/complete`, {
-      token: secret,
-      body: { parts: [{ part_number: 1, etag }] },
-    });
-    expect(done.status).toBe(200);
-    expect(done.body.size_bytes).toBe(1000);
-  });
-
-  it('holds the stored-bytes bound when the parts arrive all at once', async () => {
+  it.skipIf(storage === 's3')('holds the stored-bytes bound when the parts arrive all at once', async () => {
     const project = await coffer.newProject();
     const secret = await token(project, { max_size: 1000 });
     const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
@@ -508,10 +536,42 @@ describe('multipart with an upload token', () => {
     expect(statuses.filter((status) => status === 413)).toHaveLength(18);
   });
 
-  it('answers 404 to a part still arriving when its upload is aborted', async () => {
+  it('grants sized part URLs up to twice the declared total, so a token cannot fill the store', async () => {
+    const project = await coffer.newProject();
+    const secret = await token(project, { max_size: 1000 });
+    const { upload_id: uploadId } = (await startWith(project, secret, 1000)).body;
+    const partUrl = (part: number, size: number) =>
+      project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=${part}&size=${size}`, {
+        token: secret,
+      });
+    const tooLong = await partUrl(1, 1001);
+    expect(tooLong.status).toBe(422);
+    expect(tooLong.body.error.details).toMatchObject({ field: 'size' });
+    // Twenty parts asked for at once: the grants stop at twice the total.
+    const granted = await Promise.all(Array.from({ length: 20 }, (_, i) => partUrl(i + 1, 500)));
+    expect(granted.filter((reply) => reply.status === 200)).toHaveLength(4);
+    const refused = granted.filter((reply) => reply.status === 413);
+    expect(refused).toHaveLength(16);
+    expect(refused[0]!.body.error).toMatchObject({
+      code: 'REQUEST_TOO_LARGE',
+      details: { max_bytes: 2000, granted_bytes: 2000 },
+    });
+    // A granted part number may be signed again at its size or below; its bytes must be exact.
+    const number = granted.findIndex((reply) => reply.status === 200) + 1;
+    const again = await partUrl(number, 500);
+    expect(again.status).toBe(200);
+    expect(
+      (await fetch(again.body.url, { method: 'PUT', body: randomBytes(501) })).status,
+    ).toBeGreaterThanOrEqual(400);
+    expect((await fetch(again.body.url, { method: 'PUT', body: randomBytes(500) })).status).toBe(200);
+  });
+
+  // A streamed body (no Content-Length) is the local store's: S3 part URLs sign the length.
+  it.skipIf(storage === 's3')('answers 404 to a part still arriving when its upload is aborted', async () => {
     const project = await coffer.newProject();
     const { upload_id: uploadId } = (await startWith(project, await token(project, {}), 2000)).body;
-    const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1`)).body.url;
+    const url = (await project.call('GET', `/files/upload/multipart/${uploadId}/part-url?part=1&size=2000`))
+      .body.url;
     let finish!: () => void;
     const halfway = new Promise<void>((resolve) => {
       finish = resolve;
@@ -566,9 +626,13 @@ describe('multipart with an upload token', () => {
     const mine = await token(project, {});
     const other = await token(project, {});
     const session = (await startWith(project, mine, 3)).body;
-    const url = await project.call('GET', `/files/upload/multipart/${session.upload_id}/part-url?part=1`, {
-      token: mine,
-    });
+    const url = await project.call(
+      'GET',
+      `/files/upload/multipart/${session.upload_id}/part-url?part=1&size=3`,
+      {
+        token: mine,
+      },
+    );
     expect(url.status).toBe(200);
     const etag = (await fetch(url.body.url, { method: 'PUT', body: 'abc' })).headers.get('etag');
     for (const [method, path, body] of [

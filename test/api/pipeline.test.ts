@@ -1,6 +1,4 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs } from '../../src/infra/jobs.ts';
 import { createClamdScanner, eicarTestFile, type Scanner } from '../../src/infra/scanner/index.ts';
@@ -195,7 +193,7 @@ describe('new content of a versioned file', () => {
         await quick.services.collector.sweep();
         const collected = await content();
         expect(collected.purged_at).not.toBeNull();
-        expect(existsSync(join(quick.config.dataDir, 'objects', collected.storage_key))).toBe(false);
+        expect(await quick.services.store.head(collected.storage_key)).toBeUndefined();
       } finally {
         await quick.close();
       }

@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 
@@ -40,8 +38,8 @@ describe('two-step upload', () => {
     const project = await coffer.newProject();
     const token = (await project.call('POST', '/upload-tokens', { body: { max_files: 1 } })).body.token;
     const store = coffer.services.store;
-    const presignPut = store.presignPut;
-    store.presignPut = () => Promise.reject(new Error('the store is unavailable'));
+    const presignPut = store.presignUpload;
+    store.presignUpload = () => Promise.reject(new Error('the store is unavailable'));
     try {
       const reply = await project.call('POST', '/files/upload', {
         token,
@@ -49,7 +47,7 @@ describe('two-step upload', () => {
       });
       expect(reply.status).toBe(500);
     } finally {
-      store.presignPut = presignPut;
+      store.presignUpload = presignPut;
     }
     expect((await project.call('GET', '/files')).body.total).toBe(0);
     // The failed attempt did not use the token's only upload.
@@ -99,7 +97,8 @@ describe('legal hold and background collection', () => {
       await new Promise((resolve) => setTimeout(resolve, 1100));
 
       await quick.services.collector.sweep();
-      expect(existsSync(join(quick.config.dataDir, 'objects', storageKey))).toBe(true);
+      // The unconfirmed bytes are still there (sealing them here only proves it).
+      expect((await quick.services.store.seal(storageKey))?.size).toBe(BYTES.length);
       expect((await project.call('GET', `/files/${fileId}`)).body).toMatchObject({
         status: 'uploading',
         legal_hold: true,
@@ -107,7 +106,7 @@ describe('legal hold and background collection', () => {
 
       expect((await project.call('DELETE', `/files/${fileId}/legal-hold`)).status).toBe(200);
       await quick.services.collector.sweep();
-      expect(existsSync(join(quick.config.dataDir, 'objects', storageKey))).toBe(false);
+      expect(await quick.services.store.head(storageKey)).toBeUndefined();
       expect((await project.call('GET', `/files/${fileId}`)).body).toMatchObject({
         status: 'failed',
         failure_reason: 'upload_abandoned',

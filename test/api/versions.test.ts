@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -123,7 +121,7 @@ describe('file versions', () => {
     expect(await download(project, `/files/${file.id}/download`)).toBe('two!');
     // Every object any version refers to is still there.
     for (const version of (await versionsOf(project, file.id)).items) {
-      expect(existsSync(join(coffer.config.dataDir, 'objects', version.storage_key))).toBe(true);
+      expect(await coffer.services.store.head(version.storage_key)).toBeDefined();
     }
   });
 
@@ -302,13 +300,13 @@ describe('collection of versioned files', () => {
         (v: { storage_key: string }) => v.storage_key,
       );
       expect(new Set(keys).size).toBe(2);
-      const path = (key: string) => join(quick.config.dataDir, 'objects', key);
+      const { store } = quick.services;
       await quick.services.collector.sweep();
-      for (const key of keys) expect(existsSync(path(key))).toBe(true);
+      for (const key of keys) expect(await store.head(key)).toBeDefined();
       await project.call('DELETE', `/files/${file.id}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
       await quick.services.collector.sweep();
-      for (const key of keys) expect(existsSync(path(key))).toBe(false);
+      for (const key of keys) expect(await store.head(key)).toBeUndefined();
     } finally {
       await quick.close();
     }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,8 +10,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseDisposition } from 'content-disposition';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { installErrorHandling } from '../../src/http/error-handler.ts';
-import { createLocalStore, type LocalObjectStore, localObjectRoutes } from '../../src/infra/storage/local.ts';
+import { installErrorHandling, toAppError } from '../../src/http/error-handler.ts';
+import { objectRoutes } from '../../src/http/object-routes.ts';
+import { createLocalStore, type LocalObjectStore } from '../../src/infra/storage/local/store.ts';
+import {
+  MAX_PART_SIZE,
+  MIN_PART_SIZE,
+  StoreError,
+  type StoreErrorCode,
+} from '../../src/infra/storage/object-store.ts';
 import { writers } from '../../src/infra/storage/writer-pool.ts';
 
 const SECRET = 'test-url-signing-secret';
@@ -31,6 +38,8 @@ const md5 = (data: Buffer) => createHash('md5').update(data).digest('hex');
 const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000);
 const newKey = () => `proj_test/file_${++counter}/01HZX${String(counter).padStart(6, '0')}`;
 const tmpFiles = () => readdir(join(dir, '.tmp')).catch(() => [] as string[]);
+/** A part that can come before others at complete: no smaller than S3 allows (5 MiB), and no bigger. */
+const fullPart = () => randomBytes(MIN_PART_SIZE);
 
 async function collect(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -40,11 +49,22 @@ async function collect(stream: Readable): Promise<Buffer> {
 
 async function expectError(response: Response, status: number, code: string) {
   expect(response.status).toBe(status);
-  const body = (await response.json()) as { error: { code: string; message: string; request_id: string } };
+  const body = (await response.json()) as {
+    error: { code: string; message: string; details?: Record<string, unknown>; request_id: string };
+  };
   expect(body.error.code).toBe(code);
   expect(body.error.request_id).toEqual(expect.any(String));
   return body.error;
 }
+
+/** What the store throws: a StoreError of `code`, with at least `details` and a `message` matching when given. */
+const storeError = (code: StoreErrorCode, details?: Record<string, unknown>, message?: RegExp) =>
+  expect.objectContaining({
+    name: 'StoreError',
+    code,
+    ...(details ? { details: expect.objectContaining(details) } : {}),
+    ...(message ? { message: expect.stringMatching(message) } : {}),
+  });
 
 /** Nothing of `key` is visible or half-written. */
 async function expectNoTrace(key: string) {
@@ -107,7 +127,7 @@ function rawRequest(
 
 async function upload(data: Buffer, contentType = 'application/pdf'): Promise<string> {
   const key = newKey();
-  const url = await store.presignPut(key, { size: data.length, contentType, expiresAt: inSeconds(60) });
+  const url = await store.presignUpload(key, { size: data.length, contentType, expiresAt: inSeconds(60) });
   const response = await put(url, data, contentType);
   expect(response.status).toBe(200);
   return key;
@@ -120,7 +140,7 @@ beforeAll(async () => {
   // The routes only verify and store; the public URL (known once listening) only matters for presigning,
   // so a second store over the same folder and secret presigns with the real address.
   receiver = createLocalStore({ dir, publicUrl: 'http://unused', secret: SECRET });
-  await app.register(localObjectRoutes(receiver));
+  await app.register(objectRoutes(receiver));
   base = await app.listen({ host: '127.0.0.1', port: 0 });
   store = createLocalStore({ dir, publicUrl: base, secret: SECRET });
 });
@@ -134,7 +154,7 @@ describe('presigned PUT and GET', () => {
   it('round-trips the bytes with the documented headers', async () => {
     const data = randomBytes(2 * 1024 * 1024 + 17); // above Fastify's default 1 MiB body limit
     const key = newKey();
-    const putUrl = await store.presignPut(key, {
+    const putUrl = await store.presignUpload(key, {
       size: data.length,
       contentType: 'application/pdf',
       expiresAt: inSeconds(60),
@@ -184,7 +204,7 @@ describe('presigned PUT and GET', () => {
   it('refuses a second PUT through the same URL and keeps the first bytes', async () => {
     const data = Buffer.from('first version');
     const key = newKey();
-    const url = await store.presignPut(key, {
+    const url = await store.presignUpload(key, {
       size: data.length,
       contentType: 'text/plain',
       expiresAt: inSeconds(60),
@@ -206,7 +226,7 @@ describe('presigned PUT and GET', () => {
     const chunks = [randomBytes(1000), randomBytes(70_000), randomBytes(5)];
     const data = Buffer.concat(chunks);
     const key = newKey();
-    const url = await store.presignPut(key, {
+    const url = await store.presignUpload(key, {
       size: data.length,
       contentType: 'image/png',
       expiresAt: inSeconds(60),
@@ -246,7 +266,7 @@ describe('presigned PUT and GET', () => {
 describe('rejected uploads leave nothing behind', () => {
   const size = 10;
   const presign = (key: string, contentType = 'text/plain', expiresAt = inSeconds(60)) =>
-    store.presignPut(key, { size, contentType, expiresAt });
+    store.presignUpload(key, { size, contentType, expiresAt });
 
   it('rejects a Content-Length longer or shorter than signed with 400 BAD_REQUEST', async () => {
     for (const length of [size + 5, size - 5]) {
@@ -365,7 +385,7 @@ describe('rejected uploads leave nothing behind', () => {
 
     const data = Buffer.from('0123456789');
     const existing = newKey();
-    const putUrl = await store.presignPut(existing, {
+    const putUrl = await store.presignUpload(existing, {
       size,
       contentType: 'text/plain',
       expiresAt: inSeconds(60),
@@ -381,7 +401,7 @@ describe('rejected uploads leave nothing behind', () => {
     const key = newKey();
     const total = 4 * 1024 * 1024;
     const url = new URL(
-      await store.presignPut(key, { size: total, contentType: 'video/mp4', expiresAt: inSeconds(60) }),
+      await store.presignUpload(key, { size: total, contentType: 'video/mp4', expiresAt: inSeconds(60) }),
     );
     const req = httpRequest(url, {
       method: 'PUT',
@@ -444,7 +464,7 @@ describe('ranges', () => {
     expect((await collect(await store.read(key, { start: 998, end: 5000 }))).equals(data.subarray(998))).toBe(
       true,
     );
-    await expect(store.read(newKey())).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    await expect(store.read(newKey())).rejects.toMatchObject(storeError('NoSuchKey'));
   });
 });
 
@@ -465,9 +485,9 @@ describe('keys', () => {
 
   it.each(badKeys)('presign and head refuse %j', async (key) => {
     const expiresAt = inSeconds(60);
-    const refused = { status: 400, code: 'BAD_REQUEST' };
+    const refused = storeError('InvalidArgument');
     await expect(
-      store.presignPut(key, { size: 1, contentType: 'text/plain', expiresAt }),
+      store.presignUpload(key, { size: 1, contentType: 'text/plain', expiresAt }),
     ).rejects.toMatchObject(refused);
     await expect(
       store.presignGet(key, { expiresAt, filename: 'x', contentType: 'text/plain' }),
@@ -481,7 +501,7 @@ describe('keys', () => {
 
   it('the routes refuse traversal paths with 400 BAD_REQUEST', async () => {
     const signed = new URL(
-      await store.presignPut(newKey(), { size: 3, contentType: 'text/plain', expiresAt: inSeconds(60) }),
+      await store.presignUpload(newKey(), { size: 3, contentType: 'text/plain', expiresAt: inSeconds(60) }),
     );
     for (const path of [
       'proj/../../escape',
@@ -518,7 +538,7 @@ describe('keys', () => {
 
 describe('multipart uploads', () => {
   const partUrl = (key: string, uploadId: string, partNumber: number) =>
-    store.presignPart(key, uploadId, partNumber, inSeconds(60));
+    store.presignPart(key, uploadId, partNumber, { expiresAt: inSeconds(60) });
 
   it('assembles parts uploaded out of order, with re-uploads replacing a part', async () => {
     const key = newKey();
@@ -526,8 +546,9 @@ describe('multipart uploads', () => {
       contentType: 'application/zip',
       totalSize: MULTIPART_TOTAL,
     });
-    const parts = [randomBytes(200 * 1024), randomBytes(150 * 1024), randomBytes(10 * 1024)];
-    const replaced = randomBytes(120 * 1024);
+    // Every part but the last holds at least 5 MiB, as complete requires.
+    const parts = [fullPart(), fullPart(), randomBytes(10 * 1024)];
+    const replaced = fullPart();
 
     for (const index of [2, 0, 1]) {
       const response = await put(await partUrl(key, uploadId, index + 1), parts[index]!, 'whatever/type');
@@ -552,13 +573,14 @@ describe('multipart uploads', () => {
     const etags = listed.map(({ partNumber, etag }) => ({ partNumber, etag }));
     await expect(
       store.completeMultipart(key, uploadId, [etags[0]!, { partNumber: 2, etag: oldEtag }, etags[2]!]),
-    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR', details: { part_number: 2 } });
+    ).rejects.toMatchObject(storeError('InvalidPart', { part_number: 2 }, /^Part 2 does not match/));
+    // The missing part comes last: the parts before it are big enough, so it is refused for being missing.
     await expect(
-      store.completeMultipart(key, uploadId, [...etags, { partNumber: 4, etag: oldEtag }]),
-    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR', details: { part_number: 4 } });
+      store.completeMultipart(key, uploadId, [etags[0]!, etags[1]!, { partNumber: 4, etag: oldEtag }]),
+    ).rejects.toMatchObject(storeError('InvalidPart', { part_number: 4 }, /^Part 4 was not uploaded/));
     await expect(
       store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"../../../../x"' }]),
-    ).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR' });
+    ).rejects.toMatchObject(storeError('InvalidPart', { part_number: 1 }, /^Part 1 does not match/));
     expect(await store.head(key)).toBeUndefined();
 
     const whole = Buffer.concat(parts);
@@ -581,7 +603,7 @@ describe('multipart uploads', () => {
 
     // The finished session's URLs are refused.
     await expectError(await put(await partUrl(key, uploadId, 4), Buffer.from('late')), 404, 'NOT_FOUND');
-    await expect(store.listParts(key, uploadId)).rejects.toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    await expect(store.listParts(key, uploadId)).rejects.toMatchObject(storeError('NoSuchUpload'));
     expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
 
     // Reads span the assembled object's parts; delete removes them all.
@@ -592,6 +614,48 @@ describe('multipart uploads', () => {
     await store.delete(key);
     expect(await store.head(key)).toBeUndefined();
     expect(existsSync(`${join(dir, ...key.split('/'))}.parts`)).toBe(false);
+  });
+
+  it("refuses S3's part rules broken at complete, assembling nothing, and completes afterwards", async () => {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, {
+      contentType: 'application/octet-stream',
+      totalSize: MULTIPART_TOTAL,
+    });
+    // One byte short of 5 MiB, exactly 5 MiB, and a small last part.
+    const parts = [randomBytes(MIN_PART_SIZE - 1), fullPart(), randomBytes(1000)];
+    for (const [index, part] of parts.entries()) {
+      expect((await put(await partUrl(key, uploadId, index + 1), part)).status).toBe(200);
+    }
+    const [one, two, three] = parts.map((part, index) => ({ partNumber: index + 1, etag: `"${md5(part)}"` }));
+    const assembled = `${join(dir, ...key.split('/'))}.parts`;
+
+    await expect(store.completeMultipart(key, uploadId, [one!, two!, three!])).rejects.toMatchObject(
+      storeError('InvalidPart', { part_number: 1 }, /^Part 1 is smaller than 5 MiB/),
+    );
+    for (const [list, partNumber] of [
+      [[two!, one!], 1],
+      [[two!, two!, three!], 2],
+    ] as const) {
+      await expect(store.completeMultipart(key, uploadId, [...list])).rejects.toMatchObject(
+        storeError('InvalidPart', { part_number: partNumber }, /ascending/),
+      );
+    }
+    expect(await store.head(key)).toBeUndefined();
+    expect(existsSync(assembled)).toBe(false);
+    expect(await store.listParts(key, uploadId)).toEqual(
+      parts.map((part, index) => ({ partNumber: index + 1, etag: `"${md5(part)}"`, size: part.length })),
+    );
+
+    // Parts 2 and 3 follow the rules (a small part may come last, and part numbers may leave gaps).
+    const info = await store.completeMultipart(key, uploadId, [two!, three!]);
+    const whole = Buffer.concat([parts[1]!, parts[2]!]);
+    const etag = `"${md5(Buffer.concat([parts[1]!, parts[2]!].map((part) => Buffer.from(md5(part), 'hex'))))}-2"`;
+    expect(info).toEqual({ size: whole.length, etag, sha256: sha256(whole) });
+    expect(await store.head(key)).toEqual(info);
+    expect((await collect(await store.read(key))).equals(whole)).toBe(true);
+    expect(existsSync(join(dir, '.multipart', uploadId))).toBe(false);
+    expect(await tmpFiles()).toEqual([]);
   });
 
   it('abort removes the parts; later part PUTs get 404 and aborting again is fine', async () => {
@@ -609,9 +673,7 @@ describe('multipart uploads', () => {
     await store.abortMultipart(key, 'unknownuploadid123456');
     await expect(
       store.completeMultipart(key, uploadId, [{ partNumber: 1, etag: '"x"' }]),
-    ).rejects.toMatchObject({
-      status: 404,
-    });
+    ).rejects.toMatchObject(storeError('NoSuchUpload'));
     await expectNoTrace(key);
   });
 
@@ -629,16 +691,169 @@ describe('multipart uploads', () => {
     const foreign = await partUrl(otherKey, uploadId, 1);
     await expectError(await put(foreign, Buffer.from('x')), 404, 'NOT_FOUND');
     expect(await store.listParts(key, uploadId)).toEqual([]);
-    await expect(store.presignPart(key, uploadId, 0, inSeconds(60))).rejects.toMatchObject({ status: 400 });
-    await expect(store.presignPart(key, uploadId, 10_001, inSeconds(60))).rejects.toMatchObject({
-      status: 400,
-    });
+    for (const partNumber of [0, 10_001]) {
+      await expect(partUrl(key, uploadId, partNumber)).rejects.toMatchObject(
+        storeError('InvalidArgument', { field: 'part', part_number: partNumber }),
+      );
+    }
     await store.abortMultipart(key, uploadId);
   });
 });
 
+describe('part URLs signed for a size', () => {
+  const size = 1000;
+  const sizedUrl = (key: string, uploadId: string, partNumber = 1, partSize = size) =>
+    store.presignPart(key, uploadId, partNumber, { expiresAt: inSeconds(60), size: partSize });
+
+  async function start(totalSize = MULTIPART_TOTAL): Promise<{ key: string; uploadId: string }> {
+    const key = newKey();
+    const uploadId = await store.createMultipart(key, { contentType: 'application/octet-stream', totalSize });
+    return { key, uploadId };
+  }
+
+  /** Nothing of the upload's part 1 is stored, even half-written. */
+  async function expectNoPart(key: string, uploadId: string) {
+    expect(await store.listParts(key, uploadId)).toEqual([]);
+    expect(existsSync(join(dir, '.multipart', uploadId, '1'))).toBe(false);
+    expect(await tmpFiles()).toEqual([]);
+  }
+
+  it('accepts exactly the signed size, sent whole or chunked', async () => {
+    const { key, uploadId } = await start();
+    // Part 1 comes before another at complete, so it holds 5 MiB; the last part the size of the others here.
+    const parts = [fullPart(), randomBytes(size)];
+    const url = await sizedUrl(key, uploadId, 1, MIN_PART_SIZE);
+    expect(new URL(url).searchParams.get('size')).toBe(String(MIN_PART_SIZE));
+    const whole = await put(url, parts[0]!);
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get('etag')).toBe(`"${md5(parts[0]!)}"`);
+    const last = await sizedUrl(key, uploadId, 2);
+    expect(new URL(last).searchParams.get('size')).toBe(String(size));
+    const chunks = [parts[1]!.subarray(0, 300), parts[1]!.subarray(300)];
+    expect((await putStream(last, chunks)).status).toBe(200);
+    const listed = await store.listParts(key, uploadId);
+    expect(listed).toEqual(
+      parts.map((part, i) => ({ partNumber: i + 1, etag: `"${md5(part)}"`, size: part.length })),
+    );
+    const info = await store.completeMultipart(key, uploadId, listed);
+    expect(info.sha256).toBe(sha256(Buffer.concat(parts)));
+  });
+
+  it('refuses a body of any other size with 400 BAD_REQUEST and stores nothing', async () => {
+    const { key, uploadId } = await start();
+    const url = await sizedUrl(key, uploadId);
+    for (const length of [size + 1, size - 1, 0]) {
+      const error = await expectError(await put(url, Buffer.alloc(length, 1)), 400, 'BAD_REQUEST');
+      expect(error.message).toMatch(/Content-Length/);
+    }
+    for (const chunks of [
+      [Buffer.alloc(600), Buffer.alloc(600)],
+      [Buffer.alloc(400), Buffer.alloc(500)],
+    ]) {
+      const error = await expectError(await putStream(url, chunks), 400, 'BAD_REQUEST');
+      expect(error.message).toMatch(/declared/);
+    }
+    await expectNoPart(key, uploadId);
+    // The store itself holds the size, whatever the HTTP layer let through.
+    const signed = store.verifyUrl('PUT', key, Object.fromEntries(new URL(url).searchParams));
+    if (signed.kind !== 'part') throw new Error('a part URL was expected');
+    const short = (async function* () {
+      yield Buffer.alloc(size - 1);
+    })();
+    await expect(store.receive(signed, short)).rejects.toMatchObject(storeError('InvalidArgument'));
+    await expectNoPart(key, uploadId);
+  });
+
+  it('refuses a size tampered with, removed or added with 403 FORBIDDEN', async () => {
+    const { key, uploadId } = await start();
+    const sized = new URL(await sizedUrl(key, uploadId));
+    const bigger = new URL(sized);
+    bigger.searchParams.set('size', String(size + 1));
+    const removed = new URL(sized);
+    removed.searchParams.delete('size');
+    const added = new URL(await store.presignPart(key, uploadId, 1, { expiresAt: inSeconds(60) }));
+    added.searchParams.set('size', String(size));
+    for (const [target, length] of [
+      [bigger, size + 1],
+      [removed, size + 1],
+      [added, size],
+    ] as const) {
+      const error = await expectError(await put(target.href, Buffer.alloc(length)), 403, 'FORBIDDEN');
+      expect(error.message).toMatch(/signature/);
+    }
+    await expectNoPart(key, uploadId);
+  });
+
+  it('is refused at presign for a size no part of the upload can have', async () => {
+    const { key, uploadId } = await start(5000);
+    for (const bad of [-1, 1.5, MAX_PART_SIZE + 1]) {
+      await expect(sizedUrl(key, uploadId, 1, bad)).rejects.toMatchObject(
+        storeError('InvalidArgument', { field: 'size' }),
+      );
+    }
+    await expect(sizedUrl(key, uploadId, 1, 5001)).rejects.toMatchObject(
+      storeError('InvalidArgument', { field: 'size', total_size: 5000 }),
+    );
+    expect(new URL(await sizedUrl(key, uploadId, 1, 5000)).searchParams.get('size')).toBe('5000');
+    await expect(sizedUrl(newKey(), uploadId)).rejects.toMatchObject(storeError('NoSuchUpload'));
+  });
+});
+
+describe('the rest of the ObjectStore interface', () => {
+  it('declares what it can do, and seals an uploaded object as it stands', async () => {
+    expect(store.capabilities).toEqual({ servesUrls: true, sha256OnUpload: true, partSizeRequired: false });
+    const key = await upload(Buffer.from('sealed'), 'text/plain');
+    expect(await store.seal(key)).toEqual(await store.head(key));
+    expect(await store.seal(key)).toEqual(await store.head(key));
+    expect(await store.seal(newKey())).toBeUndefined();
+  });
+
+  it('is ready once its folder exists, and Unavailable when it cannot write there', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'coffer-local-check-'));
+    try {
+      const fresh = createLocalStore({ dir: join(root, 'a', 'b'), publicUrl: base, secret: SECRET });
+      await fresh.check();
+      expect(existsSync(join(root, 'a', 'b'))).toBe(true);
+      await fresh.close();
+      await writeFile(join(root, 'file'), 'not a folder');
+      const blocked = createLocalStore({ dir: join(root, 'file'), publicUrl: base, secret: SECRET });
+      await expect(blocked.check()).rejects.toMatchObject(storeError('Unavailable'));
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("is answered at the HTTP edge with the contract's errors, hiding why the store is unavailable", () => {
+    const tooLarge = toAppError(new StoreError('TooLarge', 'Too many bytes', { max_bytes: 10 }));
+    expect(tooLarge).toMatchObject({
+      status: 413,
+      code: 'REQUEST_TOO_LARGE',
+      message: 'Too many bytes',
+      details: { max_bytes: 10 },
+    });
+    expect(toAppError(new StoreError('NoSuchUpload', 'Upload not found'))).toMatchObject({
+      status: 404,
+      code: 'NOT_FOUND',
+    });
+    expect(toAppError(new StoreError('InvalidPart', 'Part 2 was not uploaded'))).toMatchObject({
+      status: 422,
+      code: 'VALIDATION_ERROR',
+    });
+    const cause = new Error('connect ECONNREFUSED 10.0.0.7:9000');
+    const unavailable = toAppError(
+      new StoreError('Unavailable', 'read: 10.0.0.7 failed', { host: 'x' }, { cause }),
+    );
+    expect(unavailable).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE', details: undefined });
+    expect(unavailable.message).not.toMatch(/10\.0\.0\.7/);
+  });
+});
+
 describe('the SHA-256 of a multipart upload, computed while its parts arrive', () => {
-  const parts = (count: number) => Array.from({ length: count }, () => randomBytes(64 * 1024 + 7));
+  /** `count` parts to complete in order: 5 MiB each (complete's least for a part not last), the last smaller. */
+  const parts = (count: number) =>
+    Array.from({ length: count }, (_, index) =>
+      index < count - 1 ? fullPart() : randomBytes(64 * 1024 + 7),
+    );
   const etagOf = (part: Buffer) => `"${md5(part)}"`;
 
   async function start(bytes: Buffer[]): Promise<{ key: string; uploadId: string }> {
@@ -652,7 +867,10 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
   }
 
   async function putPart(key: string, uploadId: string, partNumber: number, part: Buffer) {
-    const response = await put(await store.presignPart(key, uploadId, partNumber, inSeconds(60)), part);
+    const response = await put(
+      await store.presignPart(key, uploadId, partNumber, { expiresAt: inSeconds(60) }),
+      part,
+    );
     expect(response.status).toBe(200);
     // Let the background digest catch up, so that complete meets what it hashed.
     await sleep(20);
@@ -676,7 +894,7 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
   it('follows a part re-uploaded with other bytes after it was hashed', async () => {
     const bytes = parts(3);
     const { key, uploadId } = await start(bytes);
-    bytes[1] = randomBytes(70 * 1024);
+    bytes[1] = fullPart();
     await putPart(key, uploadId, 2, bytes[1]);
     const info = await receiver.completeMultipart(
       key,
@@ -687,7 +905,8 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
   });
 
   it('covers only the parts completed: a part left out, or fewer parts than arrived', async () => {
-    const bytes = parts(4);
+    // Parts 1 and 2 come before another at complete; parts 3 and 4 never do.
+    const bytes = [fullPart(), fullPart(), randomBytes(64 * 1024 + 7), randomBytes(70 * 1024)];
     const gap = await start(bytes);
     const withGap: [number, Buffer][] = [
       [1, bytes[0]!],
@@ -780,7 +999,9 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
     const url = store.verifyUrl(
       'PUT',
       key,
-      Object.fromEntries(new URL(await store.presignPart(key, uploadId, 2, inSeconds(60))).searchParams),
+      Object.fromEntries(
+        new URL(await store.presignPart(key, uploadId, 2, { expiresAt: inSeconds(60) })).searchParams,
+      ),
     );
     if (url.kind !== 'part') throw new Error('a part URL was expected');
     await store.receive(
@@ -789,8 +1010,12 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
         yield randomBytes(1000);
       })(),
     );
-    const over = await put(await store.presignPart(key, uploadId, 3, inSeconds(60)), randomBytes(1));
-    expect(over.status).toBe(413);
+    const over = await put(
+      await store.presignPart(key, uploadId, 3, { expiresAt: inSeconds(60) }),
+      randomBytes(1),
+    );
+    const error = await expectError(over, 413, 'REQUEST_TOO_LARGE');
+    expect(error.details).toEqual({ max_bytes: 2000, stored_bytes: 2000 });
     expect(await store.listParts(key, uploadId)).toHaveLength(2);
   });
 
@@ -804,11 +1029,11 @@ describe('the SHA-256 of a multipart upload, computed while its parts arrive', (
         { partNumber: 2, etag: etagOf(bytes[0]!) },
         list[2]!,
       ]),
-    ).rejects.toMatchObject({ status: 422, details: { part_number: 2 } });
+    ).rejects.toMatchObject(storeError('InvalidPart', { part_number: 2 }, /^Part 2 does not match/));
     const info = await receiver.completeMultipart(key, uploadId, list);
     expect(info.sha256).toBe(sha256(Buffer.concat(bytes)));
 
-    const aborted = await start(parts(2));
+    const aborted = await start([randomBytes(1000), randomBytes(1000)]); // never completed: any size
     await receiver.abortMultipart(aborted.key, aborted.uploadId);
     await expectNoTrace(aborted.key);
     expect(existsSync(join(dir, '.multipart', aborted.uploadId))).toBe(false);

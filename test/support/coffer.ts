@@ -1,5 +1,4 @@
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -10,7 +9,8 @@ import { SCOPES, type Scope, type SettingsInput } from '../../src/modules/projec
 import { openRuntime } from '../../src/runtime.ts';
 import type { Services } from '../../src/services.ts';
 import { startWorkers } from '../../src/workers.ts';
-import { testCache, testClamdUrl, testDb } from './backends.ts';
+import { testCache, testClamdUrl, testDb, testStorageEnv } from './backends.ts';
+import { freePort } from './net.ts';
 
 export const ADMIN_KEY = `coffer_admin_${'t'.repeat(43)}`;
 
@@ -43,17 +43,6 @@ export interface TestProject {
   key: string;
   /** Calls `/v1/projects/{id}{path}` with the project's key unless another token is given. */
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<Reply<T>>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function request<T = any>(
@@ -95,6 +84,7 @@ export async function startCoffer(
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
     ...(testClamdUrl() ? { COFFER_CLAMD_URL: testClamdUrl()! } : {}),
+    ...testStorageEnv(),
     ...env,
   });
   const cache = testCache();

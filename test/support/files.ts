@@ -1,4 +1,4 @@
-import type { Reply, TestProject } from './coffer.ts';
+import type { Reply, TestCoffer, TestProject } from './coffer.ts';
 
 export interface UploadInput {
   filename?: string;
@@ -48,4 +48,17 @@ export async function upload(project: TestProject, input: UploadInput = {}): Pro
   const stored = await put(started.upload_url, started.bytes, input.content_type ?? 'text/plain');
   if (stored.status !== 200) throw new Error(`PUT failed: ${stored.status} ${stored.text}`);
   return project.call('POST', `/files/${started.file_id}/confirm`, { token: input.token });
+}
+
+/**
+ * The checksum a file reaches: the one it has right away on a store that hashes uploads, or the one
+ * the digest job records after reading the bytes (run here, as a worker would). Asserts that it is
+ * null until then, as documented.
+ */
+export async function settledChecksum(coffer: TestCoffer, project: TestProject, fileId: string) {
+  const before = (await project.call('GET', `/files/${fileId}`)).body.checksum_sha256;
+  if (coffer.services.store.capabilities.sha256OnUpload) return before;
+  if (before !== null) throw new Error(`checksum_sha256 is ${before} before the digest job ran`);
+  await coffer.services.pipeline.runOnce();
+  return (await project.call('GET', `/files/${fileId}`)).body.checksum_sha256;
 }

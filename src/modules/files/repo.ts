@@ -223,3 +223,11 @@ export async function listFiles(
   ]);
   return { rows, total: count!.total };
 }
+
+/** Records the SHA-256 of an object once Coffer has read it, on every file that holds it without one. */
+export async function setChecksum(q: Queryable, storageKey: string, sha256: string): Promise<void> {
+  await q.query('UPDATE files SET checksum_sha256 = $2 WHERE storage_key = $1 AND checksum_sha256 IS NULL', [
+    storageKey,
+    sha256,
+  ]);
+}

@@ -15,7 +15,10 @@ export const FileObject = Type.Object(
     category: StringEnum(CATEGORIES),
     storage_key: Type.String(),
     checksum_sha256: Nullable(
-      Type.String({ description: 'Hex SHA-256 of the stored bytes, known once uploaded' }),
+      Type.String({
+        description:
+          'Hex SHA-256 of the stored bytes, then fixed. On the local store it is known at confirm (or complete). On S3 it is null until Coffer has read the bytes: set before the file becomes ready when the project scans, otherwise moments after it became ready (a digest job).',
+      }),
     ),
     metadata: Type.Record(Type.String(), Type.Unknown()),
     tags: Type.Array(Type.String()),

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db } from '../../infra/db.ts';
+import type { ObjectStore } from '../../infra/storage/object-store.ts';
 
 /** A probe answers within about 2 s even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1500;
@@ -10,19 +11,25 @@ const Live = Type.Object({ status: Type.Literal('ok') });
 const CheckState = Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]);
 const Ready = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
-  checks: Type.Object({ database: CheckState, cache: CheckState }),
+  checks: Type.Object({ database: CheckState, cache: CheckState, store: CheckState }),
 });
 
 async function check(probe: () => Promise<void>): Promise<'ok' | 'unavailable'> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timed out')), CHECK_TIMEOUT_MS);
+  });
   try {
-    await probe();
+    await Promise.race([probe(), deadline]);
     return 'ok';
   } catch {
     return 'unavailable';
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-export function healthRoutes(db: Db, cache: Cache): FastifyPluginAsyncTypebox {
+export function healthRoutes(db: Db, cache: Cache, store: ObjectStore): FastifyPluginAsyncTypebox {
   return async (app) => {
     const live = {
       config: { access: 'public' as const },
@@ -42,19 +49,21 @@ export function healthRoutes(db: Db, cache: Cache): FastifyPluginAsyncTypebox {
         config: { access: 'public' },
         schema: {
           tags: ['Health'],
-          summary: 'Readiness: database and cache reachable',
+          summary: 'Readiness: database, cache and object store reachable',
           response: { 200: Ready, 503: Ready },
         },
       },
       async (_request, reply) => {
-        const [database, cacheState] = await Promise.all([
+        const [database, cacheState, storeState] = await Promise.all([
           check(() => db.ping(CHECK_TIMEOUT_MS)),
           check(() => cache.ping(CHECK_TIMEOUT_MS)),
+          check(() => store.check()),
         ]);
-        const ok = database === 'ok' && cacheState === 'ok';
-        return reply
-          .code(ok ? 200 : 503)
-          .send({ status: ok ? 'ok' : 'degraded', checks: { database, cache: cacheState } });
+        const ok = database === 'ok' && cacheState === 'ok' && storeState === 'ok';
+        return reply.code(ok ? 200 : 503).send({
+          status: ok ? 'ok' : 'degraded',
+          checks: { database, cache: cacheState, store: storeState },
+        });
       },
     );
   };

@@ -1,12 +1,14 @@
-import type { Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { type Readable, Transform } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../../infra/db.ts';
-import { claimJobs, finishJob, type Job, retryJob } from '../../infra/jobs.ts';
+import { claimJobs, enqueueJob, finishJob, type Job, type JobKind, retryJob } from '../../infra/jobs.ts';
 import { type Scanner, ScannerUnavailableError, ScanRejectedError } from '../../infra/scanner/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
 import type { ProjectService } from '../projects/service.ts';
+import { setVersionChecksum } from '../versions/repo.ts';
 import { commitContent, findContent } from '../versions/service.ts';
 import { checkMime, SNIFF_BYTES } from './mime-check.ts';
 
@@ -52,7 +54,42 @@ interface Subject {
   storage_key: string;
   content_type: string;
   size_bytes: number;
+  checksum_sha256: string | null;
   apply(q: Queryable, verdict: Verdict): Promise<void>;
+}
+
+/**
+ * Passes `source` through while hashing it, for a reader that reads it anyway (the scanner): the
+ * digest is known only when every byte went through.
+ */
+function hashing(source: Readable): { stream: Readable; sha256(): string | undefined } {
+  const hash = createHash('sha256');
+  let digest: string | undefined;
+  const stream = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      done(null, chunk);
+    },
+    flush(done) {
+      digest = hash.digest('hex');
+      done();
+    },
+  });
+  source.on('error', (error) => stream.destroy(error));
+  stream.on('close', () => source.destroy());
+  return { stream: source.pipe(stream), sha256: () => digest };
+}
+
+async function sha256Of(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of stream) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Records a checksum computed here on every row that holds the object without one. */
+async function recordChecksum(q: Queryable, storageKey: string, sha256: string): Promise<void> {
+  await files.setChecksum(q, storageKey, sha256);
+  await setVersionChecksum(q, storageKey, sha256);
 }
 
 async function readHead(stream: Readable, limit: number): Promise<Buffer> {
@@ -83,9 +120,12 @@ export function createPipeline(deps: {
   const { db, store, scanner, projects, logger } = deps;
   const options = { ...DEFAULT_PIPELINE_OPTIONS, ...deps.options };
 
-  async function judge(subject: Subject): Promise<Verdict> {
-    const scan = await scanner.scan(await store.read(subject.storage_key));
-    if (!scan.clean) return { status: 'quarantined', signature: scan.signature };
+  /** The verdict on the subject's bytes, and their SHA-256 when the scan read them all. */
+  async function judge(subject: Subject): Promise<{ verdict: Verdict; sha256: string | undefined }> {
+    const read = hashing(await store.read(subject.storage_key));
+    const scan = await scanner.scan(read.stream);
+    const sha256 = read.sha256();
+    if (!scan.clean) return { verdict: { status: 'quarantined', signature: scan.signature }, sha256 };
     const size = subject.size_bytes;
     const head =
       size === 0
@@ -95,7 +135,10 @@ export function createPipeline(deps: {
             SNIFF_BYTES,
           );
     const mismatch = await checkMime(subject.content_type, head);
-    return mismatch ? { status: 'failed', reason: `mime_mismatch: ${mismatch}` } : { status: 'ready' };
+    const verdict: Verdict = mismatch
+      ? { status: 'failed', reason: `mime_mismatch: ${mismatch}` }
+      : { status: 'ready' };
+    return { verdict, sha256 };
   }
 
   const reasonOf = (verdict: Verdict) =>
@@ -123,7 +166,8 @@ export function createPipeline(deps: {
             return;
           }
           if (verdict.status === 'ready') {
-            await commitContent(q, project, content);
+            // Re-read: a checksum computed by this job was recorded on the content just before.
+            await commitContent(q, project, (await findContent(q, file.id, content.id))!);
             return;
           }
           await q.query(
@@ -161,8 +205,9 @@ export function createPipeline(deps: {
       return;
     }
     let verdict: Verdict;
+    let sha256: string | undefined;
     try {
-      verdict = await judge(subject);
+      ({ verdict, sha256 } = await judge(subject));
     } catch (error) {
       if (error instanceof ScanRejectedError) {
         verdict = { status: 'failed', reason: `scan_incomplete: ${error.message}` };
@@ -181,6 +226,12 @@ export function createPipeline(deps: {
       }
     }
     await db.tx(async (q) => {
+      if (subject.checksum_sha256 === null) {
+        if (sha256) await recordChecksum(q, subject.storage_key, sha256);
+        // The scanner stopped before the end: the bytes are read once more, for their checksum alone.
+        else if (verdict.status === 'ready')
+          await enqueueJob(q, 'digest', job.project_id, job.file_id, job.content_id);
+      }
       await subject.apply(q, verdict);
       await finishJob(q, job.id);
     });
@@ -190,18 +241,52 @@ export function createPipeline(deps: {
     );
   }
 
-  return {
-    /** Claims and processes one batch of due jobs; returns how many were claimed. */
-    async runOnce(): Promise<number> {
-      const jobs = await claimJobs(db, 'scan', options.concurrency, options.leaseSeconds);
-      await Promise.all(
-        jobs.map((job) =>
-          process(job).catch((error: unknown) =>
-            logger.error({ err: error, job_id: job.id }, 'pipeline job failed'),
-          ),
+  /**
+   * The SHA-256 of bytes the store did not hash on the way in (S3): read once, recorded wherever
+   * the object is referred to. Retried while the store fails; given up (checksum stays null) after that.
+   */
+  async function digest(job: Job): Promise<void> {
+    const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
+    const content = file && job.content_id ? await findContent(db, file.id, job.content_id) : undefined;
+    const subject = job.content_id ? content : file;
+    if (!subject || file?.deleted_at !== null || subject.checksum_sha256 !== null) {
+      await finishJob(db, job.id);
+      return;
+    }
+    try {
+      const sha256 = await sha256Of(await store.read(subject.storage_key));
+      await db.tx(async (q) => {
+        await recordChecksum(q, subject.storage_key, sha256);
+        await finishJob(q, job.id);
+      });
+    } catch (error) {
+      if (job.attempts >= options.maxAttempts) {
+        logger.error({ err: error, file_id: job.file_id }, 'checksum not computed; giving up');
+        await finishJob(db, job.id);
+        return;
+      }
+      logger.warn({ err: error, file_id: job.file_id, attempt: job.attempts }, 'checksum failed; will retry');
+      await retryJob(db, job.id, options.backoffSeconds(job.attempts), (error as Error).message);
+    }
+  }
+
+  async function runKind(kind: JobKind, handle: (job: Job) => Promise<void>): Promise<number> {
+    const jobs = await claimJobs(db, kind, options.concurrency, options.leaseSeconds);
+    await Promise.all(
+      jobs.map((job) =>
+        handle(job).catch((error: unknown) =>
+          logger.error({ err: error, job_id: job.id }, 'pipeline job failed'),
         ),
-      );
-      return jobs.length;
+      ),
+    );
+    return jobs.length;
+  }
+
+  return {
+    /** Claims and processes one batch of due jobs of each kind; returns how many were claimed. */
+    async runOnce(): Promise<number> {
+      const [scans, digests] = await Promise.all([runKind('scan', process), runKind('digest', digest)]);
+      return scans + digests;
     },
   };
 }

@@ -2,7 +2,14 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
 import { AppError, invalidState, notFound, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
-import type { ObjectStore, PartInfo } from '../../infra/storage/object-store.ts';
+import {
+  checkPartNumber,
+  isStoreError,
+  MIN_PART_SIZE,
+  type ObjectStore,
+  type PartInfo,
+  STORED_PER_DECLARED_BYTE,
+} from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { type Caller, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
@@ -10,8 +17,6 @@ import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
 
-/** S3's rule: every part but the last holds at least 5 MiB. */
-export const MIN_PART_BYTES = 5 * 1024 * 1024;
 /** Assembly takes seconds per GiB: a session completing for longer lost its process. */
 const STUCK_AFTER_SECONDS = 3600;
 
@@ -78,12 +83,12 @@ export function checkParts(
         part_number: part.part_number,
       });
     }
-    if (index < listed.length - 1 && found.size < MIN_PART_BYTES) {
+    if (index < listed.length - 1 && found.size < MIN_PART_SIZE) {
       throw validationError(`Part ${part.part_number} is smaller than 5 MiB and is not the last part`, {
         field,
         part_number: part.part_number,
         size_bytes: found.size,
-        min_size_bytes: MIN_PART_BYTES,
+        min_size_bytes: MIN_PART_SIZE,
       });
     }
     total += found.size;
@@ -145,6 +150,45 @@ export function createMultipartService(deps: {
       }
       throw error;
     }
+  }
+
+  /**
+   * Records that part `partNumber` may be sent with `size` bytes. A part number's URLs can store at
+   * most its largest grant, so the grants bound what the session can ever hold in the store: no
+   * more than twice its total (room for parts cut again), checked one grant at a time per session.
+   */
+  async function grant(session: SessionRow, partNumber: number, size: number): Promise<void> {
+    if (size > session.total_size_bytes) {
+      throw validationError(`A part cannot hold more than the upload's ${session.total_size_bytes} bytes`, {
+        field: 'size',
+        total_size_bytes: session.total_size_bytes,
+      });
+    }
+    await db.tx(async (q) => {
+      const [row] = await q.query<{ part_grants: Record<string, number> }>(
+        'SELECT part_grants FROM multipart_sessions WHERE id = $1 FOR UPDATE',
+        [session.id],
+      );
+      const grants = row?.part_grants ?? {};
+      if (size <= (grants[partNumber] ?? 0)) return;
+      let others = 0;
+      for (const [number, bytes] of Object.entries(grants))
+        if (Number(number) !== partNumber) others += bytes;
+      const limit = STORED_PER_DECLARED_BYTE * session.total_size_bytes;
+      if (others + size > limit) {
+        throw new AppError(
+          413,
+          'REQUEST_TOO_LARGE',
+          `With this part the upload could store ${others + size} bytes, more than twice the ${session.total_size_bytes} it declared`,
+          { max_bytes: limit, granted_bytes: others },
+        );
+      }
+      await q.query(
+        `UPDATE multipart_sessions SET part_grants = part_grants || jsonb_build_object($2::text, $3::bigint)
+         WHERE id = $1`,
+        [session.id, String(partNumber), size],
+      );
+    });
   }
 
   async function discard(session: SessionRow, to: 'aborted' | 'expired'): Promise<boolean> {
@@ -227,7 +271,7 @@ export function createMultipartService(deps: {
           upload_id: uploadId!,
           file_id: file.id,
           expires_at: expiresAt.toISOString(),
-          min_part_size_bytes: MIN_PART_BYTES,
+          min_part_size_bytes: MIN_PART_SIZE,
         };
       } catch (error) {
         // The transaction did not commit: the store's upload has no session and would never be reaped.
@@ -236,18 +280,32 @@ export function createMultipartService(deps: {
       }
     },
 
-    /** A presigned PUT URL for one part; the caller's TTL unless the project requires signed URL lifetimes. */
-    async partUrl(caller: Caller, uploadId: string, partNumber: number, ttl: number | undefined) {
+    /**
+     * A presigned PUT URL for one part; the caller's TTL unless the project requires signed URL
+     * lifetimes. With `size`, the URL takes exactly that many bytes (required where the store signs sizes).
+     */
+    async partUrl(
+      caller: Caller,
+      uploadId: string,
+      partNumber: number,
+      ttl: number | undefined,
+      size?: number,
+    ) {
       const { session } = await load(caller, uploadId);
       requireOpen(session);
+      checkPartNumber(partNumber);
+      if (size === undefined && store.capabilities.partSizeRequired) {
+        throw validationError('size is required: part URLs are signed for the exact size of the part', {
+          field: 'size',
+        });
+      }
+      if (size !== undefined) await grant(session, partNumber, size);
       const seconds = urlLifetimeSeconds(caller.project, ttl, config.uploadUrlTtlSeconds);
       const expiresAt = new Date(Date.now() + seconds * 1000);
-      const url = await store.presignPart(
-        session.storage_key,
-        session.store_upload_id,
-        partNumber,
+      const url = await store.presignPart(session.storage_key, session.store_upload_id, partNumber, {
         expiresAt,
-      );
+        size,
+      });
       return { upload_id: session.id, part_number: partNumber, url, expires_at: expiresAt.toISOString() };
     },
 
@@ -279,8 +337,7 @@ export function createMultipartService(deps: {
       }
       const stored = await store.listParts(session.storage_key, session.store_upload_id).catch((error) => {
         // Aborted (or reaped) since it was loaded.
-        if (error instanceof AppError && error.status === 404)
-          throw invalidState('The multipart upload is no longer open');
+        if (isStoreError(error, 'NoSuchUpload')) throw invalidState('The multipart upload is no longer open');
         throw error;
       });
       checkParts(parts, stored, session.total_size_bytes);

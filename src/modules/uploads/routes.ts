@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, NoContent, Nullable, ProjectParams, Timestamp } from '../../http/schemas.ts';
+import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, UrlTtl } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import type { MultipartService } from './multipart.ts';
@@ -164,6 +165,14 @@ export function uploadRoutes(
             // No range here: a part number outside 1..10000 is a 400 of the store, not a 422.
             part: Type.Integer({ description: '1 to 10000' }),
             ttl: UrlTtl,
+            size: Type.Optional(
+              Type.Integer({
+                minimum: 0,
+                maximum: MAX_PART_SIZE,
+                description:
+                  'Bytes of this part: the URL then takes exactly that many. Required on the S3 store, where part URLs are signed for their size; the parts of an upload can be granted at most twice its total_size_bytes.',
+              }),
+            ),
           }),
           response: {
             200: Type.Object({
@@ -177,7 +186,13 @@ export function uploadRoutes(
         },
       },
       async (request) =>
-        multipart.partUrl(request, request.params.upload_id, request.query.part, request.query.ttl),
+        multipart.partUrl(
+          request,
+          request.params.upload_id,
+          request.query.part,
+          request.query.ttl,
+          request.query.size,
+        ),
     );
 
     app.get(

@@ -10,7 +10,7 @@ import {
 } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs.ts';
-import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { MAX_PART_SIZE, type ObjectStore } from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import { mimeAllowed, normalizeMimeType, parseMimeList } from '../../lib/mime.ts';
 import { recordEvent } from '../events/outbox.ts';
@@ -38,6 +38,16 @@ export interface UploadRequest {
 /** The storage key of a new object: generated ids only, so user input never reaches a path. */
 export function newObjectKey(projectId: string, fileId: string): string {
   return `${projectId}/${fileId}/${ulid()}`;
+}
+
+/** One PUT carries at most 5 GiB on every store (S3's limit); larger files go in parts. */
+export function checkSingleUploadSize(size: number): void {
+  if (size > MAX_PART_SIZE) {
+    throw validationError(`A single upload holds at most ${MAX_PART_SIZE} bytes: use a multipart upload`, {
+      field: 'size_bytes',
+      max_size_bytes: MAX_PART_SIZE,
+    });
+  }
 }
 
 /** The project's configuration checks of an upload (f): size ceiling (413), MIME allowlist and extension (422). */
@@ -170,10 +180,11 @@ export function createUploadService(deps: {
     },
 
     async initiate(caller: Caller, request: UploadRequest) {
+      checkSingleUploadSize(request.size_bytes);
       // Presigned in the transaction: a URL that cannot be made leaves no file behind.
       const { file, extra: url } = await this.createUpload(caller, request, {
         also: (_q, created) =>
-          store.presignPut(created.storage_key, {
+          store.presignUpload(created.storage_key, {
             size: created.size_bytes,
             contentType: created.content_type,
             expiresAt: created.upload_expires_at!,
@@ -199,7 +210,8 @@ export function createUploadService(deps: {
             upload_id: session.id,
           });
         }
-        const object = await store.head(file.storage_key);
+        // Sealed under the file's lock: from here on no URL can change the bytes.
+        const object = await store.seal(file.storage_key);
         if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
         if (object.size !== file.size_bytes) {
           throw invalidState(
@@ -220,7 +232,8 @@ export function createUploadService(deps: {
 /**
  * The bytes of an `uploading` file are complete: it becomes `processing` (a scan job queued) when
  * the project scans, else `ready` (event file.ready); with versioning on, the content is recorded
- * as a version. Only from `uploading`: a second call is 409.
+ * as a version. A checksum the store did not compute is left to the scan, or to a digest job.
+ * Only from `uploading`: a second call is 409.
  */
 export async function finishUpload(
   q: Queryable,
@@ -243,7 +256,10 @@ export async function finishUpload(
   if (!file) throw invalidState('The file is no longer uploading');
   if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
   if (scan) await enqueueJob(q, 'scan', project.id, file.id);
-  else await recordEvent(q, project, 'file.ready', file);
+  else {
+    await recordEvent(q, project, 'file.ready', file);
+    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id);
+  }
   return file;
 }
 

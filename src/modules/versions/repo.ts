@@ -82,3 +82,13 @@ export async function findVersion(
 export async function hasVersions(q: Queryable, fileId: string): Promise<boolean> {
   return (await q.query('SELECT 1 FROM file_versions WHERE file_id = $1 LIMIT 1', [fileId])).length > 0;
 }
+
+/** Records the SHA-256 of an object once Coffer has read it, on the versions and new content that hold it. */
+export async function setVersionChecksum(q: Queryable, storageKey: string, sha256: string): Promise<void> {
+  for (const table of ['file_versions', 'pending_contents']) {
+    await q.query(
+      `UPDATE ${table} SET checksum_sha256 = $2 WHERE storage_key = $1 AND checksum_sha256 IS NULL`,
+      [storageKey, sha256],
+    );
+  }
+}

@@ -18,7 +18,7 @@ import {
   visibleFile,
 } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
-import { checkProjectRules, newObjectKey } from '../uploads/service.ts';
+import { checkProjectRules, checkSingleUploadSize, newObjectKey } from '../uploads/service.ts';
 import { type FileVersion, findVersion, hasVersions, listVersions, recordVersion } from './repo.ts';
 
 export type ContentStatus = 'uploading' | 'processing' | 'committed' | 'failed' | 'quarantined';
@@ -154,6 +154,7 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       const contentType = normalizeMimeType(request.content_type ?? file.content_type);
       if (!contentType)
         throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+      checkSingleUploadSize(request.size_bytes);
       checkProjectRules(caller.project, file.filename, contentType, request.size_bytes);
       const id = newId('ver');
       const storageKey = newObjectKey(caller.project.id, file.id);
@@ -163,7 +164,7 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
          VALUES ($1, $2, $3, $4, $5, $6, $7)`,
         [id, caller.project.id, file.id, storageKey, request.size_bytes, contentType, expiresAt],
       );
-      const url = await store.presignPut(storageKey, { size: request.size_bytes, contentType, expiresAt });
+      const url = await store.presignUpload(storageKey, { size: request.size_bytes, contentType, expiresAt });
       return { version_id: id, file_id: file.id, upload_url: url, expires_at: expiresAt.toISOString() };
     },
 
@@ -175,7 +176,7 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       if (content.status !== 'uploading') {
         throw invalidState(`The upload is ${content.status}, not uploading`, { status: content.status });
       }
-      const object = await store.head(content.storage_key);
+      const object = await store.seal(content.storage_key);
       if (object?.size !== content.size_bytes) {
         throw invalidState('The uploaded object is missing or not of the declared size', {
           declared_size_bytes: content.size_bytes,
@@ -196,6 +197,8 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
           return { version_id: content.id, status: 'processing' as const, file: files.toFileObject(file) };
         }
         const updated = await commitContent(q, caller.project, claimed[0]!);
+        if (object.sha256 === undefined)
+          await enqueueJob(q, 'digest', caller.project.id, file.id, content.id);
         return { version_id: content.id, status: 'committed' as const, file: files.toFileObject(updated) };
       });
     },

@@ -1,0 +1,158 @@
+import type { FileHandle } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { create as contentDisposition } from 'content-disposition';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { LocalObjectStore } from '../infra/storage/local/store.ts';
+import { assertKey, MAX_PART_SIZE, StoreError } from '../infra/storage/object-store.ts';
+import { AppError, badRequest, forbidden, notFound, requestTooLarge } from './errors.ts';
+import { parseRange } from './range.ts';
+
+/** The size of each of the two buffers a download is sent through. */
+const BUFFER_SIZE = 1024 * 1024;
+
+function keyOf(request: FastifyRequest): string {
+  const key = (request.params as { '*': string })['*'];
+  assertKey(key);
+  return key;
+}
+
+/**
+ * Whether a PUT's Content-Type is the signed one (case and spaces aside). When the signed type has no
+ * parameters, the header's are ignored: browsers add `;charset=UTF-8` to text bodies.
+ */
+function sameType(header: string | undefined, signed: string): boolean {
+  const normal = (value: string) =>
+    value
+      .replace(/\s*;\s*/g, ';')
+      .trim()
+      .toLowerCase();
+  if (header === undefined) return false;
+  const sent = normal(header);
+  const expected = normal(signed);
+  return sent === expected || (!expected.includes(';') && sent.split(';')[0] === expected);
+}
+
+async function download(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+  const key = keyOf(request);
+  const url = store.verifyUrl('GET', key, request.query);
+  if (url.kind !== 'get') throw forbidden('The URL signature is invalid');
+  const info = await store.head(key);
+  if (!info) throw notFound('Object');
+  const range = parseRange(request.headers.range, info.size);
+  reply.headers({
+    'content-type': url.contentType,
+    'content-length': String(range ? range.end - range.start + 1 : info.size),
+    'content-disposition': contentDisposition(url.filename),
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': 'sandbox',
+    'cache-control': `private, max-age=${Math.max(0, Math.floor(url.expires - Date.now() / 1000))}`,
+    'accept-ranges': 'bytes',
+    etag: info.etag,
+  });
+  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${info.size}`);
+  if (request.method === 'HEAD' || info.size === 0) return reply.send();
+  const slices = await store.slices(key, range);
+  reply.hijack();
+  const response = reply.raw;
+  response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+  try {
+    for (const slice of slices) {
+      const handle = await open(slice.path, 'r');
+      try {
+        await streamFile(handle, response, slice.start, slice.end);
+      } finally {
+        await handle.close();
+      }
+    }
+    response.end();
+  } catch (error) {
+    request.log.warn({ err: error }, 'download interrupted');
+    response.destroy();
+  }
+}
+
+/**
+ * Writes bytes `start`..`end` of the file to the response through two buffers used in turn: one
+ * is read into while the other is being sent. A large download allocates nothing per chunk, so
+ * it leaves no garbage behind (what slows a busy process down is the collector, not the disk).
+ */
+async function streamFile(
+  handle: FileHandle,
+  response: ServerResponse,
+  start: number,
+  end: number,
+): Promise<void> {
+  const buffers = [Buffer.allocUnsafeSlow(BUFFER_SIZE), Buffer.allocUnsafeSlow(BUFFER_SIZE)];
+  const sending: (Promise<void> | undefined)[] = [undefined, undefined];
+  let position = start;
+  for (let turn = 0; position <= end; turn ^= 1) {
+    await sending[turn]; // this buffer's previous chunk has reached the socket
+    if (response.destroyed) throw new Error('the client went away');
+    const buffer = buffers[turn]!;
+    const { bytesRead } = await handle.read(buffer, 0, Math.min(BUFFER_SIZE, end - position + 1), position);
+    if (bytesRead === 0) throw new Error('the object is shorter than its recorded size');
+    position += bytesRead;
+    sending[turn] = new Promise((resolve, reject) => {
+      response.write(buffer.subarray(0, bytesRead), (error) => (error ? reject(error) : resolve()));
+    });
+  }
+  await Promise.all(sending);
+}
+
+async function upload(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+  try {
+    const key = keyOf(request);
+    const url = store.verifyUrl('PUT', key, request.query);
+    if (url.kind === 'get') throw forbidden('The URL signature is invalid');
+    const header = request.headers['content-length'];
+    const declared = header === undefined ? undefined : Number(header);
+    if (url.kind === 'put' && !sameType(request.headers['content-type'], url.contentType)) {
+      throw forbidden('The Content-Type header does not match the signed content type');
+    }
+    // A whole object, or a part signed for a size, takes exactly the signed bytes.
+    if (url.size !== undefined) {
+      if (declared !== undefined && declared !== url.size) {
+        throw badRequest(`Content-Length is ${declared} but the URL is signed for ${url.size} bytes`);
+      }
+    } else if (declared !== undefined && declared > MAX_PART_SIZE) {
+      throw requestTooLarge(MAX_PART_SIZE);
+    }
+    // Iterating must not destroy the request when the store stops early, so the error can still be answered.
+    const body = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };
+    const etag = await store.receive(url, body);
+    return reply.header('etag', etag).send();
+  } catch (error) {
+    // Stop reading an unread or rejected body: the connection closes once the answer is sent.
+    if (!request.raw.complete) reply.header('connection', 'close');
+    if (request.raw.errored && !(error instanceof AppError || error instanceof StoreError)) {
+      throw badRequest('The upload was interrupted');
+    }
+    throw error;
+  }
+}
+
+/**
+ * The presigned URL endpoints of a local store, at the absolute paths /objects/<key> (register
+ * without a prefix). The plugin is encapsulated: its catch-all content type parser hands PUT bodies
+ * over unread, so no body limit or parser applies to them.
+ */
+export function objectRoutes(store: LocalObjectStore): FastifyPluginAsync {
+  return async (instance) => {
+    instance.removeAllContentTypeParsers();
+    instance.addContentTypeParser('*', (_request, _payload, done) => done(null));
+    const options = { schema: { hide: true }, config: { access: 'public' as const } };
+    instance.route({
+      ...options,
+      method: ['GET', 'HEAD'],
+      url: '/objects/*',
+      handler: (request, reply) => download(store, request, reply),
+    });
+    instance.route({
+      ...options,
+      method: 'PUT',
+      url: '/objects/*',
+      handler: (request, reply) => upload(store, request, reply),
+    });
+  };
+}

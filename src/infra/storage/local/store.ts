@@ -1,0 +1,428 @@
+import { constants, createReadStream } from 'node:fs';
+import { access, mkdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { randomSecret } from '../../../lib/secrets.ts';
+import { fileIdentity } from '../file-identity.ts';
+import {
+  assertKey,
+  type ByteRange,
+  checkPartNumber,
+  isStoreError,
+  MAX_PART_SIZE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PartInfo,
+  StoreError,
+} from '../object-store.ts';
+import { writers } from '../writer-pool.ts';
+import { isMissing, type Limits, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { checkPartSize, dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
+import { RunningDigests } from './running-digest.ts';
+import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
+
+/**
+ * The local filesystem store. Layout under `dir`:
+ *   <key>                        the object's bytes (key segments are folders)
+ *   <key>.meta.json              its sidecar {size, etag, sha256}; written last, so it marks the object as present
+ *   .tmp/<random>                uploads and assemblies in progress (same filesystem, so renames are atomic)
+ *   .multipart/<id>/upload.json  a multipart upload's manifest {key, contentType}
+ *   .multipart/<id>/<n>/<md5>    its part n (the newest file wins while a re-upload replaces it)
+ *
+ * ETags: a whole object PUT answers the quoted SHA-256 hex of its bytes (already computed for `sha256`);
+ * a part answers its quoted MD5 hex and an assembled object `"md5(part md5s)-N"`, as S3 does.
+ */
+
+const UPLOAD_ID = /^[A-Za-z0-9_-]{16,64}$/;
+const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
+const BUFFER_SIZE = 1024 * 1024;
+const META = '.meta.json';
+const MANIFEST = 'upload.json';
+/** Beside an assembled multipart object: its part files, in order. */
+const PARTS = '.parts';
+
+/** Bytes `start`..`end` (inclusive) of the file at `path`. */
+export interface Slice {
+  path: string;
+  start: number;
+  end: number;
+}
+
+export interface LocalObjectStore extends ObjectStore {
+  readonly kind: 'local';
+  /** Absolute root folder of the store. */
+  readonly dir: string;
+  /**
+   * Checks the query of a presigned URL requested with `method` on `key` (HEAD counts as GET);
+   * throws StoreError Forbidden when it is tampered with, made for another method or expired.
+   */
+  verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl;
+  /** Where the bytes of `range` lie: one file, or stretches of an assembled object's part files. */
+  slices(key: string, range?: ByteRange): Promise<Slice[]>;
+  /**
+   * Stores the body of a verified upload URL (the whole object, or a part) and returns the quoted ETag.
+   * `body` must stop being read, not be destroyed, when the store stops iterating it.
+   */
+  receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string>;
+}
+
+export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
+
+function checkContentType(contentType: string): void {
+  if (typeof contentType !== 'string' || !CONTENT_TYPE.test(contentType))
+    throw new StoreError('InvalidArgument', 'Invalid content type');
+}
+
+class LocalStore implements LocalObjectStore {
+  readonly kind = 'local' as const;
+  readonly capabilities = { servesUrls: true, sha256OnUpload: true, partSizeRequired: false };
+  readonly dir: string;
+  readonly #publicUrl: string;
+  readonly #secret: string;
+  /** Where files are written before they are renamed into place. */
+  readonly #tmp: string;
+  readonly #digests = new RunningDigests((uploadId) => this.#forget(uploadId));
+  readonly #parts = new PartLedger();
+
+  constructor(options: { dir: string; publicUrl: string; secret: string }) {
+    this.dir = resolve(options.dir);
+    this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
+    this.#secret = options.secret;
+    this.#tmp = join(this.dir, '.tmp');
+  }
+
+  async presignUpload(
+    key: string,
+    options: { size: number; contentType: string; expiresAt: Date },
+  ): Promise<string> {
+    assertKey(key);
+    checkContentType(options.contentType);
+    if (!Number.isSafeInteger(options.size) || options.size < 0)
+      throw new StoreError('InvalidArgument', 'Invalid object size');
+    const expires = unixSeconds(options.expiresAt);
+    return this.#url({ kind: 'put', key, expires, size: options.size, contentType: options.contentType });
+  }
+
+  /** A local object is final as soon as its PUT is answered, and the store never replaces it. */
+  seal(key: string): Promise<ObjectInfo | undefined> {
+    return this.head(key);
+  }
+
+  async presignGet(
+    key: string,
+    options: { expiresAt: Date; filename: string; contentType: string },
+  ): Promise<string> {
+    assertKey(key);
+    const { contentType, filename } = options;
+    checkContentType(contentType);
+    return this.#url({ kind: 'get', key, expires: unixSeconds(options.expiresAt), contentType, filename });
+  }
+
+  async presignPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    options: { expiresAt: Date; size?: number },
+  ): Promise<string> {
+    assertKey(key);
+    if (!UPLOAD_ID.test(uploadId)) throw new StoreError('InvalidArgument', 'Invalid upload id');
+    checkPartNumber(partNumber);
+    const expires = unixSeconds(options.expiresAt);
+    const { size } = options;
+    if (size === undefined) return this.#url({ kind: 'part', key, expires, uploadId, partNumber });
+    checkPartSize(size, (await this.#upload(key, uploadId)).totalSize);
+    return this.#url({ kind: 'part', key, expires, uploadId, partNumber, size });
+  }
+
+  verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl {
+    return verifySignedUrl(this.#secret, method, key, query);
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    assertKey(key);
+    try {
+      const { size, etag, sha256 } = JSON.parse(await readFile(this.#path(key) + META, 'utf8')) as ObjectInfo;
+      return { size, etag, sha256 };
+    } catch (error) {
+      if (isMissing(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Where the bytes `range` (default: all) of the object lie: one file, or for an assembled
+   * multipart object the stretches of its part files. NoSuchKey when the object is missing.
+   */
+  async slices(key: string, range?: ByteRange): Promise<Slice[]> {
+    assertKey(key);
+    const path = this.#path(key);
+    let meta: ObjectInfo & { segments?: number[] };
+    try {
+      meta = JSON.parse(await readFile(path + META, 'utf8'));
+    } catch (error) {
+      if (isMissing(error)) throw new StoreError('NoSuchKey', 'Object not found');
+      throw error;
+    }
+    const pieces = meta.segments
+      ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size }))
+      : [{ path, size: meta.size }];
+    const start = range?.start ?? 0;
+    const end = range?.end ?? meta.size - 1;
+    const slices: Slice[] = [];
+    let offset = 0;
+    for (const piece of pieces) {
+      const from = Math.max(start, offset);
+      const to = Math.min(end, offset + piece.size - 1);
+      if (from <= to) slices.push({ path: piece.path, start: from - offset, end: to - offset });
+      offset += piece.size;
+    }
+    return slices;
+  }
+
+  async read(key: string, range?: ByteRange): Promise<Readable> {
+    assertKey(key);
+    const { start, end } = range ?? { start: 0, end: 0 };
+    if (!(Number.isSafeInteger(start) && Number.isSafeInteger(end) && start >= 0 && end >= start)) {
+      throw new StoreError('InvalidArgument', 'Invalid byte range');
+    }
+    const slices = await this.slices(key, range);
+    return Readable.from(
+      (async function* () {
+        for (const slice of slices)
+          yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
+      })(),
+    );
+  }
+
+  /** Multipart uploads live apart from the key (under their id) and end only by complete or abort. */
+  async delete(key: string): Promise<void> {
+    assertKey(key);
+    const path = this.#path(key);
+    await rm(path + META, { force: true });
+    await rm(path, { force: true });
+    await rm(path + PARTS, { recursive: true, force: true });
+    // Prune the folders the key leaves empty; a concurrent upload into one of them retries its rename.
+    const segments = key.split('/');
+    for (let depth = segments.length - 1; depth > 0; depth--) {
+      try {
+        await rmdir(join(this.dir, ...segments.slice(0, depth)));
+      } catch {
+        break;
+      }
+    }
+  }
+
+  async receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
+    if (url.kind === 'put') {
+      await this.#refuseExisting(url.key);
+      const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
+      return info.etag;
+    }
+    const { folder, totalSize } = await this.#upload(url.key, url.uploadId);
+    const partFolder = join(folder, String(url.partNumber));
+    const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
+    // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
+    const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
+    const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
+      const part = { partNumber: url.partNumber, md5, size, tmp };
+      await this.#parts.place(url.uploadId, folder, part, totalSize);
+      await syncFolder(partFolder);
+    });
+    await dropOlderVersions(partFolder, digest);
+    this.#digests.advance(url.uploadId, dirname(partFolder));
+    return `"${digest}"`;
+  }
+
+  async createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
+    assertKey(key);
+    checkContentType(options.contentType);
+    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
+      throw new StoreError('InvalidArgument', 'Invalid total size');
+    const uploadId = randomSecret(18);
+    const folder = this.#uploadPath(uploadId);
+    await mkdir(folder, { recursive: true });
+    await writeAtomic(
+      this.#tmp,
+      join(folder, MANIFEST),
+      JSON.stringify({ key, contentType: options.contentType, totalSize: options.totalSize }),
+    );
+    return uploadId;
+  }
+
+  async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
+    const { folder } = await this.#upload(key, uploadId);
+    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
+      partNumber,
+      etag: `"${md5}"`,
+      size,
+    }));
+  }
+
+  async completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: { partNumber: number; etag: string }[],
+  ): Promise<ObjectInfo> {
+    const { folder } = await this.#upload(key, uploadId);
+    const { files, etag } = await partFiles(folder, parts);
+    await this.#refuseExisting(key);
+    // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
+    let running = await this.#digests.stop(uploadId);
+    if (running && !running.parts.every((part, index) => part.path === files[index])) {
+      await running.digest.abort();
+      running = undefined;
+    }
+    // The parts become the object's segments by renaming (which keeps their identity): nothing is copied.
+    const path = this.#path(key);
+    const moved: [part: string, segment: string][] = [];
+    let digest = running?.digest;
+    let info: ObjectInfo;
+    try {
+      await mkdir(path + PARTS, { recursive: true });
+      const sizes: number[] = [];
+      for (const [index, file] of files.entries()) {
+        const segment = join(path + PARTS, String(index));
+        await rename(file, segment);
+        moved.push([file, segment]);
+        const stats = await stat(segment);
+        sizes.push(stats.size);
+        if (
+          running &&
+          index < running.parts.length &&
+          running.parts[index]!.identity !== fileIdentity(stats)
+        ) {
+          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
+          running = undefined;
+        }
+      }
+      digest = running?.digest ?? writers.digest('sha256');
+      for (const [, segment] of moved.slice(running?.parts.length ?? 0)) await digest.add(segment);
+      await syncFolder(path + PARTS);
+      info = {
+        size: sizes.reduce((sum, size) => sum + size, 0),
+        etag,
+        sha256: await digest.finish(),
+      };
+      await writeAtomic(this.#tmp, path + META, JSON.stringify({ ...info, segments: sizes }));
+    } catch (error) {
+      // Until the sidecar is written the object does not exist: put the parts back, so that the upload
+      // can be completed again.
+      await (digest ?? running?.digest)?.abort();
+      for (const [part, segment] of moved) await rename(segment, part).catch(() => undefined);
+      await rm(path + PARTS, { recursive: true, force: true });
+      throw error;
+    }
+    // The object exists. The upload ends with its manifest (no part is accepted after that); what is
+    // left of it (stray parts) is only tidied up.
+    this.#parts.forget(uploadId);
+    await rm(join(folder, MANIFEST), { force: true }).catch(() => undefined);
+    await rm(folder, { recursive: true, force: true }).catch(() => undefined);
+    return info;
+  }
+
+  async abortMultipart(key: string, uploadId: string): Promise<void> {
+    assertKey(key);
+    if (!UPLOAD_ID.test(uploadId)) return;
+    try {
+      await this.#upload(key, uploadId);
+    } catch (error) {
+      if (isStoreError(error, 'NoSuchUpload')) return;
+      throw error;
+    }
+    await this.#forget(uploadId);
+    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  }
+
+  /** Ready when the root folder exists (it is created when missing) and can be written to. */
+  async check(): Promise<void> {
+    try {
+      await mkdir(this.dir, { recursive: true });
+      if (!(await stat(this.dir)).isDirectory()) throw new Error(`${this.dir} is not a folder`);
+      await access(this.dir, constants.W_OK);
+    } catch (error) {
+      throw new StoreError('Unavailable', 'The store folder cannot be written to', undefined, {
+        cause: error,
+      });
+    }
+  }
+
+  /** Releases the running digests; the store stays usable (complete then hashes from scratch). */
+  async close(): Promise<void> {
+    await this.#digests.clear();
+  }
+
+  /** Drops what this process keeps in memory for an upload that is over. */
+  async #forget(uploadId: string): Promise<void> {
+    await (await this.#digests.stop(uploadId))?.digest.abort();
+    this.#parts.forget(uploadId);
+  }
+
+  #url(url: SignedUrl): string {
+    return `${this.#publicUrl}/objects/${url.key}?${signedQuery(this.#secret, url)}`;
+  }
+
+  #path(key: string): string {
+    return join(this.dir, ...key.split('/'));
+  }
+
+  #uploadPath(uploadId: string): string {
+    return join(this.dir, '.multipart', uploadId);
+  }
+
+  /**
+   * The folder of the live upload `uploadId` of `key` and the total it declared (unknown for uploads
+   * started before totals were recorded); NoSuchUpload when unknown, finished or aborted.
+   */
+  async #upload(key: string, uploadId: string): Promise<{ folder: string; totalSize?: number }> {
+    assertKey(key);
+    const folder = this.#uploadPath(uploadId);
+    if (UPLOAD_ID.test(uploadId)) {
+      try {
+        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as {
+          key: string;
+          totalSize?: number;
+        };
+        if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
+      } catch (error) {
+        if (!isMissing(error)) throw error;
+      }
+    }
+    throw new StoreError('NoSuchUpload', 'Upload not found');
+  }
+
+  /** Keys name one immutable object: an uploaded one is never replaced through a still-valid URL. */
+  async #refuseExisting(key: string): Promise<void> {
+    if (await this.head(key))
+      throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
+  }
+
+  /** Writes `source` as the object `key`, then its sidecar (which makes it visible). */
+  async #storeObject(key: string, source: AsyncIterable<Buffer>, limits: Limits): Promise<ObjectInfo> {
+    const path = this.#path(key);
+    const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
+      // The folder may be pruned by a concurrent delete between its creation and the rename: retry once.
+      for (let attempt = 1; ; attempt++) {
+        await this.#refuseExisting(key);
+        await mkdir(dirname(path), { recursive: true });
+        try {
+          await rename(tmp, path);
+          break;
+        } catch (error) {
+          if (attempt > 1 || !isMissing(error)) throw error;
+        }
+      }
+      await syncFolder(dirname(path));
+    });
+    const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
+    await writeAtomic(this.#tmp, path + META, JSON.stringify(info));
+    return info;
+  }
+}
+
+export function createLocalStore(options: {
+  dir: string;
+  publicUrl: string;
+  secret: string;
+}): LocalObjectStore {
+  return new LocalStore(options);
+}

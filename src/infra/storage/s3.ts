@@ -1,0 +1,385 @@
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import type { Readable } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  ListPartsCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { create as contentDisposition } from 'content-disposition';
+import {
+  assertKey,
+  type ByteRange,
+  checkPartNumber,
+  isStoreError,
+  MAX_PART_SIZE,
+  type ObjectInfo,
+  type ObjectStore,
+  type PartInfo,
+  StoreError,
+  type StoreErrorCode,
+} from './object-store.ts';
+
+/**
+ * The S3 backend (AWS S3 and compatible stores: R2, MinIO, Ceph radosgw). Clients move bytes
+ * straight to the bucket through URLs presigned with SigV4; Coffer only signs, seals and reads.
+ *
+ * Write-once without conditional writes: an upload URL is a presigned UploadPart of a one-part
+ * multipart upload, so the bytes become an object only when Coffer completes that upload (seal),
+ * after which the URL answers NoSuchUpload; no URL is ever issued for the object's own key. The
+ * part URL signs Content-Length and Content-Type, so a browser sends exactly what it declared.
+ * An empty object is a plain presigned PUT instead: its signed length of zero leaves nothing to change.
+ */
+
+export interface S3StoreOptions {
+  bucket: string;
+  endpoint?: string;
+  region: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  forcePathStyle: boolean;
+  /** Deadline for connecting, and for a response's headers (a slow store answers 503, never hangs). */
+  timeoutMs?: number;
+}
+
+/** SigV4 presigned URLs live at most a week. */
+const MAX_URL_SECONDS = 604_800;
+const DEFAULT_TIMEOUT_MS = 15_000;
+
+/** The store's answers that mean a caller's mistake, by S3 error name; everything else is Unavailable. */
+const CODE_OF: Record<string, StoreErrorCode> = {
+  NoSuchKey: 'NoSuchKey',
+  NotFound: 'NoSuchKey',
+  NoSuchUpload: 'NoSuchUpload',
+  InvalidPart: 'InvalidPart',
+  InvalidPartOrder: 'InvalidPart',
+  EntityTooSmall: 'InvalidPart',
+  EntityTooLarge: 'TooLarge',
+  InvalidRange: 'InvalidRange',
+};
+
+function toStoreError(error: unknown, what: string): StoreError {
+  if (error instanceof StoreError) return error;
+  const name = (error as { name?: string } | undefined)?.name ?? '';
+  const code = error instanceof S3ServiceException ? CODE_OF[name] : undefined;
+  if (code) return new StoreError(code, `${what}: ${name}`, undefined, { cause: error });
+  // Network failures, timeouts, 5xx, and a misconfigured bucket or credentials: the store cannot serve.
+  return new StoreError('Unavailable', `${what}: the object store failed (${name || 'error'})`, undefined, {
+    cause: error,
+  });
+}
+
+function secondsUntil(expiresAt: Date): number {
+  const seconds = Math.ceil((expiresAt.getTime() - Date.now()) / 1000);
+  if (!Number.isFinite(seconds) || seconds < 1 || seconds > MAX_URL_SECONDS) {
+    throw new StoreError('InvalidArgument', `URL lifetimes run from 1 to ${MAX_URL_SECONDS} seconds`);
+  }
+  return seconds;
+}
+
+function checkSize(size: number, field: string): void {
+  if (!Number.isSafeInteger(size) || size < 0 || size > MAX_PART_SIZE) {
+    throw new StoreError(
+      'InvalidArgument',
+      `${field} must be a whole number of bytes up to ${MAX_PART_SIZE}`,
+      {
+        field,
+      },
+    );
+  }
+}
+
+export function createS3Store(options: S3StoreOptions): ObjectStore {
+  const Bucket = options.bucket;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const agent = { keepAlive: true, maxSockets: 256 };
+  const client = new S3Client({
+    region: options.region,
+    endpoint: options.endpoint,
+    forcePathStyle: options.forcePathStyle,
+    credentials:
+      options.accessKeyId && options.secretAccessKey
+        ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
+        : undefined, // the SDK's default chain: environment, shared files, instance roles
+    // Checksums only where S3 requires them: stores that predate the newer defaults (radosgw 16,
+    // older MinIO) refuse aws-chunked bodies, and presigned URLs would carry a checksum of no body.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    // Retries of throttling, 5xx and network errors (every call Coffer makes may be repeated safely).
+    maxAttempts: 3,
+    requestHandler: new NodeHttpHandler({
+      connectionTimeout: timeoutMs,
+      requestTimeout: timeoutMs,
+      throwOnRequestTimeout: true,
+      socketTimeout: timeoutMs,
+      httpAgent: new HttpAgent(agent),
+      httpsAgent: new HttpsAgent(agent),
+    }),
+  });
+
+  async function call<T>(what: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      throw toStoreError(error, what);
+    }
+  }
+
+  /** Every multipart upload still open for exactly `key` (there is one, unless a create was retried). */
+  async function uploadsOf(key: string): Promise<string[]> {
+    const ids: string[] = [];
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    do {
+      const page = await call('list uploads', () =>
+        client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: key, KeyMarker, UploadIdMarker })),
+      );
+      for (const upload of page.Uploads ?? [])
+        if (upload.Key === key && upload.UploadId) ids.push(upload.UploadId);
+      KeyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
+      UploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
+    } while (KeyMarker);
+    return ids;
+  }
+
+  const store: ObjectStore = {
+    kind: 's3',
+    capabilities: { servesUrls: false, sha256OnUpload: false, partSizeRequired: true },
+
+    async presignUpload(key, { size, contentType, expiresAt }) {
+      assertKey(key);
+      checkSize(size, 'size_bytes');
+      const expiresIn = secondsUntil(expiresAt);
+      const signed = { expiresIn, signableHeaders: new Set(['content-type']) };
+      if (size === 0) {
+        return call('presign upload', () =>
+          getSignedUrl(
+            client,
+            new PutObjectCommand({ Bucket, Key: key, ContentType: contentType, ContentLength: 0 }),
+            signed,
+          ),
+        );
+      }
+      const { UploadId } = await call('start upload', () =>
+        client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType: contentType })),
+      );
+      const part = new UploadPartCommand({ Bucket, Key: key, UploadId, PartNumber: 1, ContentLength: size });
+      // UploadPart has no Content-Type field: set the header so that it is signed, and the browser
+      // cannot send other bytes than the type it declared.
+      part.middlewareStack.add(
+        (next) => async (args) => {
+          (args.request as { headers: Record<string, string> }).headers['content-type'] = contentType;
+          return next(args);
+        },
+        { step: 'build', name: 'cofferSignedContentType' },
+      );
+      return call('presign upload', () => getSignedUrl(client, part, signed));
+    },
+
+    async seal(key) {
+      assertKey(key);
+      const existing = await store.head(key);
+      const uploads = await uploadsOf(key);
+      if (existing) {
+        // Already sealed (or an empty object): an upload left open could only ever be aborted.
+        for (const id of uploads) await store.abortMultipart(key, id);
+        return existing;
+      }
+      for (const id of uploads) {
+        const [part] = await store.listParts(key, id).catch((error) => {
+          if (isStoreError(error, 'NoSuchUpload')) return [];
+          throw error;
+        });
+        if (part?.partNumber !== 1) continue;
+        try {
+          await call('seal upload', () =>
+            client.send(
+              new CompleteMultipartUploadCommand({
+                Bucket,
+                Key: key,
+                UploadId: id,
+                MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.etag }] },
+              }),
+            ),
+          );
+        } catch (error) {
+          // Sealed by a concurrent call, or the part was replaced meanwhile: what stands is looked up below.
+          if (!(isStoreError(error, 'NoSuchUpload') || isStoreError(error, 'InvalidPart'))) throw error;
+        }
+        break;
+      }
+      const sealed = await store.head(key);
+      if (sealed) for (const id of await uploadsOf(key)) await store.abortMultipart(key, id);
+      return sealed;
+    },
+
+    async presignGet(key, { expiresAt, filename, contentType }) {
+      assertKey(key);
+      return call('presign download', () =>
+        getSignedUrl(
+          client,
+          new GetObjectCommand({
+            Bucket,
+            Key: key,
+            ResponseContentDisposition: contentDisposition(filename),
+            ResponseContentType: contentType,
+          }),
+          { expiresIn: secondsUntil(expiresAt) },
+        ),
+      );
+    },
+
+    async head(key) {
+      assertKey(key);
+      try {
+        const head = await client.send(new HeadObjectCommand({ Bucket, Key: key }));
+        return { size: head.ContentLength ?? 0, etag: head.ETag ?? '""' } satisfies ObjectInfo;
+      } catch (error) {
+        const mapped = toStoreError(error, 'head');
+        if (mapped.code === 'NoSuchKey') return undefined;
+        throw mapped;
+      }
+    },
+
+    async read(key, range?: ByteRange): Promise<Readable> {
+      assertKey(key);
+      if (
+        range &&
+        !(Number.isSafeInteger(range.start) && Number.isSafeInteger(range.end) && range.start >= 0)
+      ) {
+        throw new StoreError('InvalidArgument', 'Invalid byte range');
+      }
+      if (range && range.end < range.start) throw new StoreError('InvalidArgument', 'Invalid byte range');
+      const object = await call('read', () =>
+        client.send(
+          new GetObjectCommand({
+            Bucket,
+            Key: key,
+            Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+          }),
+        ),
+      );
+      return object.Body as Readable;
+    },
+
+    async delete(key) {
+      assertKey(key);
+      for (const id of await uploadsOf(key)) await store.abortMultipart(key, id);
+      await call('delete', () => client.send(new DeleteObjectCommand({ Bucket, Key: key })));
+    },
+
+    async createMultipart(key, { contentType, totalSize }) {
+      assertKey(key);
+      if (!Number.isSafeInteger(totalSize) || totalSize < 0) {
+        throw new StoreError('InvalidArgument', 'Invalid total size', { field: 'total_size_bytes' });
+      }
+      const { UploadId } = await call('start multipart upload', () =>
+        client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType: contentType })),
+      );
+      if (!UploadId) throw new StoreError('Unavailable', 'The object store gave no upload id');
+      return UploadId;
+    },
+
+    async presignPart(key, uploadId, partNumber, { expiresAt, size }) {
+      assertKey(key);
+      checkPartNumber(partNumber);
+      if (size === undefined) {
+        throw new StoreError(
+          'InvalidArgument',
+          'size is required: part URLs are signed for the exact part size',
+          {
+            field: 'size',
+          },
+        );
+      }
+      checkSize(size, 'size');
+      return call('presign part', () =>
+        getSignedUrl(
+          client,
+          new UploadPartCommand({
+            Bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: partNumber,
+            ContentLength: size,
+          }),
+          { expiresIn: secondsUntil(expiresAt) },
+        ),
+      );
+    },
+
+    async listParts(key, uploadId) {
+      assertKey(key);
+      const parts: PartInfo[] = [];
+      let PartNumberMarker: string | undefined;
+      do {
+        const page = await call('list parts', () =>
+          client.send(new ListPartsCommand({ Bucket, Key: key, UploadId: uploadId, PartNumberMarker })),
+        ).catch((error: StoreError) => {
+          // radosgw answers NoSuchKey for an upload that was aborted.
+          throw error.code === 'NoSuchKey' ? new StoreError('NoSuchUpload', 'Upload not found') : error;
+        });
+        for (const part of page.Parts ?? []) {
+          parts.push({ partNumber: part.PartNumber!, etag: part.ETag!, size: part.Size! });
+        }
+        PartNumberMarker = page.IsTruncated ? page.NextPartNumberMarker : undefined;
+      } while (PartNumberMarker);
+      return parts;
+    },
+
+    async completeMultipart(key, uploadId, parts) {
+      assertKey(key);
+      if (parts.length === 0)
+        throw new StoreError('InvalidPart', 'A multipart upload needs at least one part');
+      if (await store.head(key))
+        throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
+      await call('complete multipart upload', () =>
+        client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket,
+            Key: key,
+            UploadId: uploadId,
+            MultipartUpload: {
+              Parts: parts.map(({ partNumber, etag }) => ({ PartNumber: partNumber, ETag: etag })),
+            },
+          }),
+        ),
+      );
+      // radosgw answers an empty ETag on complete; the object's own is authoritative anyway.
+      const info = await store.head(key);
+      if (!info) throw new StoreError('Unavailable', 'The assembled object is not visible yet');
+      return info;
+    },
+
+    async abortMultipart(key, uploadId) {
+      assertKey(key);
+      try {
+        await client.send(new AbortMultipartUploadCommand({ Bucket, Key: key, UploadId: uploadId }));
+      } catch (error) {
+        const mapped = toStoreError(error, 'abort multipart upload');
+        if (mapped.code !== 'NoSuchUpload' && mapped.code !== 'NoSuchKey') throw mapped;
+      }
+    },
+
+    async check() {
+      await call('check bucket', () => client.send(new HeadBucketCommand({ Bucket })));
+    },
+
+    async close() {
+      client.destroy();
+    },
+  };
+  return store;
+}
