@@ -32,16 +32,7 @@ die() {
 # --- install -------------------------------------------------------------------------------
 if ! command -v clamd >/dev/null 2>&1; then
   say 'installing clamav-daemon from Debian'
-  # Keep the package's own services (clamav-freshclam would try to download) from starting.
-  added_policy=
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod +x /usr/sbin/policy-rc.d
-    added_policy=1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clamav-daemon >/dev/null
-  if [ -n "$added_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" clamav-daemon
   command -v clamd >/dev/null 2>&1 || die 'clamd is still missing after installing clamav-daemon'
 fi
 
