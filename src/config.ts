@@ -33,6 +33,8 @@ export type StorageConfig =
       accessKeyId: string | undefined;
       secretAccessKey: string | undefined;
       forcePathStyle: boolean;
+      /** Per attempt: connecting, and waiting for a response's headers. */
+      timeoutMs: number;
     };
 
 /** A configuration value that cannot be used; the message names the variable. */
@@ -150,6 +152,7 @@ function storage(env: Env): StorageConfig {
     accessKeyId,
     secretAccessKey,
     forcePathStyle: boolean(env, 'COFFER_S3_FORCE_PATH_STYLE', false),
+    timeoutMs: integer(env, 'COFFER_S3_TIMEOUT_MS', 10_000, 100, 600_000),
   };
 }
 

@@ -110,6 +110,46 @@ describe('configuration', () => {
     ).toEqual([0, 1.25, 300, 3600, 2_592_000]);
   });
 
+  it('reads the S3 store settings', () => {
+    const s3 = { COFFER_STORAGE: 's3', COFFER_S3_BUCKET: 'files' };
+    expect(loadConfig(s3).storage).toEqual({
+      kind: 's3',
+      bucket: 'files',
+      endpoint: undefined,
+      region: 'us-east-1',
+      accessKeyId: undefined,
+      secretAccessKey: undefined,
+      forcePathStyle: false,
+      timeoutMs: 10_000,
+    });
+    expect(
+      loadConfig({
+        ...s3,
+        COFFER_S3_ENDPOINT: 'http://minio:9000',
+        COFFER_S3_REGION: 'auto',
+        COFFER_S3_ACCESS_KEY_ID: 'AKIA',
+        COFFER_S3_SECRET_ACCESS_KEY: 'shh',
+        COFFER_S3_FORCE_PATH_STYLE: 'true',
+        COFFER_S3_TIMEOUT_MS: '2500',
+      }).storage,
+    ).toMatchObject({ endpoint: 'http://minio:9000', region: 'auto', forcePathStyle: true, timeoutMs: 2500 });
+    expect(() => loadConfig({ COFFER_STORAGE: 's3' })).toThrow(/^COFFER_S3_BUCKET: expected/);
+    expect(() => loadConfig({ ...s3, COFFER_S3_ENDPOINT: 'ftp://x' })).toThrow(
+      /^COFFER_S3_ENDPOINT: expected/,
+    );
+    expect(() => loadConfig({ ...s3, COFFER_S3_TIMEOUT_MS: '0' })).toThrow(/^COFFER_S3_TIMEOUT_MS: expected/);
+    expect(() => loadConfig({ COFFER_STORAGE: 'gcs' })).toThrow(/^COFFER_STORAGE: expected local or s3/);
+    // One key without the other is a mistake, named without echoing the secret.
+    expect(() => loadConfig({ ...s3, COFFER_S3_SECRET_ACCESS_KEY: 'top-secret' })).toThrow(
+      /^COFFER_S3_ACCESS_KEY_ID/,
+    );
+    try {
+      loadConfig({ ...s3, COFFER_S3_SECRET_ACCESS_KEY: 'top-secret' });
+    } catch (error) {
+      expect((error as Error).message).not.toContain('top-secret');
+    }
+  });
+
   it('never echoes a malformed admin key', () => {
     expect(() => loadConfig({ COFFER_ADMIN_KEY: 'coffer_admin_secret' })).toThrow(/^COFFER_ADMIN_KEY/);
     try {

@@ -59,7 +59,7 @@ if (s3) {
   backends.push({
     name: 's3',
     async open() {
-      const config: StorageConfig = { kind: 's3', ...s3, forcePathStyle: true };
+      const config: StorageConfig = { kind: 's3', ...s3, forcePathStyle: true, timeoutMs: 10_000 };
       const store = createObjectStore(config, {
         dataDir: '/nonexistent',
         publicUrl: '',

@@ -50,13 +50,12 @@ export interface S3StoreOptions {
   accessKeyId?: string;
   secretAccessKey?: string;
   forcePathStyle: boolean;
-  /** Deadline for connecting, and for a response's headers (a slow store answers 503, never hangs). */
-  timeoutMs?: number;
+  /** Per attempt: deadline for connecting and for a response's headers (a slow store answers 503, never hangs). */
+  timeoutMs: number;
 }
 
 /** SigV4 presigned URLs live at most a week. */
 const MAX_URL_SECONDS = 604_800;
-const DEFAULT_TIMEOUT_MS = 15_000;
 
 /** The store's answers that mean a caller's mistake, by S3 error name; everything else is Unavailable. */
 const CODE_OF: Record<string, StoreErrorCode> = {
@@ -103,7 +102,7 @@ function checkSize(size: number, field: string): void {
 
 export function createS3Store(options: S3StoreOptions): ObjectStore {
   const Bucket = options.bucket;
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const { timeoutMs } = options;
   const agent = { keepAlive: true, maxSockets: 256 };
   const client = new S3Client({
     region: options.region,
@@ -117,7 +116,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     // older MinIO) refuse aws-chunked bodies, and presigned URLs would carry a checksum of no body.
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
-    // Retries of throttling, 5xx and network errors (every call Coffer makes may be repeated safely).
+    // Retries of throttling, 5xx, timeouts and network errors: every call Coffer makes may be repeated
+    // (a create that was retried leaves an upload that seal and delete find by its key).
     maxAttempts: 3,
     requestHandler: new NodeHttpHandler({
       connectionTimeout: timeoutMs,
