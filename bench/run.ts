@@ -12,6 +12,12 @@
  *   COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT   multipart part size (default size / 16, ≥ 5) and parallelism (4)
  *   COFFER_BENCH_DELIVERIES, COFFER_BENCH_WEBHOOKS       webhook deliveries to send (default 5000) and webhooks they fan out to (10)
  *   COFFER_BENCH_WEBHOOK_CONCURRENCY                     POSTs in flight of the plain undici loop (default 64, the dispatcher's)
+ *   COFFER_BENCH_S3_ENDPOINT, COFFER_BENCH_S3_REGION (us-east-1), COFFER_BENCH_S3_ACCESS_KEY_ID,
+ *   COFFER_BENCH_S3_SECRET_ACCESS_KEY, COFFER_BENCH_S3_BUCKET   the S3 server of `s3` (path-style); unset: a private
+ *                              radosgw (bash .ci/rgw.sh, memstore per COFFER_RGW_MEMSTORE_MB or sized for the run)
+ *   COFFER_BENCH_S3_SIZE_MB, COFFER_BENCH_S3_MULTIPART_MB   `s3` single object (default 256) and multipart (1024, in 16
+ *                              parts, COFFER_BENCH_PARTS_IN_FLIGHT at once) sizes; COFFER_BENCH_S3_SMALL_COUNT uploads
+ *                              timed for the initiate + confirm latency (default 50)
  *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
@@ -32,10 +38,11 @@ import {
   startCoffer,
 } from './lib.ts';
 import { multipart } from './multipart.ts';
+import { s3 } from './s3.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3];
 
 function usage(): string {
   return `Usage: npm run bench [-- <benchmark>…]\n\nBenchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`;
