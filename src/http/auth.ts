@@ -13,6 +13,9 @@ export interface UploadTokenPrincipal {
   tokenId: string;
   projectId: string;
   scopes: Scope[];
+  /** Whom the token uploads for: a token of the same owner may continue its multipart uploads. */
+  ownerUserId: string | null;
+  ownerOrgId: string | null;
 }
 
 export type Principal =

@@ -455,6 +455,21 @@ describe('multipart with an upload token', () => {
     expect(reply.status).toBe(201);
     return reply.body.token as string;
   };
+  const putPartWith = async (
+    project: TestProject,
+    secret: string,
+    uploadId: string,
+    part: number,
+    bytes: Buffer,
+  ) => {
+    const url = await project.call(
+      'GET',
+      `/files/upload/multipart/${uploadId}/part-url?part=${part}&size=${bytes.length}`,
+      { token: secret },
+    );
+    expect(url.status).toBe(200);
+    expect((await fetch(url.body.url, { method: 'PUT', body: bytes })).status).toBe(200);
+  };
   const startWith = (
     project: TestProject,
     secret: string,
@@ -654,5 +669,44 @@ describe('multipart with an upload token', () => {
     });
     expect(done.status).toBe(200);
     expect(done.body.status).toBe('ready');
+  });
+
+  it('lets a replacement token of the same owner finish a session, and keeps other owners out', async () => {
+    const project = await coffer.newProject();
+    const first = await token(project, { owner_user_id: 'user_1', owner_org_id: 'org_1' });
+    const session = (await startWith(project, first, 3)).body;
+    await putPartWith(project, first, session.upload_id, 1, Buffer.from('abc'));
+    const strangers = [
+      await token(project, { owner_user_id: 'user_1', owner_org_id: 'org_2' }),
+      await token(project, { owner_user_id: 'user_2', owner_org_id: 'org_1' }),
+      await token(project, {}),
+    ];
+    for (const stranger of strangers) {
+      const reply = await project.call('GET', `/files/upload/multipart/${session.upload_id}`, {
+        token: stranger,
+      });
+      expect(reply.status).toBe(404);
+    }
+    // The first token expired; the app hands the browser a new one for the same user and organization.
+    const replacement = await token(project, { owner_user_id: 'user_1', owner_org_id: 'org_1' });
+    const listed = await project.call('GET', `/files/upload/multipart/${session.upload_id}`, {
+      token: replacement,
+    });
+    expect(listed.status).toBe(200);
+    const [part] = listed.body.parts;
+    const done = await project.call('POST', `/files/upload/multipart/${session.upload_id}/complete`, {
+      token: replacement,
+      body: { parts: [{ part_number: 1, etag: part.etag }] },
+    });
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ id: session.file_id, owner_user_id: 'user_1', owner_org_id: 'org_1' });
+
+    // A session of a token without owner stays that token's alone.
+    const anonymous = await token(project, {});
+    const own = (await startWith(project, anonymous, 3)).body;
+    const other = await token(project, {});
+    expect(
+      (await project.call('GET', `/files/upload/multipart/${own.upload_id}`, { token: other })).status,
+    ).toBe(404);
   });
 });

@@ -1,4 +1,4 @@
-import type { Principal } from '../../http/auth.ts';
+import type { Principal, UploadTokenPrincipal } from '../../http/auth.ts';
 import {
   badRequest,
   invalidState,
@@ -30,18 +30,37 @@ export interface PresignedUrl {
 }
 
 /**
+ * Whether an upload token acts for the owner the file was uploaded for: same user (and organization,
+ * when the file has one). A replacement token, issued when the first expired, may so finish its upload.
+ */
+function sameOwner(principal: UploadTokenPrincipal, file: repo.FileRow): boolean {
+  return (
+    principal.ownerUserId !== null &&
+    principal.ownerUserId === file.owner_user_id &&
+    (file.owner_org_id === null || principal.ownerOrgId === file.owner_org_id)
+  );
+}
+
+/**
  * The file as this caller may see it: 404 when missing, deleted, or (for an upload token) not
- * uploaded with that token; 409 CONFLICT when quarantined, unless `allowQuarantined`.
+ * uploaded with that token, nor with `ofSameOwner` by a token of the same owner; 409 CONFLICT when
+ * quarantined, unless `allowQuarantined`.
  */
 export function visibleFile(
   caller: Caller,
   file: repo.FileRow | undefined,
-  allowQuarantined = false,
+  options: { allowQuarantined?: boolean; ofSameOwner?: boolean } = {},
 ): repo.FileRow {
   const { principal } = caller;
   if (!file || file.deleted_at !== null) throw notFound('File');
-  if (principal.kind === 'upload_token' && file.upload_token_id !== principal.tokenId) throw notFound('File');
-  if (file.status === 'quarantined' && !allowQuarantined) throw quarantined();
+  if (
+    principal.kind === 'upload_token' &&
+    file.upload_token_id !== principal.tokenId &&
+    !(options.ofSameOwner && sameOwner(principal, file))
+  ) {
+    throw notFound('File');
+  }
+  if (file.status === 'quarantined' && !options.allowQuarantined) throw quarantined();
   return file;
 }
 
@@ -132,11 +151,7 @@ export function createFileService(deps: {
     options: { allowQuarantined?: boolean } = {},
   ): Promise<FileObject> {
     return db.tx(async (q) => {
-      const file = visibleFile(
-        caller,
-        await repo.findFile(q, caller.project.id, fileId, true),
-        options.allowQuarantined,
-      );
+      const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true), options);
       const updated = await repo.updateFile(q, caller.project.id, file.id, await change(q, file));
       return repo.toFileObject(updated!);
     });
@@ -225,7 +240,9 @@ export function createFileService(deps: {
     /** Soft delete: the file answers 404 from now on; its objects are removed after the grace period. */
     async remove(caller: Caller, fileId: string): Promise<FileObject> {
       return db.tx(async (q) => {
-        const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true), true);
+        const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true), {
+          allowQuarantined: true,
+        });
         if (file.legal_hold) throw legalHold();
         const deleted = await repo.updateFile(q, caller.project.id, file.id, { deleted_at: new Date() });
         await recordEvent(q, caller.project, 'file.deleted', deleted!);

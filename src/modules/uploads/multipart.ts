@@ -115,14 +115,19 @@ export function createMultipartService(deps: {
 }) {
   const { config, db, store, uploads, projects, logger } = deps;
 
-  /** The caller's open-or-not session and its file; 404 when unknown, of another project or another token. */
+  /**
+   * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
+   * token of another owner (a replacement token of the same owner may continue it, as the contract says).
+   */
   async function load(caller: Caller, uploadId: string) {
     const [session] = await db.query<SessionRow>(
       `SELECT ${COLUMNS} FROM multipart_sessions WHERE project_id = $1 AND id = $2`,
       [caller.project.id, uploadId],
     );
     if (!session) throw notFound('Multipart upload');
-    const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id));
+    const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id), {
+      ofSameOwner: true,
+    });
     return { session, file };
   }
 

@@ -121,6 +121,8 @@ export function createUploadTokenService(deps: { db: Db; folders: FolderService 
         tokenId: row.id,
         projectId: row.project_id,
         scopes: UPLOAD_TOKEN_SCOPES,
+        ownerUserId: row.owner_user_id,
+        ownerOrgId: row.owner_org_id,
       };
     },
   };
