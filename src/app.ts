@@ -15,19 +15,43 @@ import { objectRoutes } from './http/object-routes.ts';
 import { ErrorBody } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
 import { fileRoutes } from './modules/files/routes.ts';
+import { fileSchemas } from './modules/files/schemas.ts';
 import { folderRoutes } from './modules/folders/routes.ts';
+import { folderSchemas } from './modules/folders/schemas.ts';
 import { healthRoutes } from './modules/health/routes.ts';
+import { healthSchemas } from './modules/health/schemas.ts';
 import { metadataSchemaRoutes } from './modules/metadata-schema/routes.ts';
+import { metadataSchemaSchemas } from './modules/metadata-schema/schemas.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
+import { projectSchemas } from './modules/projects/schemas.ts';
 import { uploadRoutes } from './modules/uploads/routes.ts';
+import { uploadSchemas } from './modules/uploads/schemas.ts';
 import { versionRoutes } from './modules/versions/routes.ts';
+import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
+import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
 export const JSON_BODY_LIMIT = 1024 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The request and response bodies that have a name (`$id`): each is registered once and routes refer
+ * to it with `$ref`, so that it is one component of the OpenAPI document, named by its `$id`.
+ */
+const NAMED_SCHEMAS = [
+  ErrorBody,
+  ...healthSchemas,
+  ...projectSchemas,
+  ...fileSchemas,
+  ...uploadSchemas,
+  ...folderSchemas,
+  ...metadataSchemaSchemas,
+  ...webhookSchemas,
+  ...versionSchemas,
+];
 
 function validators() {
   const options = {
@@ -39,6 +63,11 @@ function validators() {
   // Bodies keep their JSON types (a string "5" is not a number); query strings and paths are text and are coerced.
   const body = addFormats.default(new Ajv.default({ ...options, coerceTypes: false }));
   const text = addFormats.default(new Ajv.default({ ...options, coerceTypes: 'array' }));
+  // Fastify hands its shared schemas to its own Ajv only: these resolve the routes' $refs themselves.
+  for (const schema of NAMED_SCHEMAS) {
+    body.addSchema(schema);
+    text.addSchema(schema);
+  }
   return { body, text };
 }
 
@@ -205,6 +234,11 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
         },
       },
     },
+    // Components are named by their $id (File, Error…) rather than def-0, def-1…: a generated client's type names.
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) =>
+        typeof json.$id === 'string' ? json.$id : `def-${i}`,
+    },
     transform: ({ schema, url, route }) => {
       const access = route.config?.access;
       const documented = { ...schema } as Record<string, unknown>;
@@ -221,7 +255,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.addSchema(ErrorBody);
+  for (const schema of NAMED_SCHEMAS) app.addSchema(schema);
   app.get('/openapi.json', { schema: { hide: true }, config: { access: 'public' } }, async () =>
     app.swagger(),
   );

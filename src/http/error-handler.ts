@@ -1,6 +1,19 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { StoreError } from '../infra/storage/object-store.ts';
-import { AppError } from './errors.ts';
+import {
+  AppError,
+  badRequest,
+  bodyTooLarge,
+  concurrentChange,
+  fromHttpStatus,
+  internalError,
+  invalidJson,
+  noRoute,
+  notJson,
+  removedMeanwhile,
+  unreadableValue,
+  validationError,
+} from './errors.ts';
 import { fromStoreError } from './store-errors.ts';
 
 interface AjvError {
@@ -63,7 +76,7 @@ function fromValidation(error: FastifyError): AppError {
   // string or path, where an unknown word is unreadable too, only ranges and lengths are rule breaks.
   const isShape =
     !first || (context === 'body' ? SHAPE_KEYWORDS.has(first.keyword) : !RULE_KEYWORDS.has(first.keyword));
-  return new AppError(isShape ? 400 : 422, isShape ? 'BAD_REQUEST' : 'VALIDATION_ERROR', message, details);
+  return isShape ? badRequest(message, details) : validationError(message, details);
 }
 
 /** Turns anything thrown into an AppError; unknown failures become a 500 that reveals nothing. */
@@ -74,32 +87,22 @@ export function toAppError(error: unknown): AppError {
   if (fastifyError?.validation) return fromValidation(fastifyError);
   switch (fastifyError?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new AppError(413, 'REQUEST_TOO_LARGE', 'The request body is too large');
+      return bodyTooLarge();
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError(
-        400,
-        'BAD_REQUEST',
-        'The request body must be JSON, sent with Content-Type: application/json',
-      );
+      return notJson();
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new AppError(400, 'BAD_REQUEST', 'The request body is not valid JSON');
+      return invalidJson();
   }
-  if (fastifyError?.code === FOREIGN_KEY_VIOLATION) {
-    return new AppError(409, 'CONFLICT', 'A record this request refers to was removed meanwhile: try again');
-  }
-  if (RETRYABLE_CODES.has(fastifyError?.code)) {
-    return new AppError(409, 'CONFLICT', 'The request crossed a concurrent change: try again');
-  }
-  if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) {
-    return new AppError(400, 'BAD_REQUEST', 'The request holds a value that cannot be stored or compared');
-  }
+  if (fastifyError?.code === FOREIGN_KEY_VIOLATION) return removedMeanwhile();
+  if (RETRYABLE_CODES.has(fastifyError?.code)) return concurrentChange();
+  if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) return unreadableValue();
   const status = fastifyError?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new AppError(status, status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST', fastifyError.message);
+    return fromHttpStatus(status, fastifyError.message);
   }
-  return new AppError(500, 'INTERNAL', 'An internal error occurred');
+  return internalError();
 }
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
@@ -125,10 +128,6 @@ export function installErrorHandling(app: FastifyInstance): void {
     return sendError(request, reply, appError);
   });
   app.setNotFoundHandler((request, reply) =>
-    sendError(
-      request,
-      reply,
-      new AppError(404, 'NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`),
-    ),
+    sendError(request, reply, noRoute(request.method, request.url.split('?')[0]!)),
   );
 }

@@ -1,15 +1,50 @@
+/**
+ * The error catalogue: every code the API answers (the spec's, spelled as it spells them, and the
+ * contract's), in order of status. The OpenAPI document's Error schema lists them, so that a client
+ * generated from it gets one union to switch on; an error is built by a factory below, never by hand.
+ * QUOTA_EXCEEDED and RATE_LIMITED are the contract's: their factories come with the quota and
+ * rate-limit checks that answer them.
+ */
+export const ERROR_CODES = [
+  'BAD_REQUEST',
+  'UNAUTHENTICATED',
+  'TOKEN_EXPIRED',
+  'INSUFFICIENT_SCOPE',
+  'PERMISSION_DENIED',
+  'TOKEN_LIMIT_REACHED',
+  'QUOTA_EXCEEDED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'webhook_not_found',
+  'CONFLICT',
+  'INVALID_STATE',
+  'LEGAL_HOLD',
+  'VERSIONING_DISABLED',
+  'FILE_TOO_LARGE',
+  'REQUEST_TOO_LARGE',
+  'RANGE_NOT_SATISFIABLE',
+  'VALIDATION_ERROR',
+  'invalid_url',
+  'RATE_LIMITED',
+  'INTERNAL',
+  'STORE_UNAVAILABLE',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+type Details = Record<string, unknown>;
+
 /** An error the API answers with: the contract's error body is rendered from these fields. */
 export class AppError extends Error {
   readonly status: number;
-  readonly code: string;
-  readonly details: Record<string, unknown> | undefined;
+  readonly code: ErrorCode;
+  readonly details: Details | undefined;
   readonly headers: Record<string, string> | undefined;
 
   constructor(
     status: number,
-    code: string,
+    code: ErrorCode,
     message: string,
-    details?: Record<string, unknown>,
+    details?: Details,
     headers?: Record<string, string>,
   ) {
     super(message);
@@ -20,10 +55,17 @@ export class AppError extends Error {
   }
 }
 
-type Details = Record<string, unknown>;
-
+// 400: the request cannot be read
 export const badRequest = (message: string, details?: Details) =>
   new AppError(400, 'BAD_REQUEST', message, details);
+export const invalidJson = () => badRequest('The request body is not valid JSON');
+export const notJson = () =>
+  badRequest('The request body must be JSON, sent with Content-Type: application/json');
+/** A value PostgreSQL refused (a NUL in text, a number out of range) that slipped past the checks. */
+export const unreadableValue = () =>
+  badRequest('The request holds a value that cannot be stored or compared');
+
+// 401, 403: who may do what
 export const unauthenticated = (message = 'A valid API key or upload token is required') =>
   new AppError(401, 'UNAUTHENTICATED', message);
 export const tokenExpired = () => new AppError(401, 'TOKEN_EXPIRED', 'The upload token has expired');
@@ -37,18 +79,38 @@ export const tokenLimitReached = (maxFiles: number) =>
   new AppError(403, 'TOKEN_LIMIT_REACHED', `The upload token has already been used for ${maxFiles} files`, {
     max_files: maxFiles,
   });
-export const forbidden = (message: string) => new AppError(403, 'FORBIDDEN', message);
+/** A presigned object URL refused (tampered with, expired, or used for another request). */
+export const forbidden = (message: string, details?: Details) =>
+  new AppError(403, 'FORBIDDEN', message, details);
+
+// 404
 export const notFound = (what = 'Resource') => new AppError(404, 'NOT_FOUND', `${what} not found`);
+/** An object or multipart upload the object store does not hold, in the store's words. */
+export const objectNotFound = (message: string, details?: Details) =>
+  new AppError(404, 'NOT_FOUND', message, details);
+export const noRoute = (method: string, path: string) =>
+  new AppError(404, 'NOT_FOUND', `No route for ${method} ${path}`);
+export const webhookNotFound = () =>
+  new AppError(404, 'webhook_not_found', 'Webhook not found in this project');
+
+// 409
 export const conflict = (message: string, details?: Details) =>
   new AppError(409, 'CONFLICT', message, details);
 export const quarantined = () =>
-  new AppError(409, 'CONFLICT', 'The file is quarantined after a virus detection; only DELETE is allowed');
+  conflict('The file is quarantined after a virus detection; only DELETE is allowed');
+/** A row this request refers to was deleted by a concurrent one after it was checked. */
+export const removedMeanwhile = () =>
+  conflict('A record this request refers to was removed meanwhile: try again');
+/** PostgreSQL aborted the transaction (deadlock, serialization): nothing changed, a retry may pass. */
+export const concurrentChange = () => conflict('The request crossed a concurrent change: try again');
 export const invalidState = (message: string, details?: Details) =>
   new AppError(409, 'INVALID_STATE', message, details);
 export const legalHold = () =>
   new AppError(409, 'LEGAL_HOLD', 'The file is under a legal hold and cannot be deleted');
 export const versioningDisabled = () =>
   new AppError(409, 'VERSIONING_DISABLED', 'Versioning is not enabled for this project');
+
+// 413, 416: sizes
 export const fileTooLarge = (limit: number, source: 'project' | 'token', field = 'size_bytes') =>
   new AppError(413, 'FILE_TOO_LARGE', `The file exceeds the ${source} limit of ${limit} bytes`, {
     field,
@@ -57,8 +119,41 @@ export const fileTooLarge = (limit: number, source: 'project' | 'token', field =
   });
 export const requestTooLarge = (limit: number) =>
   new AppError(413, 'REQUEST_TOO_LARGE', `The request body exceeds ${limit} bytes`, { max_bytes: limit });
+/** A JSON body over the server's limit, refused before it was read. */
+export const bodyTooLarge = () => new AppError(413, 'REQUEST_TOO_LARGE', 'The request body is too large');
+/** More bytes than the object store takes, in the store's words. */
+export const objectTooLarge = (message: string, details?: Details) =>
+  new AppError(413, 'REQUEST_TOO_LARGE', message, details);
+/** A part size that would let a multipart upload store more than its parts may hold in all. */
+export const partsTooLarge = (wouldStore: number, declared: number, limit: number, granted: number) =>
+  new AppError(
+    413,
+    'REQUEST_TOO_LARGE',
+    `With this part the upload could store ${wouldStore} bytes, more than twice the ${declared} it declared`,
+    { max_bytes: limit, granted_bytes: granted },
+  );
+export const rangeNotSatisfiable = (size: number) =>
+  new AppError(416, 'RANGE_NOT_SATISFIABLE', `The range is outside the object's ${size} bytes`, undefined, {
+    'content-range': `bytes */${size}`,
+  });
+/** A byte range the object store refused, in the store's words. */
+export const invalidRange = (message: string, details?: Details) =>
+  new AppError(416, 'RANGE_NOT_SATISFIABLE', message, details);
+
+// 422: well-formed values that break a rule
 export const validationError = (message: string, details?: Details) =>
   new AppError(422, 'VALIDATION_ERROR', message, details);
-export const webhookNotFound = () =>
-  new AppError(404, 'webhook_not_found', 'Webhook not found in this project');
 export const invalidUrl = (message: string) => new AppError(422, 'invalid_url', message, { field: 'url' });
+
+// 5xx
+export const internalError = () => new AppError(500, 'INTERNAL', 'An internal error occurred');
+/** The object store did not answer or failed; why is logged, never answered (it may name the store). */
+export const storeUnavailable = () =>
+  new AppError(503, 'STORE_UNAVAILABLE', 'The object store is unavailable: try again');
+
+/**
+ * A 4xx that Fastify raised itself (an unparsable URL, an unsupported method…), keeping its status;
+ * any such status but 404 means the request could not be read.
+ */
+export const fromHttpStatus = (status: number, message: string) =>
+  new AppError(status, status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST', message);

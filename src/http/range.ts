@@ -1,5 +1,5 @@
 import type { ByteRange } from '../infra/storage/object-store.ts';
-import { AppError } from './errors.ts';
+import { rangeNotSatisfiable } from './errors.ts';
 
 /**
  * The single range a Range header asks for; undefined serves the whole object (no header, a malformed
@@ -17,16 +17,6 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
     if (last !== undefined && last < first) return undefined;
     if (first < size) range = { start: first, end: Math.min(last ?? size - 1, size - 1) };
   }
-  if (!range) {
-    throw new AppError(
-      416,
-      'RANGE_NOT_SATISFIABLE',
-      `The range is outside the object's ${size} bytes`,
-      undefined,
-      {
-        'content-range': `bytes */${size}`,
-      },
-    );
-  }
+  if (!range) throw rangeNotSatisfiable(size);
   return range;
 }

@@ -1,27 +1,31 @@
 import type { StoreError, StoreErrorCode } from '../infra/storage/object-store.ts';
-import { AppError } from './errors.ts';
-
-/** The contract's status and code for each failure of the object store. */
-const ANSWERS: Record<StoreErrorCode, [status: number, code: string]> = {
-  NoSuchKey: [404, 'NOT_FOUND'],
-  NoSuchUpload: [404, 'NOT_FOUND'],
-  AlreadyExists: [409, 'CONFLICT'],
-  TooLarge: [413, 'REQUEST_TOO_LARGE'],
-  InvalidPart: [422, 'VALIDATION_ERROR'],
-  InvalidArgument: [400, 'BAD_REQUEST'],
-  Forbidden: [403, 'FORBIDDEN'],
-  InvalidRange: [416, 'RANGE_NOT_SATISFIABLE'],
-  Unavailable: [503, 'STORE_UNAVAILABLE'],
-};
+import {
+  type AppError,
+  badRequest,
+  conflict,
+  forbidden,
+  invalidRange,
+  objectNotFound,
+  objectTooLarge,
+  storeUnavailable,
+  validationError,
+} from './errors.ts';
 
 /**
- * The API's answer to a StoreError, with its message and details; an unavailable store says nothing
- * of why (the cause, which may name the store, is logged with the error instead).
+ * The contract's answer to each failure of the object store, with the store's message and details;
+ * an unavailable store says nothing of why (the cause, which may name the store, is logged instead).
  */
-export function fromStoreError(error: StoreError): AppError {
-  const [status, code] = ANSWERS[error.code];
-  if (error.code === 'Unavailable') {
-    return new AppError(status, code, 'The object store is unavailable: try again');
-  }
-  return new AppError(status, code, error.message, error.details);
-}
+const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string, unknown>) => AppError> = {
+  NoSuchKey: objectNotFound,
+  NoSuchUpload: objectNotFound,
+  AlreadyExists: conflict,
+  TooLarge: objectTooLarge,
+  InvalidPart: validationError,
+  InvalidArgument: badRequest,
+  Forbidden: forbidden,
+  InvalidRange: invalidRange,
+  Unavailable: storeUnavailable,
+};
+
+export const fromStoreError = (error: StoreError): AppError =>
+  ANSWERS[error.code](error.message, error.details);

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorBody, ProjectParams } from '../../http/schemas.ts';
+import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
 import {
   DownloadQuery,
   DownloadResponse,
@@ -15,7 +15,7 @@ import {
 import type { FileService } from './service.ts';
 
 const tags = ['Files'];
-const fileResponse = { 200: FileObject, default: ErrorBody };
+const fileResponse = { 200: Ref(FileObject), default: Ref(ErrorBody) };
 
 export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -25,12 +25,13 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'files:read' },
         schema: {
           tags,
+          operationId: 'listFiles',
           summary: 'List and search files',
           description:
             'Newest first. Deleted files are never listed. `total` counts every match regardless of pagination.',
           params: ProjectParams,
           querystring: ListQuery,
-          response: { 200: FileList, default: ErrorBody },
+          response: { 200: Ref(FileList), default: Ref(ErrorBody) },
         },
       },
       async (request) => files.list(request, request.query),
@@ -40,7 +41,13 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
       '/projects/:project_id/files/:file_id',
       {
         config: { access: 'files:read', uploadToken: true },
-        schema: { tags, summary: 'Get a file', params: FileParams, response: fileResponse },
+        schema: {
+          tags,
+          operationId: 'getFile',
+          summary: 'Get a file',
+          params: FileParams,
+          response: fileResponse,
+        },
       },
       async (request) => files.get(request, request.params.file_id),
     );
@@ -51,33 +58,41 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'files:download' },
         schema: {
           tags,
+          operationId: 'downloadFile',
           summary: 'Get a download URL',
           description:
             'Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at.',
           params: FileParams,
           querystring: DownloadQuery,
-          response: { 200: DownloadResponse, default: ErrorBody },
+          response: { 200: Ref(DownloadResponse), default: Ref(ErrorBody) },
         },
       },
       async (request) => files.download(request, request.params.file_id, request.query.ttl),
     );
 
-    for (const [method, mode, summary] of [
-      ['PUT', 'replace', 'Replace the tags'],
-      ['POST', 'add', 'Add tags (union)'],
+    for (const [method, mode, operationId, summary] of [
+      ['PUT', 'replace', 'replaceFileTags', 'Replace the tags'],
+      ['POST', 'add', 'addFileTags', 'Add tags (union)'],
     ] as const) {
       app.route({
         method,
         url: '/projects/:project_id/files/:file_id/tags',
         config: { access: 'files:update_metadata' },
-        schema: { tags, summary, params: FileParams, body: TagsBody, response: fileResponse },
+        schema: {
+          tags,
+          operationId,
+          summary,
+          params: FileParams,
+          body: Ref(TagsBody),
+          response: fileResponse,
+        },
         handler: async (request) => files.setTags(request, request.params.file_id, request.body.tags, mode),
       });
     }
 
-    for (const [method, mode, summary] of [
-      ['PUT', 'replace', 'Replace the metadata'],
-      ['POST', 'merge', 'Merge into the metadata (shallow)'],
+    for (const [method, mode, operationId, summary] of [
+      ['PUT', 'replace', 'replaceFileMetadata', 'Replace the metadata'],
+      ['POST', 'merge', 'mergeFileMetadata', 'Merge into the metadata (shallow)'],
     ] as const) {
       app.route({
         method,
@@ -85,11 +100,12 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'files:update_metadata' },
         schema: {
           tags,
+          operationId,
           summary,
           description:
             'With enforce_schema and an active metadata schema, the resulting metadata is validated (422).',
           params: FileParams,
-          body: MetadataBody,
+          body: Ref(MetadataBody),
           response: fileResponse,
         },
         handler: async (request) =>
@@ -103,9 +119,10 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'files:update_metadata' },
         schema: {
           tags,
+          operationId: 'moveFile',
           summary: 'Move a file to a folder, or to the root with null',
           params: FileParams,
-          body: MoveBody,
+          body: Ref(MoveBody),
           response: fileResponse,
         },
       },
@@ -118,6 +135,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'files:delete' },
         schema: {
           tags,
+          operationId: 'deleteFile',
           summary: 'Delete a file (soft)',
           description:
             'Sets deleted_at; the file answers 404 from then on and its stored objects are removed by a background job after the grace period. 409 LEGAL_HOLD for a held file.',
@@ -134,10 +152,11 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'placeLegalHold',
           summary: 'Place a legal hold',
           description: 'A held file cannot be deleted.',
           params: FileParams,
-          body: LegalHoldBody,
+          body: Ref(LegalHoldBody),
           response: fileResponse,
         },
       },
@@ -148,7 +167,13 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
       '/projects/:project_id/files/:file_id/legal-hold',
       {
         config: { access: 'projects:update' },
-        schema: { tags, summary: 'Release a legal hold', params: FileParams, response: fileResponse },
+        schema: {
+          tags,
+          operationId: 'releaseLegalHold',
+          summary: 'Release a legal hold',
+          params: FileParams,
+          response: fileResponse,
+        },
       },
       async (request) => files.setLegalHold(request, request.params.file_id, false),
     );

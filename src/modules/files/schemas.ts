@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
 
@@ -33,7 +33,7 @@ export const FileObject = Type.Object(
     updated_at: Timestamp,
     deleted_at: Nullable(Timestamp),
   },
-  { $id: 'File' },
+  { $id: 'File', description: 'A file' },
 );
 export type FileObject = Static<typeof FileObject>;
 
@@ -53,17 +53,20 @@ export const InitiateBody = Type.Object(
     metadata: Type.Optional(Metadata),
     tags: Type.Optional(Tags),
   },
-  { additionalProperties: false },
+  { $id: 'InitiateUploadRequest', additionalProperties: false },
 );
 export type InitiateBody = Static<typeof InitiateBody>;
 
-export const InitiateResponse = Type.Object({
-  file_id: Type.String(),
-  upload_url: Type.String({
-    description: 'PUT the bytes here, with the declared Content-Type and no Authorization',
-  }),
-  expires_at: Timestamp,
-});
+export const InitiateResponse = Type.Object(
+  {
+    file_id: Type.String(),
+    upload_url: Type.String({
+      description: 'PUT the bytes here, with the declared Content-Type and no Authorization',
+    }),
+    expires_at: Timestamp,
+  },
+  { $id: 'InitiatedUpload', description: 'The new file and where to send its bytes' },
+);
 
 export const ListQuery = Type.Object({
   folder_id: Type.Optional(
@@ -94,26 +97,51 @@ export const ListQuery = Type.Object({
 });
 export type ListQuery = Static<typeof ListQuery>;
 
-export const FileList = Type.Object({
-  items: Type.Array(FileObject),
-  total: Type.Integer(),
-  limit: Type.Integer(),
-  offset: Type.Integer(),
-  has_more: Type.Boolean(),
-  next_cursor: Nullable(Type.String()),
-});
+export const FileList = Type.Object(
+  {
+    items: Type.Array(Ref(FileObject)),
+    total: Type.Integer(),
+    limit: Type.Integer(),
+    offset: Type.Integer(),
+    has_more: Type.Boolean(),
+    next_cursor: Nullable(Type.String()),
+  },
+  { $id: 'FileList', description: 'A page of files, newest first' },
+);
 
 /** A URL lifetime; its range is checked only when it is used (see urlLifetimeSeconds). */
 export const UrlTtl = Type.Optional(
   Type.Number({ description: 'Seconds, 60 to 86400; ignored when require_signed_urls is on' }),
 );
 export const DownloadQuery = Type.Object({ ttl: UrlTtl });
-export const DownloadResponse = Type.Object({ url: Type.String(), expires_at: Timestamp });
+export const DownloadResponse = Type.Object(
+  { url: Type.String(), expires_at: Timestamp },
+  { $id: 'PresignedUrl', description: 'A presigned URL, valid until expires_at' },
+);
 
-export const TagsBody = Type.Object({ tags: Tags }, { additionalProperties: false });
-export const MetadataBody = Type.Object({ metadata: Metadata }, { additionalProperties: false });
-export const MoveBody = Type.Object({ folder_id: Nullable(Type.String()) }, { additionalProperties: false });
+export const TagsBody = Type.Object({ tags: Tags }, { $id: 'FileTagsRequest', additionalProperties: false });
+export const MetadataBody = Type.Object(
+  { metadata: Metadata },
+  { $id: 'FileMetadataRequest', additionalProperties: false },
+);
+export const MoveBody = Type.Object(
+  { folder_id: Nullable(Type.String()) },
+  { $id: 'MoveFileRequest', additionalProperties: false },
+);
 export const LegalHoldBody = Type.Object(
   { reason: Type.Optional(Type.String({ maxLength: 1000 })) },
-  { additionalProperties: false },
+  { $id: 'LegalHoldRequest', additionalProperties: false },
 );
+
+/** The named schemas of this module, registered once with app.addSchema. */
+export const fileSchemas = [
+  FileObject,
+  FileList,
+  InitiateBody,
+  InitiateResponse,
+  DownloadResponse,
+  TagsBody,
+  MetadataBody,
+  MoveBody,
+  LegalHoldBody,
+];

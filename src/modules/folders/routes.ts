@@ -1,21 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, NoContent, Nullable, ProjectParams, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { CreateFolderBody, Folder, FolderList, UpdateFolderBody } from './schemas.ts';
 import type { FolderService } from './service.ts';
 
-const Folder = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    parent_id: Nullable(Type.String()),
-    path: Type.String({ description: 'Names from the root joined by slashes, e.g. photos/2024' }),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Folder' },
-);
 const FolderParams = Type.Object({ project_id: Type.String(), folder_id: Type.String() });
-const Name = Type.String({ maxLength: 1024 });
 const tags = ['Folders'];
 
 export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox {
@@ -26,14 +15,12 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
         config: { access: 'files:update_metadata' },
         schema: {
           tags,
+          operationId: 'createFolder',
           summary: 'Create a folder',
           description: 'Names are unique among siblings (409 CONFLICT).',
           params: ProjectParams,
-          body: Type.Object(
-            { name: Name, parent_id: Type.Optional(Nullable(Type.String())) },
-            { additionalProperties: false },
-          ),
-          response: { 201: Folder, default: ErrorBody },
+          body: Ref(CreateFolderBody),
+          response: { 201: Ref(Folder), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) =>
@@ -48,10 +35,11 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
         config: { access: 'files:read' },
         schema: {
           tags,
+          operationId: 'listFolders',
           summary: 'List the folders of a parent (the root when parent_id is absent)',
           params: ProjectParams,
           querystring: Type.Object({ parent_id: Type.Optional(Type.String()) }),
-          response: { 200: ItemList(Folder), default: ErrorBody },
+          response: { 200: Ref(FolderList), default: Ref(ErrorBody) },
         },
       },
       async (request) => {
@@ -66,9 +54,10 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
         config: { access: 'files:read' },
         schema: {
           tags,
+          operationId: 'getFolder',
           summary: 'Get a folder',
           params: FolderParams,
-          response: { 200: Folder, default: ErrorBody },
+          response: { 200: Ref(Folder), default: Ref(ErrorBody) },
         },
       },
       async (request) => folders.get(request.project.id, request.params.folder_id),
@@ -80,14 +69,12 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
         config: { access: 'files:update_metadata' },
         schema: {
           tags,
+          operationId: 'updateFolder',
           summary: 'Rename or move a folder',
           description: 'parent_id null moves it to the root. The paths of the whole subtree follow.',
           params: FolderParams,
-          body: Type.Object(
-            { name: Type.Optional(Name), parent_id: Type.Optional(Nullable(Type.String())) },
-            { additionalProperties: false },
-          ),
-          response: { 200: Folder, default: ErrorBody },
+          body: Ref(UpdateFolderBody),
+          response: { 200: Ref(Folder), default: Ref(ErrorBody) },
         },
       },
       async (request) => folders.update(request.project.id, request.params.folder_id, request.body),
@@ -99,10 +86,11 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
         config: { access: 'files:update_metadata' },
         schema: {
           tags,
+          operationId: 'deleteFolder',
           summary: 'Delete an empty folder',
           description: '409 CONFLICT while it holds subfolders or files.',
           params: FolderParams,
-          response: { 204: NoContent, default: ErrorBody },
+          response: { 204: NoContent, default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => {

@@ -1,18 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Ref } from '../../http/schemas.ts';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { Liveness, Readiness } from './schemas.ts';
 
 /** A probe answers within about 2 s even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1500;
-
-const Live = Type.Object({ status: Type.Literal('ok') });
-const CheckState = Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]);
-const Ready = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
-  checks: Type.Object({ database: CheckState, cache: CheckState, store: CheckState }),
-});
 
 async function check(probe: () => Promise<void>): Promise<'ok' | 'unavailable'> {
   let timer: NodeJS.Timeout | undefined;
@@ -33,12 +27,17 @@ export function healthRoutes(db: Db, cache: Cache, store: ObjectStore): FastifyP
   return async (app) => {
     const live = {
       config: { access: 'public' as const },
-      schema: { tags: ['Health'], summary: 'Liveness: no dependency checks', response: { 200: Live } },
+      schema: {
+        tags: ['Health'],
+        operationId: 'getHealthLive',
+        summary: 'Liveness: no dependency checks',
+        response: { 200: Ref(Liveness) },
+      },
     };
     app.get('/health/live', live, async () => ({ status: 'ok' as const }));
     app.get(
       '/health',
-      { ...live, schema: { ...live.schema, summary: 'Alias of /health/live' } },
+      { ...live, schema: { ...live.schema, operationId: 'getHealth', summary: 'Alias of /health/live' } },
       async () => ({
         status: 'ok' as const,
       }),
@@ -49,8 +48,9 @@ export function healthRoutes(db: Db, cache: Cache, store: ObjectStore): FastifyP
         config: { access: 'public' },
         schema: {
           tags: ['Health'],
+          operationId: 'getHealthReady',
           summary: 'Readiness: database, cache and object store reachable',
-          response: { 200: Ready, 503: Ready },
+          response: { 200: Ref(Readiness), 503: Ref(Readiness) },
         },
       },
       async (_request, reply) => {

@@ -1,23 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
-import { ErrorBody, NoContent, ProjectParams, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { MetadataSchema, SetMetadataSchemaBody } from './schemas.ts';
 import type { MetadataSchemaService } from './service.ts';
 
-const Schema = Type.Object(
-  {
-    schema: Type.Record(Type.String(), Type.Unknown(), {
-      description: 'JSON Schema 2020-12 for file metadata',
-    }),
-    is_active: Type.Boolean(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'MetadataSchema' },
-);
-const Body = Type.Object(
-  { schema: Type.Record(Type.String(), Type.Unknown()), is_active: Type.Boolean({ default: true }) },
-  { additionalProperties: false },
-);
 const tags = ['Metadata schema'];
 
 export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPluginAsyncTypebox {
@@ -28,12 +13,13 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'setMetadataSchema',
           summary: 'Set the metadata schema',
           description:
             'With enforce_schema on and is_active true, every metadata write (initiate included) is validated against it; a mismatch is 422.',
           params: ProjectParams,
-          body: Body,
-          response: { 200: Schema, default: ErrorBody },
+          body: Ref(SetMetadataSchemaBody),
+          response: { 200: Ref(MetadataSchema), default: Ref(ErrorBody) },
         },
       },
       async (request) => schemas.put(request.project.id, request.body.schema, request.body.is_active),
@@ -44,9 +30,10 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         config: { access: 'projects:read' },
         schema: {
           tags,
+          operationId: 'getMetadataSchema',
           summary: 'Get the metadata schema',
           params: ProjectParams,
-          response: { 200: Schema, default: ErrorBody },
+          response: { 200: Ref(MetadataSchema), default: Ref(ErrorBody) },
         },
       },
       async (request) => schemas.get(request.project.id),
@@ -57,9 +44,10 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'deleteMetadataSchema',
           summary: 'Remove the metadata schema',
           params: ProjectParams,
-          response: { 204: NoContent, default: ErrorBody },
+          response: { 204: NoContent, default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => {

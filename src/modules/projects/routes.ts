@@ -1,18 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, NoContent, ProjectParams } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import {
-  ApiKey,
+  ApiKeyList,
   CreateApiKeyBody,
+  CreatedApiKey,
   CreateOrganizationBody,
   CreateProjectBody,
   Organization,
+  OrganizationList,
   Project,
   UpdateProjectBody,
 } from './schemas.ts';
 import type { ProjectService } from './service.ts';
 
-const errors = { default: ErrorBody };
+const errors = { default: Ref(ErrorBody) };
 
 export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -22,9 +24,10 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'createOrganization',
           summary: 'Create an organization',
-          body: CreateOrganizationBody,
-          response: { 201: Organization, ...errors },
+          body: Ref(CreateOrganizationBody),
+          response: { 201: Ref(Organization), ...errors },
         },
       },
       async (request, reply) => reply.code(201).send(await projects.createOrganization(request.body.name)),
@@ -36,8 +39,9 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'listOrganizations',
           summary: 'List organizations',
-          response: { 200: ItemList(Organization), ...errors },
+          response: { 200: Ref(OrganizationList), ...errors },
         },
       },
       async () => {
@@ -52,10 +56,11 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'createProject',
           summary: 'Create a project',
           params: Type.Object({ org_id: Type.String() }),
-          body: CreateProjectBody,
-          response: { 201: Project, ...errors },
+          body: Ref(CreateProjectBody),
+          response: { 201: Ref(Project), ...errors },
         },
       },
       async (request, reply) =>
@@ -72,9 +77,10 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'projects:read' },
         schema: {
           tags: ['Management'],
+          operationId: 'getProject',
           summary: 'Get a project',
           params: ProjectParams,
-          response: { 200: Project, ...errors },
+          response: { 200: Ref(Project), ...errors },
         },
       },
       async (request) => request.project,
@@ -86,11 +92,12 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'projects:update' },
         schema: {
           tags: ['Management'],
+          operationId: 'updateProject',
           summary: 'Update a project',
           description: 'Partial update: only the given fields and settings change.',
           params: ProjectParams,
-          body: UpdateProjectBody,
-          response: { 200: Project, ...errors },
+          body: Ref(UpdateProjectBody),
+          response: { 200: Ref(Project), ...errors },
         },
       },
       async (request) => projects.updateProject(request.project.id, request.body),
@@ -102,11 +109,12 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'createApiKey',
           summary: 'Create an API key',
           description: 'The key is returned only in this response; only its hash is stored.',
           params: ProjectParams,
-          body: CreateApiKeyBody,
-          response: { 201: Type.Object({ ...ApiKey.properties, key: Type.String() }), ...errors },
+          body: Ref(CreateApiKeyBody),
+          response: { 201: Ref(CreatedApiKey), ...errors },
         },
       },
       async (request, reply) =>
@@ -121,9 +129,10 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'listApiKeys',
           summary: 'List API keys',
           params: ProjectParams,
-          response: { 200: ItemList(ApiKey), ...errors },
+          response: { 200: Ref(ApiKeyList), ...errors },
         },
       },
       async (request) => {
@@ -138,6 +147,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         config: { access: 'admin' },
         schema: {
           tags: ['Management'],
+          operationId: 'revokeApiKey',
           summary: 'Revoke an API key',
           description: 'The key stops working at once.',
           params: Type.Object({ project_id: Type.String(), key_id: Type.String() }),

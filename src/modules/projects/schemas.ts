@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { ItemList, Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
 
 export const SCOPES = [
   'upload_tokens:create',
@@ -38,20 +38,23 @@ export const SettingsInput = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false },
+  { $id: 'ProjectSettingsInput', additionalProperties: false },
 );
 export type SettingsInput = Static<typeof SettingsInput>;
 
-export const Settings = Type.Object({
-  allowed_mime_types: Nullable(Type.String()),
-  max_file_size_bytes: Nullable(Type.Integer()),
-  signed_url_ttl_seconds: Type.Integer(),
-  require_signed_urls: Type.Boolean(),
-  virus_scan_enabled: Type.Boolean(),
-  versioning_enabled: Type.Boolean(),
-  enforce_schema: Type.Boolean(),
-  ip_allowlist: Nullable(Type.Array(Type.String())),
-});
+export const Settings = Type.Object(
+  {
+    allowed_mime_types: Nullable(Type.String()),
+    max_file_size_bytes: Nullable(Type.Integer()),
+    signed_url_ttl_seconds: Type.Integer(),
+    require_signed_urls: Type.Boolean(),
+    virus_scan_enabled: Type.Boolean(),
+    versioning_enabled: Type.Boolean(),
+    enforce_schema: Type.Boolean(),
+    ip_allowlist: Nullable(Type.Array(Type.String())),
+  },
+  { $id: 'ProjectSettings' },
+);
 export type Settings = Static<typeof Settings>;
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -70,13 +73,14 @@ export const Organization = Type.Object(
   { $id: 'Organization' },
 );
 export type Organization = Static<typeof Organization>;
+export const OrganizationList = ItemList(Organization);
 
 export const Project = Type.Object(
   {
     id: Type.String(),
     organization_id: Type.String(),
     name: Type.String(),
-    settings: Settings,
+    settings: Ref(Settings),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -97,16 +101,25 @@ export const ApiKey = Type.Object(
 );
 export type ApiKey = Static<typeof ApiKey>;
 
+export const CreatedApiKey = Type.Object(
+  { ...ApiKey.properties, key: Type.String({ description: 'coffer_live_…; shown only here' }) },
+  { $id: 'CreatedApiKey', description: 'The new API key, with its secret' },
+);
+export const ApiKeyList = ItemList(ApiKey);
+
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
-export const CreateOrganizationBody = Type.Object({ name: Name }, { additionalProperties: false });
+export const CreateOrganizationBody = Type.Object(
+  { name: Name },
+  { $id: 'CreateOrganizationRequest', additionalProperties: false },
+);
 export const CreateProjectBody = Type.Object(
-  { name: Name, settings: Type.Optional(SettingsInput) },
-  { additionalProperties: false },
+  { name: Name, settings: Type.Optional(Ref(SettingsInput)) },
+  { $id: 'CreateProjectRequest', additionalProperties: false },
 );
 export const UpdateProjectBody = Type.Object(
-  { name: Type.Optional(Name), settings: Type.Optional(SettingsInput) },
-  { additionalProperties: false },
+  { name: Type.Optional(Name), settings: Type.Optional(Ref(SettingsInput)) },
+  { $id: 'UpdateProjectRequest', additionalProperties: false },
 );
 export const CreateApiKeyBody = Type.Object(
   {
@@ -116,5 +129,21 @@ export const CreateApiKeyBody = Type.Object(
       uniqueItems: true,
     }),
   },
-  { additionalProperties: false },
+  { $id: 'CreateApiKeyRequest', additionalProperties: false },
 );
+
+/** The named schemas of this module, registered once with app.addSchema. */
+export const projectSchemas = [
+  SettingsInput,
+  Settings,
+  Organization,
+  OrganizationList,
+  Project,
+  ApiKey,
+  CreatedApiKey,
+  ApiKeyList,
+  CreateOrganizationBody,
+  CreateProjectBody,
+  UpdateProjectBody,
+  CreateApiKeyBody,
+];

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
-import { AppError, invalidState, notFound, validationError } from '../../http/errors.ts';
+import { AppError, invalidState, notFound, partsTooLarge, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import {
   checkPartNumber,
@@ -181,12 +181,7 @@ export function createMultipartService(deps: {
         if (Number(number) !== partNumber) others += bytes;
       const limit = STORED_PER_DECLARED_BYTE * session.total_size_bytes;
       if (others + size > limit) {
-        throw new AppError(
-          413,
-          'REQUEST_TOO_LARGE',
-          `With this part the upload could store ${others + size} bytes, more than twice the ${session.total_size_bytes} it declared`,
-          { max_bytes: limit, granted_bytes: others },
-        );
+        throw partsTooLarge(others + size, session.total_size_bytes, limit, others);
       }
       await q.query(
         `UPDATE multipart_sessions SET part_grants = part_grants || jsonb_build_object($2::text, $3::bigint)

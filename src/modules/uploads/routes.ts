@@ -1,70 +1,23 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, Nullable, ProjectParams, Timestamp } from '../../http/schemas.ts';
+import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, UrlTtl } from '../files/schemas.ts';
-import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import type { MultipartService } from './multipart.ts';
+import {
+  CompleteMultipartBody,
+  CreateUploadTokenBody,
+  MultipartUpload,
+  PartUrl,
+  StartedMultipartUpload,
+  StartMultipartBody,
+  UploadToken,
+} from './schemas.ts';
 import type { UploadService } from './service.ts';
 import type { UploadTokenService } from './tokens.ts';
 
 const tags = ['Uploads'];
-const OptionalString = Type.Optional(Nullable(Type.String({ maxLength: 255 })));
-
-const TokenBody = Type.Object(
-  {
-    max_size: Type.Optional(
-      Type.Integer({
-        minimum: 1,
-        maximum: MAX_OBJECT_BYTES,
-        description: 'Bytes per file; default 104857600 or the project limit',
-      }),
-    ),
-    allowed_mime_types: Type.Optional(
-      Type.Array(Type.String({ maxLength: 255 }), {
-        maxItems: 100,
-        description: 'Default: the project list, else */*',
-      }),
-    ),
-    max_files: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, description: 'Default 10' })),
-    folder_id: OptionalString,
-    folder_path: Type.Optional(
-      Nullable(Type.String({ maxLength: 1024, description: 'Created when missing; wins over folder_id' })),
-    ),
-    metadata: Type.Optional(Nullable(Type.Record(Type.String(), Type.Unknown()))),
-    tags: Type.Optional(Nullable(Type.Array(Type.String()))),
-    expires_in: Type.Optional(
-      Type.Integer({ minimum: 60, maximum: 86_400, description: 'Seconds; default 3600' }),
-    ),
-    owner_user_id: OptionalString,
-    owner_org_id: OptionalString,
-  },
-  { additionalProperties: false },
-);
-const TokenResponse = Type.Object({
-  token: Type.String({ description: 'coffer_upload_token_…; shown only here' }),
-  expires_at: Timestamp,
-  constraints: Type.Object({
-    max_size: Type.Integer(),
-    allowed_mime_types: Type.Array(Type.String()),
-    max_files: Type.Integer(),
-  }),
-  folder_id: Nullable(Type.String()),
-});
-
 const SessionParams = Type.Object({ project_id: Type.String(), upload_id: Type.String() });
-const StartBody = Type.Object(
-  {
-    filename: Type.String({ maxLength: 1024 }),
-    content_type: Type.String({ maxLength: 255 }),
-    total_size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
-    folder_id: Type.Optional(Nullable(Type.String())),
-    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    tags: Type.Optional(Type.Array(Type.String())),
-  },
-  { additionalProperties: false },
-);
-const Part = Type.Object({ part_number: Type.Integer(), etag: Type.String(), size_bytes: Type.Integer() });
 
 export function uploadRoutes(
   uploads: UploadService,
@@ -78,12 +31,13 @@ export function uploadRoutes(
         config: { access: 'upload_tokens:create' },
         schema: {
           tags,
+          operationId: 'createUploadToken',
           summary: 'Create an upload token for a browser',
           description:
             'The browser sends it as Authorization: Bearer on initiate, confirm, multipart and get-file. Its constraints never exceed the project settings (422 otherwise) and are enforced on every upload.',
           params: ProjectParams,
-          body: TokenBody,
-          response: { 201: TokenResponse, default: ErrorBody },
+          body: Ref(CreateUploadTokenBody),
+          response: { 201: Ref(UploadToken), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => reply.code(201).send(await tokens.create(request.project, request.body)),
@@ -95,12 +49,13 @@ export function uploadRoutes(
         config: { access: 'files:upload', uploadToken: true },
         schema: {
           tags,
+          operationId: 'initiateUpload',
           summary: 'Initiate an upload',
           description:
             'Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm.',
           params: ProjectParams,
-          body: InitiateBody,
-          response: { 201: InitiateResponse, default: ErrorBody },
+          body: Ref(InitiateBody),
+          response: { 201: Ref(InitiateResponse), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => reply.code(201).send(await uploads.initiate(request, request.body)),
@@ -112,11 +67,12 @@ export function uploadRoutes(
         config: { access: 'files:upload', uploadToken: true },
         schema: {
           tags,
+          operationId: 'confirmUpload',
           summary: 'Confirm an upload',
           description:
             'Checks that the object exists with the declared size; the file becomes ready, or processing when the project scans uploads. 409 INVALID_STATE otherwise.',
           params: FileParams,
-          response: { 200: FileObject, default: ErrorBody },
+          response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
         },
       },
       async (request) => uploads.confirm(request, request.params.file_id),
@@ -130,22 +86,13 @@ export function uploadRoutes(
         config: multipartAccess,
         schema: {
           tags,
+          operationId: 'startMultipartUpload',
           summary: 'Start a multipart upload',
           description:
             'For files over 100 MB or uploads that must survive an interruption. The same token and project checks as initiate apply to total_size_bytes.',
           params: ProjectParams,
-          body: StartBody,
-          response: {
-            201: Type.Object({
-              upload_id: Type.String(),
-              file_id: Type.String(),
-              expires_at: Timestamp,
-              min_part_size_bytes: Type.Integer({
-                description: 'Every part but the last must be at least this big',
-              }),
-            }),
-            default: ErrorBody,
-          },
+          body: Ref(StartMultipartBody),
+          response: { 201: Ref(StartedMultipartUpload), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => reply.code(201).send(await multipart.start(request, request.body)),
@@ -157,6 +104,7 @@ export function uploadRoutes(
         config: multipartAccess,
         schema: {
           tags,
+          operationId: 'getPartUrl',
           summary: 'Get a presigned URL for one part',
           description:
             'PUT the part bytes to the URL and keep the ETag header of the answer for complete. Uploading a part again replaces it.',
@@ -174,15 +122,7 @@ export function uploadRoutes(
               }),
             ),
           }),
-          response: {
-            200: Type.Object({
-              upload_id: Type.String(),
-              part_number: Type.Integer(),
-              url: Type.String(),
-              expires_at: Timestamp,
-            }),
-            default: ErrorBody,
-          },
+          response: { 200: Ref(PartUrl), default: Ref(ErrorBody) },
         },
       },
       async (request) =>
@@ -201,19 +141,10 @@ export function uploadRoutes(
         config: multipartAccess,
         schema: {
           tags,
+          operationId: 'getMultipartUpload',
           summary: 'List the uploaded parts (to resume)',
           params: SessionParams,
-          response: {
-            200: Type.Object({
-              upload_id: Type.String(),
-              file_id: Type.String(),
-              status: Type.String(),
-              total_size_bytes: Type.Integer(),
-              expires_at: Timestamp,
-              parts: Type.Array(Part),
-            }),
-            default: ErrorBody,
-          },
+          response: { 200: Ref(MultipartUpload), default: Ref(ErrorBody) },
         },
       },
       async (request) => multipart.describe(request, request.params.upload_id),
@@ -225,23 +156,13 @@ export function uploadRoutes(
         config: multipartAccess,
         schema: {
           tags,
+          operationId: 'completeMultipartUpload',
           summary: 'Complete a multipart upload',
           description:
             'Parts ascending and unique, each ETag as uploaded, every part but the last at least 5 MiB, sizes adding up to total_size_bytes (422 naming the part otherwise). The file then becomes ready, or processing when the project scans uploads.',
           params: SessionParams,
-          body: Type.Object(
-            {
-              parts: Type.Array(
-                Type.Object({
-                  part_number: Type.Integer({ minimum: 1, maximum: 10_000 }),
-                  etag: Type.String({ maxLength: 128 }),
-                }),
-                { maxItems: 10_000 },
-              ),
-            },
-            { additionalProperties: false },
-          ),
-          response: { 200: FileObject, default: ErrorBody },
+          body: Ref(CompleteMultipartBody),
+          response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
         },
       },
       async (request) => multipart.complete(request, request.params.upload_id, request.body.parts),
@@ -253,10 +174,11 @@ export function uploadRoutes(
         config: multipartAccess,
         schema: {
           tags,
+          operationId: 'abortMultipartUpload',
           summary: 'Abort a multipart upload',
           description: 'Discards the uploaded parts; the file becomes failed.',
           params: SessionParams,
-          response: { 204: NoContent, default: ErrorBody },
+          response: { 204: NoContent, default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => {

@@ -1,51 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, ItemList, NoContent, Nullable, Timestamp } from '../../http/schemas.ts';
-import { MAX_WEBHOOK_URL_LENGTH } from '../../infra/http/safe-agent.ts';
-import { EVENT_TYPES } from '../events/outbox.ts';
+import { ErrorBody, NoContent, ProjectParams, Ref, StringEnum } from '../../http/schemas.ts';
+import {
+  CreatedWebhook,
+  CreateWebhookBody,
+  Delivery,
+  DeliveryList,
+  UpdateWebhookBody,
+  Webhook,
+  WebhookList,
+} from './schemas.ts';
 import { DELIVERY_STATUSES, type WebhookService } from './service.ts';
 
-const StringEnum = <T extends readonly string[]>(values: T) =>
-  Type.Unsafe<T[number]>({ type: 'string', enum: [...values] });
-
-const Webhook = Type.Object(
-  {
-    id: Type.String(),
-    url: Type.String(),
-    events: Type.Array(StringEnum(EVENT_TYPES)),
-    is_active: Type.Boolean(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Webhook' },
-);
-const CreatedWebhook = Type.Object({
-  ...Webhook.properties,
-  signing_secret: Type.String({
-    description: 'whsec_…; returned only here. Verify x-coffer-signature with it.',
-  }),
-});
-const Delivery = Type.Object(
-  {
-    id: Type.String(),
-    webhook_id: Type.String(),
-    event: Type.String(),
-    event_id: Type.String({ description: 'The same on every attempt: deduplicate on it' }),
-    status: StringEnum(DELIVERY_STATUSES),
-    attempts: Type.Integer(),
-    next_attempt_at: Nullable(Timestamp),
-    last_response_status: Nullable(Type.Integer()),
-    last_error: Nullable(Type.String()),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: 'Delivery' },
-);
-// Events are checked by the service so that an unknown name is 422 VALIDATION_ERROR with the allowed list.
-const Events = Type.Array(Type.String({ maxLength: 64 }), { maxItems: 20 });
-// Length and syntax are checked by the service, so that every unacceptable URL is 422 invalid_url.
-const Url = Type.String({ description: `An https URL of at most ${MAX_WEBHOOK_URL_LENGTH} characters` });
-const ProjectParams = Type.Object({ project_id: Type.String() });
 const WebhookParams = Type.Object({ project_id: Type.String(), webhook_id: Type.String() });
 const tags = ['Webhooks'];
 
@@ -57,9 +23,10 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:read' },
         schema: {
           tags,
+          operationId: 'listWebhooks',
           summary: 'List webhooks',
           params: ProjectParams,
-          response: { 200: ItemList(Webhook), default: ErrorBody },
+          response: { 200: Ref(WebhookList), default: Ref(ErrorBody) },
         },
       },
       async (request) => {
@@ -74,15 +41,13 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'createWebhook',
           summary: 'Register a webhook',
           description:
             'HTTPS only; private, loopback and link-local targets are refused. Each delivery is a POST of the event envelope signed with x-coffer-signature: the lowercase hex HMAC-SHA256 of the raw body with signing_secret.',
           params: ProjectParams,
-          body: Type.Object(
-            { url: Url, events: Events, is_active: Type.Optional(Type.Boolean()) },
-            { additionalProperties: false },
-          ),
-          response: { 201: CreatedWebhook, default: ErrorBody },
+          body: Ref(CreateWebhookBody),
+          response: { 201: Ref(CreatedWebhook), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => reply.code(201).send(await webhooks.create(request.project.id, request.body)),
@@ -94,9 +59,10 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:read' },
         schema: {
           tags,
+          operationId: 'getWebhook',
           summary: 'Get a webhook',
           params: WebhookParams,
-          response: { 200: Webhook, default: ErrorBody },
+          response: { 200: Ref(Webhook), default: Ref(ErrorBody) },
         },
       },
       async (request) => webhooks.get(request.project.id, request.params.webhook_id),
@@ -108,18 +74,12 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'updateWebhook',
           summary: 'Update a webhook',
           description: 'Fields left out keep their value. The signing secret does not change.',
           params: WebhookParams,
-          body: Type.Object(
-            {
-              url: Type.Optional(Url),
-              events: Type.Optional(Events),
-              is_active: Type.Optional(Type.Boolean()),
-            },
-            { additionalProperties: false },
-          ),
-          response: { 200: Webhook, default: ErrorBody },
+          body: Ref(UpdateWebhookBody),
+          response: { 200: Ref(Webhook), default: Ref(ErrorBody) },
         },
       },
       async (request) => webhooks.update(request.project.id, request.params.webhook_id, request.body),
@@ -131,10 +91,11 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'deleteWebhook',
           summary: 'Delete a webhook',
           description: 'Pending deliveries and retries are cancelled.',
           params: WebhookParams,
-          response: { 204: NoContent, default: ErrorBody },
+          response: { 204: NoContent, default: Ref(ErrorBody) },
         },
       },
       async (request, reply) => {
@@ -149,10 +110,11 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:read' },
         schema: {
           tags,
+          operationId: 'listWebhookDeliveries',
           summary: 'List deliveries (newest first, at most 200)',
           params: WebhookParams,
           querystring: Type.Object({ status: Type.Optional(StringEnum(DELIVERY_STATUSES)) }),
-          response: { 200: ItemList(Delivery), default: ErrorBody },
+          response: { 200: Ref(DeliveryList), default: Ref(ErrorBody) },
         },
       },
       async (request) =>
@@ -165,6 +127,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         config: { access: 'projects:update' },
         schema: {
           tags,
+          operationId: 'redeliverWebhookDelivery',
           summary: 'Send a delivery again',
           description:
             'For a delivered, dead or cancelled delivery: it is retried from its first attempt, with the same event id.',
@@ -173,7 +136,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
             webhook_id: Type.String(),
             delivery_id: Type.String(),
           }),
-          response: { 202: Delivery, default: ErrorBody },
+          response: { 202: Ref(Delivery), default: Ref(ErrorBody) },
         },
       },
       async (request, reply) =>
