@@ -20,6 +20,8 @@ Commands:
   migrate               apply pending database migrations and exit
   admin bootstrap [--org NAME] [--project NAME]
                         create an organization, a project and an API key with every scope
+  upload, ls, download, rm
+                        client commands against a running Coffer (coffer help client)
 `;
 
 /** The CLI's own output: what the operator asked to see (never routed through the logger). */
@@ -127,10 +129,20 @@ async function main(argv: string[]): Promise<void> {
     case 'admin':
       if (rest[0] === 'bootstrap') return bootstrap(rest.slice(1));
       break;
+    case 'upload':
+    case 'ls':
+    case 'download':
+    case 'rm': {
+      // Loaded only for these commands: the server's start does not pay for the SDK.
+      const { runClientCommand } = await import('./cli/files.ts');
+      process.exitCode = await runClientCommand(command, rest);
+      return;
+    }
     case 'help':
     case '--help':
     case '-h':
-      print(USAGE);
+      if (rest[0] === 'client') print((await import('./cli/files.ts')).CLIENT_USAGE);
+      else print(USAGE);
       return;
   }
   process.stderr.write(`Unknown command: ${argv.join(' ')}\n\n${USAGE}`);
