@@ -2,8 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 // Every test runs on the embedded default; where CI provides PostgreSQL and Redis, the whole
 // suite runs a second time against them (a fresh schema and Redis key prefix per run). Where CI
-// also provides an S3 server, the tests that store files through Coffer (API, scale-out, storage
-// contract) run a third time on PostgreSQL with the files in S3, all in one shared bucket.
+// also provides an S3 server, the tests that store files through Coffer (API, SDK, browser, client
+// commands, scale-out, storage contract) run a third time on PostgreSQL with the files in S3, all in
+// one shared bucket.
 const all = ['test/**/*.test.ts'];
 const projects: { name: string; include: string[]; env: Record<string, string> }[] = [
   { name: 'embedded', include: all, env: { COFFER_TEST_BACKEND: 'embedded' } },
@@ -13,7 +14,14 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
   if (process.env.COFFER_TEST_S3_ENDPOINT)
     projects.push({
       name: 's3',
-      include: ['test/api/**/*.test.ts', 'test/cli/scale-out.test.ts', 'test/contract/**/*.test.ts'],
+      include: [
+        'test/api/**/*.test.ts',
+        'test/client/**/*.test.ts',
+        'test/browser/**/*.test.ts',
+        'test/cli/client-commands.test.ts',
+        'test/cli/scale-out.test.ts',
+        'test/contract/**/*.test.ts',
+      ],
       env: { COFFER_TEST_BACKEND: 'postgres', COFFER_TEST_STORAGE: 's3' },
     });
 }

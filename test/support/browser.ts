@@ -1,0 +1,96 @@
+import { existsSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { build } from 'esbuild';
+import { type Browser, chromium } from 'playwright-core';
+
+const DEBIAN_CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * The Chromium to drive: COFFER_TEST_CHROMIUM (CI sets it, see .ci/chromium.sh), else Debian's when
+ * installed, else undefined. A COFFER_TEST_CHROMIUM that names nothing is an error, not a skip.
+ */
+export function findChromium(): string | undefined {
+  const wanted = process.env.COFFER_TEST_CHROMIUM;
+  if (wanted) {
+    if (!existsSync(wanted)) throw new Error(`COFFER_TEST_CHROMIUM=${wanted} does not exist`);
+    return wanted;
+  }
+  return existsSync(DEBIAN_CHROMIUM) ? DEBIAN_CHROMIUM : undefined;
+}
+
+/** Headless, as root (hence no sandbox), with nothing talking to the network on its own. */
+export function launchChromium(executablePath: string): Promise<Browser> {
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+}
+
+/** An ES module bundle of `entry` for browsers: packages resolve to their browser entries. */
+export async function bundleForBrowser(entry: string): Promise<string> {
+  const result = await build({
+    entryPoints: [entry],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2022',
+    write: false,
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0]!.text;
+}
+
+export type PageHandler = (
+  request: IncomingMessage,
+  body: Buffer,
+) => Promise<{ status: number; json: unknown }>;
+
+export interface PageServer {
+  /** http://127.0.0.1:<port>, an origin of its own (another port than Coffer's). */
+  origin: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A tiny web server for a test page: `/` is an HTML page that loads `/page.js` (the script as a
+ * module), and each of `handlers` answers JSON on its path.
+ */
+export async function servePage(
+  script: string,
+  handlers: Record<string, PageHandler> = {},
+): Promise<PageServer> {
+  const html =
+    '<!doctype html><html><head><meta charset="utf-8"><title>Coffer browser test</title>' +
+    '<script type="module" src="/page.js"></script></head><body></body></html>';
+  const send = (response: ServerResponse, status: number, type: string, body: string) => {
+    response.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+    response.end(body);
+  };
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const path = new URL(request.url ?? '/', 'http://page').pathname;
+      const handler = handlers[path];
+      if (path === '/') return send(response, 200, 'text/html; charset=utf-8', html);
+      if (path === '/page.js') return send(response, 200, 'text/javascript; charset=utf-8', script);
+      if (!handler) return send(response, 404, 'text/plain', 'not found');
+      handler(request, Buffer.concat(chunks)).then(
+        ({ status, json }) => send(response, status, 'application/json', JSON.stringify(json)),
+        (error: unknown) => send(response, 500, 'application/json', JSON.stringify({ error: String(error) })),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
