@@ -11,6 +11,8 @@ export interface Job {
   file_id: string | null;
   /** New content of the file (not yet current) that the job is about, if any. */
   content_id: string | null;
+  /** The object the job is about, when it is fixed at queueing (digest jobs). */
+  storage_key: string | null;
   attempts: number;
 }
 
@@ -21,14 +23,12 @@ export async function enqueueJob(
   projectId: string,
   fileId: string | null,
   contentId: string | null = null,
+  storageKey: string | null = null,
 ): Promise<void> {
-  await q.query('INSERT INTO jobs (id, kind, project_id, file_id, content_id) VALUES ($1, $2, $3, $4, $5)', [
-    newId('job'),
-    kind,
-    projectId,
-    fileId,
-    contentId,
-  ]);
+  await q.query(
+    'INSERT INTO jobs (id, kind, project_id, file_id, content_id, storage_key) VALUES ($1, $2, $3, $4, $5, $6)',
+    [newId('job'), kind, projectId, fileId, contentId, storageKey],
+  );
 }
 
 /**
@@ -43,7 +43,7 @@ export async function claimJobs(db: Db, kind: JobKind, limit: number, leaseSecon
        WHERE id IN (
          SELECT id FROM jobs WHERE kind = $1 AND run_at <= now() ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
        )
-       RETURNING id, kind, project_id, file_id, content_id, attempts`,
+       RETURNING id, kind, project_id, file_id, content_id, storage_key, attempts`,
       [kind, limit, leaseSeconds],
     ),
   );

@@ -11,7 +11,6 @@ import {
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListPartsCommand,
-  PutObjectCommand,
   S3Client,
   S3ServiceException,
   UploadPartCommand,
@@ -39,8 +38,8 @@ import {
  * Write-once without conditional writes: an upload URL is a presigned UploadPart of a one-part
  * multipart upload, so the bytes become an object only when Coffer completes that upload (seal),
  * after which the URL answers NoSuchUpload; no URL is ever issued for the object's own key. The
- * part URL signs Content-Length and Content-Type, so a browser sends exactly what it declared.
- * An empty object is a plain presigned PUT instead: its signed length of zero leaves nothing to change.
+ * part URL signs Content-Length and Content-Type, so a browser sends exactly what it declared
+ * (an empty object too: a part of zero bytes may be the only one).
  */
 
 export interface S3StoreOptions {
@@ -163,15 +162,6 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       checkSize(size, 'size_bytes');
       const expiresIn = secondsUntil(expiresAt);
       const signed = { expiresIn, signableHeaders: new Set(['content-type']) };
-      if (size === 0) {
-        return call('presign upload', () =>
-          getSignedUrl(
-            client,
-            new PutObjectCommand({ Bucket, Key: key, ContentType: contentType, ContentLength: 0 }),
-            signed,
-          ),
-        );
-      }
       const { UploadId } = await call('start upload', () =>
         client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType: contentType })),
       );
@@ -190,13 +180,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
 
     async seal(key) {
       assertKey(key);
-      const existing = await store.head(key);
+      // Usually one upload (its URL's), or none once sealed: list, ListParts, Complete.
       const uploads = await uploadsOf(key);
-      if (existing) {
-        // Already sealed (or an empty object): an upload left open could only ever be aborted.
-        for (const id of uploads) await store.abortMultipart(key, id);
-        return existing;
-      }
       for (const id of uploads) {
         const [part] = await store.listParts(key, id).catch((error) => {
           if (isStoreError(error, 'NoSuchUpload')) return [];
@@ -204,7 +189,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         });
         if (part?.partNumber !== 1) continue;
         try {
-          await call('seal upload', () =>
+          const done = await call('seal upload', () =>
             client.send(
               new CompleteMultipartUploadCommand({
                 Bucket,
@@ -214,15 +199,18 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
               }),
             ),
           );
+          // A start the SDK retried may have left another, empty upload of the key.
+          for (const other of uploads) if (other !== id) await store.abortMultipart(key, other);
+          // radosgw answers an empty ETag on complete: then the object's own.
+          return done.ETag ? { size: part.size, etag: done.ETag } : store.head(key);
         } catch (error) {
-          // Sealed by a concurrent call, or the part was replaced meanwhile: what stands is looked up below.
-          if (!(isStoreError(error, 'NoSuchUpload') || isStoreError(error, 'InvalidPart'))) throw error;
+          // Sealed by a concurrent call meanwhile: what stands is the object.
+          const sealed = await store.head(key);
+          if (sealed) return sealed;
+          throw error;
         }
-        break;
       }
-      const sealed = await store.head(key);
-      if (sealed) for (const id of await uploadsOf(key)) await store.abortMultipart(key, id);
-      return sealed;
+      return store.head(key);
     },
 
     async presignGet(key, { expiresAt, filename, contentType }) {
@@ -360,6 +348,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       // radosgw answers an empty ETag on complete; the object's own is authoritative anyway.
       const info = await store.head(key);
       if (!info) throw new StoreError('Unavailable', 'The assembled object is not visible yet');
+      // A start the SDK retried may have left another, empty upload of the key.
+      for (const id of await uploadsOf(key)) await store.abortMultipart(key, id);
       return info;
     },
 

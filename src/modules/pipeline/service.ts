@@ -230,7 +230,7 @@ export function createPipeline(deps: {
         if (sha256) await recordChecksum(q, subject.storage_key, sha256);
         // The scanner stopped before the end: the bytes are read once more, for their checksum alone.
         else if (verdict.status === 'ready')
-          await enqueueJob(q, 'digest', job.project_id, job.file_id, job.content_id);
+          await enqueueJob(q, 'digest', job.project_id, job.file_id, job.content_id, subject.storage_key);
       }
       await subject.apply(q, verdict);
       await finishJob(q, job.id);
@@ -242,21 +242,21 @@ export function createPipeline(deps: {
   }
 
   /**
-   * The SHA-256 of bytes the store did not hash on the way in (S3): read once, recorded wherever
-   * the object is referred to. Retried while the store fails; given up (checksum stays null) after that.
+   * The SHA-256 of bytes the store did not hash on the way in (S3): the object queued with the job
+   * (whatever the file holds by now) is read once and its checksum recorded wherever it is referred
+   * to. Retried while the store fails; given up (checksum stays null) after that.
    */
   async function digest(job: Job): Promise<void> {
+    const key = job.storage_key;
     const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
-    const content = file && job.content_id ? await findContent(db, file.id, job.content_id) : undefined;
-    const subject = job.content_id ? content : file;
-    if (!subject || file?.deleted_at !== null || subject.checksum_sha256 !== null) {
+    if (!key || !file || file.deleted_at !== null) {
       await finishJob(db, job.id);
       return;
     }
     try {
-      const sha256 = await sha256Of(await store.read(subject.storage_key));
+      const sha256 = await sha256Of(await store.read(key));
       await db.tx(async (q) => {
-        await recordChecksum(q, subject.storage_key, sha256);
+        await recordChecksum(q, key, sha256);
         await finishJob(q, job.id);
       });
     } catch (error) {

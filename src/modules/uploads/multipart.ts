@@ -207,8 +207,24 @@ export function createMultipartService(deps: {
       );
       return true;
     });
-    if (done) await store.abortMultipart(session.storage_key, session.store_upload_id);
+    if (done) await release(session);
     return done;
+  }
+
+  /**
+   * Discards the parts of an ended session in the store. A store that fails now does not undo the
+   * abort: the reaper tries again (sessions ended without their parts released).
+   */
+  async function release(session: SessionRow): Promise<void> {
+    try {
+      await store.abortMultipart(session.storage_key, session.store_upload_id);
+      await db.query('UPDATE multipart_sessions SET store_released_at = now() WHERE id = $1', [session.id]);
+    } catch (error) {
+      logger.warn(
+        { err: error, upload_id: session.id },
+        'parts of an ended multipart upload not released yet',
+      );
+    }
   }
 
   /**
@@ -241,43 +257,45 @@ export function createMultipartService(deps: {
   return {
     async start(caller: Caller, request: Omit<UploadRequest, 'size_bytes'> & { total_size_bytes: number }) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
-      let storeUpload: { key: string; id: string } | undefined;
-      try {
-        const { file, extra: uploadId } = await uploads.createUpload(
-          caller,
-          { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
-          {
-            uploadExpiresAt: expiresAt,
-            also: async (q, created) => {
-              const id = newId('session');
-              const key = created.storage_key;
-              storeUpload = {
-                key,
-                id: await store.createMultipart(key, {
-                  contentType: created.content_type,
-                  totalSize: created.size_bytes,
-                }),
-              };
-              await q.query(
-                `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-                [id, created.project_id, created.id, storeUpload.id, key, created.size_bytes, expiresAt],
-              );
-              return id;
-            },
+      const { file, extra: uploadId } = await uploads.createUpload(
+        caller,
+        { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
+        {
+          uploadExpiresAt: expiresAt,
+          object: {
+            make: (planned) =>
+              store.createMultipart(planned.storageKey, {
+                contentType: planned.contentType,
+                totalSize: planned.size,
+              }),
+            // Not recorded: the store's upload would have no session and never be reaped.
+            undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
           },
-        );
-        return {
-          upload_id: uploadId!,
-          file_id: file.id,
-          expires_at: expiresAt.toISOString(),
-          min_part_size_bytes: MIN_PART_SIZE,
-        };
-      } catch (error) {
-        // The transaction did not commit: the store's upload has no session and would never be reaped.
-        if (storeUpload) await store.abortMultipart(storeUpload.key, storeUpload.id).catch(() => undefined);
-        throw error;
-      }
+          also: async (q, created, storeUploadId) => {
+            const id = newId('session');
+            await q.query(
+              `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+              [
+                id,
+                created.project_id,
+                created.id,
+                storeUploadId,
+                created.storage_key,
+                created.size_bytes,
+                expiresAt,
+              ],
+            );
+            return id;
+          },
+        },
+      );
+      return {
+        upload_id: uploadId!,
+        file_id: file.id,
+        expires_at: expiresAt.toISOString(),
+        min_part_size_bytes: MIN_PART_SIZE,
+      };
     },
 
     /**
@@ -353,7 +371,16 @@ export function createMultipartService(deps: {
           parts.map((part) => ({ partNumber: part.part_number, etag: part.etag })),
         );
       } catch (error) {
-        await setStatus(db, session.id, 'completing', 'open');
+        // The store may have assembled the object although the call failed (its answer was lost):
+        // then the upload is done. When that cannot be told, the session stays completing for the
+        // reaper to settle; only an object surely missing reopens it for another complete.
+        const assembled = await store.head(session.storage_key).then(
+          (info) => info ?? null,
+          () => undefined,
+        );
+        if (assembled)
+          return files.toFileObject(await settle(session, caller.project, assembled.sha256 ?? null));
+        if (assembled === null) await setStatus(db, session.id, 'completing', 'open');
         throw error;
       }
       return files.toFileObject(await settle(session, caller.project, object.sha256 ?? null));
@@ -378,6 +405,13 @@ export function createMultipartService(deps: {
       let count = 0;
       for (const session of expired) if (await discard(session, 'expired')) count++;
       if (count > 0) logger.info({ sessions: count }, 'expired multipart uploads aborted');
+      const unreleased = await db.query<SessionRow>(
+        `SELECT ${COLUMNS} FROM multipart_sessions
+         WHERE status IN ('aborted', 'expired') AND store_released_at IS NULL
+           AND finished_at < now() - interval '1 minute'
+         ORDER BY finished_at LIMIT 100`,
+      );
+      for (const session of unreleased) await release(session);
       return count;
     },
   };

@@ -23,6 +23,15 @@ import type { Project } from '../projects/schemas.ts';
 import { recordVersion } from '../versions/repo.ts';
 import { consumeToken, findToken, type UploadTokenRow } from './token-repo.ts';
 
+/** The object a new upload will have: decided, and made in the store, before its file is recorded. */
+export interface PlannedObject {
+  fileId: string;
+  storageKey: string;
+  contentType: string;
+  size: number;
+  expiresAt: Date;
+}
+
 /** What a client declares about a file it is about to upload (single or multipart). */
 export interface UploadRequest {
   filename: string;
@@ -101,13 +110,9 @@ export function createUploadService(deps: {
    * upload token's constraints (a)–(e), then the project's configuration (f). Returns the file
    * as it will be created.
    */
-  async function admit(q: Queryable, caller: Caller, request: UploadRequest) {
+  async function admit(q: Queryable, caller: Caller, request: UploadRequest, planned: PlannedObject) {
     const { project } = caller;
-    checkName('filename', request.filename);
-    const contentType = normalizeMimeType(request.content_type);
-    if (!contentType) {
-      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
-    }
+    const { contentType } = planned;
     let metadata = request.metadata ?? {};
     let tags = normalizeTags(request.tags ?? []);
     let folderId = request.folder_id ?? null;
@@ -134,9 +139,8 @@ export function createUploadService(deps: {
     checkMetadataSize(metadata);
     await schemas.check(q, project, metadata);
 
-    const id = newId('file');
     const file: files.NewFile = {
-      id,
+      id: planned.fileId,
       project_id: project.id,
       folder_id: folderId,
       status: 'uploading',
@@ -144,60 +148,91 @@ export function createUploadService(deps: {
       content_type: contentType,
       size_bytes: request.size_bytes,
       category: categoryOf(contentType),
-      storage_key: newObjectKey(project.id, id),
+      storage_key: planned.storageKey,
       metadata,
       tags,
       owner_user_id: token?.owner_user_id ?? null,
       owner_org_id: token?.owner_org_id ?? null,
       upload_token_id: token?.id ?? null,
-      upload_expires_at: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+      upload_expires_at: planned.expiresAt,
     };
     return { file, token };
   }
 
+  /** The checks that need no database, then the file's id, key and URL lifetime, before anything is stored. */
+  function plan(caller: Caller, request: UploadRequest, expiresAt: Date | undefined): PlannedObject {
+    checkName('filename', request.filename);
+    const contentType = normalizeMimeType(request.content_type);
+    if (!contentType) {
+      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+    }
+    const fileId = newId('file');
+    return {
+      fileId,
+      storageKey: newObjectKey(caller.project.id, fileId),
+      contentType,
+      size: request.size_bytes,
+      expiresAt: expiresAt ?? new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+    };
+  }
+
   return {
     /**
-     * Creates the file record (status uploading, event file.uploaded) in one transaction that
-     * also counts the upload against its token, and returns it for the caller to hand out URLs.
+     * Creates the file record (status uploading, event file.uploaded) in one transaction that also
+     * counts the upload against its token. The store's side (`object.make`: a URL, a multipart
+     * upload) is done before it, so that no database connection waits on the store, and undone when
+     * the transaction does not commit: a URL that cannot be made leaves no file, and a refused
+     * upload leaves nothing in the store.
      */
-    async createUpload<T = undefined>(
+    async createUpload<T, U = undefined>(
       caller: Caller,
       request: UploadRequest,
       options: {
         uploadExpiresAt?: Date;
+        object: {
+          make(planned: PlannedObject): Promise<T>;
+          undo(made: T, planned: PlannedObject): Promise<void>;
+        };
         /** More work for the same transaction (e.g. recording a multipart session). */
-        also?: (q: Queryable, file: files.FileRow) => Promise<T>;
-      } = {},
-    ): Promise<{ file: files.FileRow; extra: T | undefined }> {
-      return db.tx(async (q) => {
-        const { file, token } = await admit(q, caller, request);
-        if (options.uploadExpiresAt) file.upload_expires_at = options.uploadExpiresAt;
-        if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
-        const created = await files.insertFile(q, file);
-        await recordEvent(q, caller.project, 'file.uploaded', created);
-        return { file: created, extra: await options.also?.(q, created) };
-      });
+        also?: (q: Queryable, file: files.FileRow, made: T) => Promise<U>;
+      },
+    ): Promise<{ file: files.FileRow; made: T; extra: U | undefined }> {
+      const planned = plan(caller, request, options.uploadExpiresAt);
+      const made = await options.object.make(planned);
+      try {
+        return await db.tx(async (q) => {
+          const { file, token } = await admit(q, caller, request, planned);
+          if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
+          const created = await files.insertFile(q, file);
+          await recordEvent(q, caller.project, 'file.uploaded', created);
+          return { file: created, made, extra: await options.also?.(q, created, made) };
+        });
+      } catch (error) {
+        await options.object.undo(made, planned).catch(() => undefined);
+        throw error;
+      }
     },
 
     async initiate(caller: Caller, request: UploadRequest) {
       checkSingleUploadSize(request.size_bytes);
-      // Presigned in the transaction: a URL that cannot be made leaves no file behind.
-      const { file, extra: url } = await this.createUpload(caller, request, {
-        also: (_q, created) =>
-          store.presignUpload(created.storage_key, {
-            size: created.size_bytes,
-            contentType: created.content_type,
-            expiresAt: created.upload_expires_at!,
-          }),
+      const { file, made: url } = await this.createUpload(caller, request, {
+        object: {
+          make: (planned) =>
+            store.presignUpload(planned.storageKey, {
+              size: planned.size,
+              contentType: planned.contentType,
+              expiresAt: planned.expiresAt,
+            }),
+          undo: (_url, planned) => store.delete(planned.storageKey),
+        },
       });
-      return { file_id: file.id, upload_url: url!, expires_at: file.upload_expires_at!.toISOString() };
+      return { file_id: file.id, upload_url: url, expires_at: file.upload_expires_at!.toISOString() };
     },
 
     /** Checks the uploaded object against the declaration, then moves the file out of `uploading`. */
     async confirm(caller: Caller, fileId: string) {
-      // The file stays locked until it has moved on, so a concurrent delete or confirm waits and then sees it.
-      const file = await db.tx(async (q) => {
-        const file = visibleFile(caller, await files.findFile(q, caller.project.id, fileId, true));
+      const uploadingFile = async (q: Queryable, lock: boolean) => {
+        const file = visibleFile(caller, await files.findFile(q, caller.project.id, fileId, lock));
         if (file.status !== 'uploading') {
           throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
         }
@@ -210,21 +245,28 @@ export function createUploadService(deps: {
             upload_id: session.id,
           });
         }
-        // Sealed under the file's lock: from here on no URL can change the bytes.
-        const object = await store.seal(file.storage_key);
-        if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
-        if (object.size !== file.size_bytes) {
-          throw invalidState(
-            `The uploaded object has ${object.size} bytes, not the declared ${file.size_bytes}`,
-            {
-              declared_size_bytes: file.size_bytes,
-              uploaded_size_bytes: object.size,
-            },
-          );
-        }
+        return file;
+      };
+      const file = await uploadingFile(db, false);
+      // Sealed outside any transaction, so that no database connection waits on the store; sealing
+      // is idempotent, so concurrent confirms agree. From here on no URL can change the bytes.
+      const object = await store.seal(file.storage_key);
+      if (!object) throw invalidState('No bytes were uploaded for this file yet', { status: file.status });
+      if (object.size !== file.size_bytes) {
+        throw invalidState(
+          `The uploaded object has ${object.size} bytes, not the declared ${file.size_bytes}`,
+          {
+            declared_size_bytes: file.size_bytes,
+            uploaded_size_bytes: object.size,
+          },
+        );
+      }
+      // Locked while it moves on: a concurrent delete or confirm came first (and this one sees it) or waits.
+      const confirmed = await db.tx(async (q) => {
+        await uploadingFile(q, true);
         return finishUpload(q, caller.project, file.id, object.sha256 ?? null);
       });
-      return files.toFileObject(file);
+      return files.toFileObject(confirmed);
     },
   };
 }
@@ -258,7 +300,7 @@ export async function finishUpload(
   if (scan) await enqueueJob(q, 'scan', project.id, file.id);
   else {
     await recordEvent(q, project, 'file.ready', file);
-    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id);
+    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, null, file.storage_key);
   }
   return file;
 }

@@ -128,6 +128,10 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
         const file = await fileOf(caller, fileId, q, true);
         const version = await versionOf(q, file.id, versionId);
         await recordVersion(q, file, version, 'restore', { sourceVersionId: version.id });
+        // A version whose digest was lost (its job gave up) is read again, so the file's checksum follows.
+        if (version.checksum_sha256 === null) {
+          await enqueueJob(q, 'digest', caller.project.id, file.id, null, version.storage_key);
+        }
         const updated = await files.updateFile(q, caller.project.id, file.id, {
           storage_key: version.storage_key,
           size_bytes: version.size_bytes,
@@ -159,12 +163,18 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       const id = newId('ver');
       const storageKey = newObjectKey(caller.project.id, file.id);
       const expiresAt = new Date(Date.now() + config.uploadUrlTtlSeconds * 1000);
-      await db.query(
-        `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [id, caller.project.id, file.id, storageKey, request.size_bytes, contentType, expiresAt],
-      );
+      // The URL first: one that cannot be made leaves no content behind.
       const url = await store.presignUpload(storageKey, { size: request.size_bytes, contentType, expiresAt });
+      try {
+        await db.query(
+          `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+          [id, caller.project.id, file.id, storageKey, request.size_bytes, contentType, expiresAt],
+        );
+      } catch (error) {
+        await store.delete(storageKey).catch(() => undefined);
+        throw error;
+      }
       return { version_id: id, file_id: file.id, upload_url: url, expires_at: expiresAt.toISOString() };
     },
 
@@ -198,7 +208,7 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
         }
         const updated = await commitContent(q, caller.project, claimed[0]!);
         if (object.sha256 === undefined)
-          await enqueueJob(q, 'digest', caller.project.id, file.id, content.id);
+          await enqueueJob(q, 'digest', caller.project.id, file.id, content.id, content.storage_key);
         return { version_id: content.id, status: 'committed' as const, file: files.toFileObject(updated) };
       });
     },

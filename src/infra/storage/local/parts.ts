@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MAX_PART_SIZE, MIN_PART_SIZE, StoreError } from '../object-store.ts';
+import { MAX_PART_SIZE, MIN_PART_SIZE, STORED_PER_DECLARED_BYTE, StoreError } from '../object-store.ts';
 import { isMissing } from './files.ts';
 
 /** The name of a part's file in its part folder: the MD5 hex of its bytes. */
 const MD5_HEX = /^[0-9a-f]{32}$/;
-/** How many bytes the parts of a multipart upload may hold per byte it declared. */
-const STORED_PER_DECLARED_BYTE = 2;
 /**
  * Multipart uploads a store keeps state for in memory at once (a running digest, the part sizes);
  * past that, the least recently used lose it (complete then hashes from scratch, sizes are read again).

@@ -1,5 +1,5 @@
 import { constants, createReadStream } from 'node:fs';
-import { access, mkdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { access, link, mkdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomSecret } from '../../../lib/secrets.ts';
@@ -396,21 +396,29 @@ class LocalStore implements LocalObjectStore {
       throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
   }
 
-  /** Writes `source` as the object `key`, then its sidecar (which makes it visible). */
+  /**
+   * Writes `source` as the object `key`, then its sidecar (which makes it visible). The key is claimed
+   * with a hard link, which fails when it exists: of concurrent PUTs through one URL exactly one wins,
+   * and no bytes ever replace an object (a rename would).
+   */
   async #storeObject(key: string, source: AsyncIterable<Buffer>, limits: Limits): Promise<ObjectInfo> {
     const path = this.#path(key);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
-      // The folder may be pruned by a concurrent delete between its creation and the rename: retry once.
+      // The folder may be pruned by a concurrent delete between its creation and the link: retry once.
       for (let attempt = 1; ; attempt++) {
         await this.#refuseExisting(key);
         await mkdir(dirname(path), { recursive: true });
         try {
-          await rename(tmp, path);
+          await link(tmp, path);
           break;
         } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+            throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
+          }
           if (attempt > 1 || !isMissing(error)) throw error;
         }
       }
+      await rm(tmp, { force: true });
       await syncFolder(dirname(path));
     });
     const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
