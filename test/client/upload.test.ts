@@ -5,7 +5,16 @@ import { Readable } from 'node:stream';
 import { CofferError, type Progress } from '@coffer/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestProject } from '../support/coffer.ts';
-import { bytesOf, download, type Harness, MIB, partOf, sha256, startHarness } from './support/harness.ts';
+import {
+  bytesOf,
+  download,
+  type Harness,
+  MIB,
+  OBJECTS,
+  partOf,
+  sha256,
+  startHarness,
+} from './support/harness.ts';
 import { requestsTo } from './support/http-proxy.ts';
 
 let harness: Harness;
@@ -22,7 +31,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const objectPuts = () => requestsTo(harness.proxy, 'PUT', /^\/objects\//);
+const objectPuts = () => requestsTo(harness.proxy, 'PUT', OBJECTS);
 
 async function expectStored(fileId: string, bytes: Uint8Array) {
   const client = harness.client(project);

@@ -83,7 +83,8 @@ export function errorFromAnswer(status: number, text: string, requestIdHeader?: 
   }
   const code = XML_FIELD('Code').exec(text)?.[1];
   if (code) {
-    const message = XML_FIELD('Message').exec(text)?.[1] ?? code;
+    // Some stores (radosgw) answer an empty <Message/>: the code then says what went wrong.
+    const message = XML_FIELD('Message').exec(text)?.[1] || `${code} (HTTP ${status})`;
     const xmlRequestId = XML_FIELD('RequestId').exec(text)?.[1];
     return new CofferError({ status, code, message, requestId: xmlRequestId ?? requestId });
   }
