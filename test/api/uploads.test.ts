@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 
 let coffer: TestCoffer;
@@ -79,6 +81,133 @@ describe('two-step upload', () => {
       [project.id],
     );
     expect(row!.count).toBe(0);
+  });
+});
+
+describe('the store side of an upload, made before its transaction', () => {
+  const body = { filename: 'a.txt', content_type: 'text/plain', size_bytes: BYTES.length };
+  /** Well-formed, but no folder of the project: refused in the transaction (422). */
+  const NOT_A_FOLDER = 'fld_01ARZ3NDEKTSV4RRFFQ69G5FAV';
+
+  /** A project, and an upload token that has already made its only upload: refused in the transaction (403). */
+  async function projectWithSpentToken() {
+    const project = await coffer.newProject();
+    const token = (await project.call('POST', '/upload-tokens', { body: { max_files: 1 } })).body.token;
+    await initiate(project, { token });
+    return { project, token: token as string };
+  }
+
+  /** Both refusals of `path`: a folder_id that is not a folder, and a token past max_files. */
+  async function refuse(project: TestProject, token: string, path: string, request: Record<string, unknown>) {
+    const notAFolder = await project.call('POST', path, { body: { ...request, folder_id: NOT_A_FOLDER } });
+    expect(notAFolder.status).toBe(422);
+    expect(notAFolder.body.error.details.field).toBe('folder_id');
+    const spent = await project.call('POST', path, { token, body: request });
+    expect(spent.status).toBe(403);
+    expect(spent.body.error.code).toBe('TOKEN_LIMIT_REACHED');
+  }
+
+  it('is undone when the transaction refuses an initiate', async () => {
+    const { project, token } = await projectWithSpentToken();
+    const store = coffer.services.store;
+    const { presignUpload, delete: remove } = store;
+    const presigned: string[] = [];
+    const deleted: string[] = [];
+    store.presignUpload = (key, options) => {
+      presigned.push(key);
+      return presignUpload.call(store, key, options);
+    };
+    store.delete = (key) => {
+      deleted.push(key);
+      return remove.call(store, key);
+    };
+    try {
+      await refuse(project, token, '/files/upload', body);
+    } finally {
+      store.presignUpload = presignUpload;
+      store.delete = remove;
+    }
+    expect(presigned).toHaveLength(2);
+    expect(deleted).toEqual(presigned);
+    expect((await project.call('GET', '/files')).body.total).toBe(1);
+  });
+
+  it('is undone when the transaction refuses a multipart start', async () => {
+    const { project, token } = await projectWithSpentToken();
+    const store = coffer.services.store;
+    const { createMultipart, abortMultipart } = store;
+    const created: { key: string; uploadId: string }[] = [];
+    const aborted: { key: string; uploadId: string }[] = [];
+    store.createMultipart = async (key, options) => {
+      const uploadId = await createMultipart.call(store, key, options);
+      created.push({ key, uploadId });
+      return uploadId;
+    };
+    store.abortMultipart = (key, uploadId) => {
+      aborted.push({ key, uploadId });
+      return abortMultipart.call(store, key, uploadId);
+    };
+    try {
+      await refuse(project, token, '/files/upload/multipart/start', {
+        filename: 'a.bin',
+        content_type: 'application/octet-stream',
+        total_size_bytes: 10,
+      });
+    } finally {
+      store.createMultipart = createMultipart;
+      store.abortMultipart = abortMultipart;
+    }
+    expect(created).toHaveLength(2);
+    expect(aborted).toEqual(created);
+    for (const { key, uploadId } of created) {
+      await expect(store.listParts(key, uploadId)).rejects.toMatchObject({
+        name: 'StoreError',
+        code: 'NoSuchUpload',
+      });
+    }
+    expect(
+      await coffer.services.db.query('SELECT id FROM multipart_sessions WHERE project_id = $1', [project.id]),
+    ).toEqual([]);
+  });
+
+  it('holds no database connection while the store is slow', async () => {
+    // More than the connections of a PostgreSQL pool (20); on PGlite, one transaction would be enough.
+    const HANGING = 25;
+    const project = await coffer.newProject();
+    const store = coffer.services.store;
+    const { presignUpload } = store;
+    let resume!: () => void;
+    const resumed = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    let waiting = 0;
+    store.presignUpload = async (key, options) => {
+      waiting++;
+      await resumed;
+      return presignUpload.call(store, key, options);
+    };
+    let initiates: Promise<number>[] = [];
+    try {
+      initiates = Array.from({ length: HANGING }, () =>
+        project.call('POST', '/files/upload', { body }).then((reply) => reply.status),
+      );
+      const deadline = Date.now() + 1000;
+      while (waiting < HANGING && Date.now() < deadline) await sleep(10);
+      const listed = await fetch(`${coffer.url}/v1/projects/${project.id}/files`, {
+        headers: { authorization: `Bearer ${project.key}` },
+        signal: AbortSignal.timeout(2000),
+      }).then(
+        (response) => response.status,
+        (error: Error) => `no answer: ${error.message}`,
+      );
+      expect(listed).toBe(200);
+      expect(waiting).toBe(HANGING);
+    } finally {
+      resume();
+      store.presignUpload = presignUpload;
+    }
+    expect(await Promise.all(initiates)).toEqual(Array(HANGING).fill(201));
+    expect((await project.call('GET', '/files?limit=100')).body.total).toBe(HANGING);
   });
 });
 

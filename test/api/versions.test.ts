@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -232,6 +233,74 @@ describe('file versions', () => {
     expect(notReady.status).toBe(409);
     expect(notReady.body.error.code).toBe('INVALID_STATE');
   });
+});
+
+describe('checksums on a store that does not hash uploads', () => {
+  const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+  const runJobs = async () => {
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+  };
+
+  /** Runs `work` with a store that seals without a SHA-256, as S3 does: digest jobs compute it later. */
+  async function unhashed(work: () => Promise<void>): Promise<void> {
+    const store = coffer.services.store;
+    const { seal } = store;
+    store.seal = async (key) => {
+      const object = await seal.call(store, key);
+      return object && { size: object.size, etag: object.etag };
+    };
+    try {
+      await work();
+    } finally {
+      store.seal = seal;
+    }
+  }
+
+  it('computes the checksum of every version, even when new content came before the digest ran', () =>
+    unhashed(async () => {
+      const project = await coffer.newProject({ versioning_enabled: true });
+      const file = (await upload(project, { bytes: 'version one' })).body;
+      expect(file.checksum_sha256).toBeNull();
+      expect((await replaceContent(project, file.id, 'version two!')).status).toBe(200);
+      await runJobs();
+      const [v2, v1] = (await versionsOf(project, file.id)).items;
+      expect(v1.checksum_sha256).toBe(sha256('version one'));
+      expect(v2.checksum_sha256).toBe(sha256('version two!'));
+      expect((await project.call('GET', `/files/${file.id}`)).body.checksum_sha256).toBe(
+        sha256('version two!'),
+      );
+
+      const restored = await project.call('POST', `/files/${file.id}/versions/${v1.id}/restore`);
+      expect(restored.status).toBe(200);
+      await runJobs();
+      expect((await project.call('GET', `/files/${file.id}`)).body.checksum_sha256).toBe(
+        sha256('version one'),
+      );
+    }));
+
+  it('reads a version without checksum again when it is restored', () =>
+    unhashed(async () => {
+      const project = await coffer.newProject({ versioning_enabled: true });
+      const file = (await upload(project, { bytes: 'version one' })).body;
+      await replaceContent(project, file.id, 'version two!');
+      await runJobs();
+      const [, v1] = (await versionsOf(project, file.id)).items;
+      // Its digest gave up (the store failed every attempt): the version has no checksum.
+      await coffer.services.db.query('UPDATE file_versions SET checksum_sha256 = NULL WHERE id = $1', [
+        v1.id,
+      ]);
+
+      const restored = await project.call('POST', `/files/${file.id}/versions/${v1.id}/restore`);
+      expect(restored.status).toBe(200);
+      expect(restored.body.checksum_sha256).toBeNull();
+      await runJobs();
+      expect((await project.call('GET', `/files/${file.id}`)).body.checksum_sha256).toBe(
+        sha256('version one'),
+      );
+      const [v3, , again] = (await versionsOf(project, file.id)).items;
+      expect(v3).toMatchObject({ reason: 'restore', checksum_sha256: sha256('version one') });
+      expect(again).toMatchObject({ id: v1.id, checksum_sha256: sha256('version one') });
+    }));
 });
 
 describe('new content with scanning on', () => {

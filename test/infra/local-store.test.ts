@@ -215,6 +215,34 @@ describe('presigned PUT and GET', () => {
     expect(await tmpFiles()).toEqual([]);
   });
 
+  it('stores exactly one of concurrent PUTs through one URL, with the checksum of its bytes', async () => {
+    const size = 256 * 1024;
+    for (let round = 1; round <= 5; round++) {
+      const key = newKey();
+      const url = await store.presignUpload(key, {
+        size,
+        contentType: 'application/octet-stream',
+        expiresAt: inSeconds(60),
+      });
+      const bodies = Array.from({ length: 4 }, () => randomBytes(size));
+      const responses = await Promise.all(bodies.map((body) => put(url, body)));
+      const statuses = responses.map((response) => response.status);
+      expect(
+        statuses.filter((status) => status === 200),
+        `round ${round}: ${statuses}`,
+      ).toHaveLength(1);
+      const winner = bodies[statuses.indexOf(200)]!;
+      for (const response of responses) {
+        if (response.status === 200) expect(response.headers.get('etag')).toBe(`"${sha256(winner)}"`);
+        else await expectError(response, 409, 'CONFLICT');
+      }
+      const stored = await collect(await store.read(key));
+      expect(stored.equals(winner), `round ${round}: the bytes of the PUT answered 200`).toBe(true);
+      expect(await store.head(key)).toEqual({ size, etag: `"${sha256(stored)}"`, sha256: sha256(stored) });
+      expect(await tmpFiles()).toEqual([]);
+    }
+  });
+
   it('accepts an empty object and a chunked body of the exact size', async () => {
     const empty = await upload(Buffer.alloc(0), 'text/plain');
     expect(await store.head(empty)).toEqual({
