@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import pg from 'pg';
+import { isAlive, processStartTime } from './process-liveness.ts';
 
 /** Anything SQL can be sent to: the database itself or an open transaction. */
 export interface Queryable {
@@ -92,18 +93,22 @@ export class DatabaseInUseError extends Error {}
 /**
  * Takes the embedded database in `path` for this process. PGlite runs inside the process that opens
  * it, so a second process on the same folder would neither see the first one's writes nor keep the
- * files consistent: it is refused while the holder is alive. Returns the release function.
+ * files consistent: it is refused while the holder is alive. The lock file holds the holder's pid and,
+ * where the system tells it, its start time, so that a pid reused by another process after the holder
+ * was killed does not keep the lock. Returns the release function.
  */
 function lockDataDir(path: string): () => void {
   const lock = join(path, 'coffer.lock');
+  const self = [process.pid, processStartTime(process.pid)].filter(Boolean).join(' ');
   for (;;) {
     try {
-      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      writeFileSync(lock, self, { flag: 'wx' });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const holder = Number(readFileSync(lock, 'utf8'));
-      if (holder && holder !== process.pid && isAlive(holder)) {
+      const [pid, startTime] = readFileSync(lock, 'utf8').trim().split(/\s+/);
+      const holder = Number(pid);
+      if (holder && holder !== process.pid && isAlive(holder, startTime)) {
         throw new DatabaseInUseError(
           `The embedded database in ${path} is in use by another Coffer process (pid ${holder}). Stop it first, or use its API.`,
         );
@@ -117,15 +122,6 @@ function lockDataDir(path: string): () => void {
     process.off('exit', release);
     release();
   };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export async function openPglite(dataDir: string | undefined): Promise<Db> {

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -53,6 +53,22 @@ async function serve(env: Record<string, string>) {
 
 const stopped = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+/** The state letter and start time (field 22) of `pid` in /proc/<pid>/stat, on Linux. */
+function procStat(pid: number) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0], startTime: fields[19]! };
+}
+
+/** Writes the embedded database lock of `dir` as a Coffer process would have left it. */
+function writeLock(dir: string, content: string) {
+  mkdirSync(join(dir, 'pglite'), { recursive: true });
+  writeFileSync(join(dir, 'pglite', 'coffer.lock'), content);
+}
+
+const lockHolder = (dir: string) =>
+  Number(readFileSync(join(dir, 'pglite', 'coffer.lock'), 'utf8').split(' ')[0]);
 
 describe('the coffer command', () => {
   it('serves on the embedded default, prints a generated admin key once, and stops cleanly on SIGTERM', async () => {
@@ -154,6 +170,46 @@ describe('the coffer command', () => {
     expect(after.status).toBe(0);
     expect(existsSync(join(dir, 'pglite', 'coffer.lock'))).toBe(false);
   });
+
+  it.runIf(process.platform === 'linux')(
+    'takes over a lock whose holder was killed but not yet reaped (a zombie)',
+    async () => {
+      // sh forks a subshell that exits at once, then becomes `sleep`, which never reaps it.
+      const parent = spawn('sh', ['-c', '(exit 0) & echo $!; exec sleep 30']);
+      children.push(parent);
+      const zombie = Number(
+        await new Promise<string>((resolve) => parent.stdout.once('data', (chunk) => resolve(String(chunk)))),
+      );
+      const deadline = Date.now() + 5000;
+      while (procStat(zombie).state !== 'Z') {
+        if (Date.now() > deadline) throw new Error(`pid ${zombie} did not become a zombie`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const dir = freshDir();
+      writeLock(dir, String(zombie)); // a signal still reaches a zombie: only its state tells it is dead
+      const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+      expect(lockHolder(dir)).toBe(server.child.pid);
+    },
+  );
+
+  it.runIf(process.platform === 'linux')(
+    'takes over a lock whose pid now belongs to another process (a different start time)',
+    async () => {
+      const other = spawn('sleep', ['30']);
+      children.push(other);
+      const pid = other.pid!;
+      const { startTime } = procStat(pid);
+      const dir = freshDir();
+      writeLock(dir, `${pid} ${startTime}`); // the process that took the lock: refused
+      const refused = cli(['migrate'], { COFFER_DATA_DIR: dir });
+      expect(refused.status).toBe(1);
+      expect(refused.stderr).toContain(`in use by another Coffer process (pid ${pid})`);
+      writeLock(dir, `${pid} ${Number(startTime) - 1}`); // an earlier process with the same pid
+      const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+      expect(lockHolder(dir)).toBe(server.child.pid);
+      expect(procStat(pid).state).not.toBe('Z'); // the other process still runs
+    },
+  );
 
   it('migrates and reports when the database is up to date', () => {
     const dir = freshDir();
