@@ -293,6 +293,21 @@ describe('IP allowlist', () => {
     }
   });
 
+  it('matches IPv4 callers against IPv4-mapped IPv6 CIDRs', async () => {
+    for (const [allowlist, status] of [
+      [['::ffff:127.0.0.1/128'], 200],
+      [['::ffff:127.0.0.0/104'], 200],
+      [['::FFFF:7F00:1/128'], 200],
+      [['::ffff:0:0/96'], 200],
+      [['::ffff:127.0.0.2/128'], 403],
+      [['::ffff:10.0.0.0/104'], 403],
+      [['::/0'], 403],
+    ] as const) {
+      const project = await coffer.newProject({ ip_allowlist: [...allowlist] });
+      expect((await project.call('GET', '')).status, allowlist[0]).toBe(status);
+    }
+  });
+
   it('ignores X-Forwarded-For unless COFFER_TRUST_PROXY is on', async () => {
     const project = await coffer.newProject({ ip_allowlist: ['203.0.113.0/24'] });
     const spoofed = await project.call('GET', '', { headers: { 'x-forwarded-for': '203.0.113.7' } });

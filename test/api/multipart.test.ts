@@ -227,13 +227,22 @@ describe('multipart upload', () => {
   it('checks part numbers and TTLs', async () => {
     const project = await coffer.newProject();
     const session = await start(project, 10);
-    for (const query of ['part=0', 'part=10001', 'part=x', '', 'part=1&ttl=soon']) {
+    for (const query of ['part=x', '', 'part=1.5', 'part=1&ttl=soon']) {
       const reply = await project.call(
         'GET',
         `/files/upload/multipart/${session.upload_id}/part-url?${query}`,
       );
       expect(reply.status, query).toBe(400);
       expect(reply.body.error.code).toBe('BAD_REQUEST');
+    }
+    // A readable part number outside 1..10000 breaks a rule: 422 naming the field.
+    for (const query of ['part=0', 'part=-1', 'part=10001']) {
+      const reply = await project.call(
+        'GET',
+        `/files/upload/multipart/${session.upload_id}/part-url?${query}&size=1`,
+      );
+      expect(reply.status, query).toBe(422);
+      expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'part' } });
     }
     for (const query of ['part=1&ttl=59', 'part=1&ttl=86401']) {
       const reply = await project.call(

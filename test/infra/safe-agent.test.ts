@@ -104,7 +104,47 @@ describe('webhookUrlProblem lookups', () => {
     const url = 'https://hooks.example.com/x';
     expect(await webhookUrlProblem(url, false, { lookup: to('93.184.215.14') })).toBeUndefined();
     expect(await webhookUrlProblem(url, false, { lookup: to('10.0.0.1') })).toMatch(/non-public address/);
+    // One non-public address among public ones is enough to refuse the name.
+    const mixed = async () => [
+      { address: '93.184.215.14', family: 4 },
+      { address: '::1', family: 6 },
+    ];
+    expect(await webhookUrlProblem(url, false, { lookup: mixed })).toBe(
+      'url resolves to the non-public address ::1',
+    );
   });
+
+  it.each([
+    'localhost',
+    'localhost.',
+    'LOCALHOST.',
+    'localhost.localdomain',
+    'localhost.localdomain.',
+    'ip6-localhost',
+    'ip6-loopback',
+    'ip6-loopback.',
+    'hooks.localhost',
+    'a.b.localhost.',
+  ])('refuses the loopback name %s even where DNS gives a public address', async (host) => {
+    let asked = false;
+    const lookup = async () => {
+      asked = true;
+      return [{ address: '93.184.215.14', family: 4 }];
+    };
+    expect(await webhookUrlProblem(`https://${host}/x`, false, { lookup })).toMatch(
+      /names a non-public address \(loopback\)/,
+    );
+    expect(asked).toBe(false);
+    expect(await webhookUrlProblem(`https://${host}/x`, true, { lookup })).toBeUndefined();
+  });
+
+  it.each(['localhost.example.com', 'notlocalhost', 'localhostx.example'])(
+    'looks up %s, which only looks like a loopback name',
+    async (host) => {
+      const lookup = async () => [{ address: '93.184.215.14', family: 4 }];
+      expect(await webhookUrlProblem(`https://${host}/x`, false, { lookup })).toBeUndefined();
+    },
+  );
 });
 
 describe('createSafeAgent against a local HTTPS receiver', () => {

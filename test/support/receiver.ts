@@ -201,4 +201,15 @@ export const NON_PUBLIC_URLS = [
   'https://0x7f000001/hook',
   'https://localhost:8443/hook',
   'https://[::ffff:7f00:1]/hook',
+  'https://127.0.0.1./hook',
+  // Loopback aliases, refused by name whether or not this machine resolves them.
+  'https://localhost./hook',
+  'https://LocalHost.:8443/hook',
+  'https://localhost.localdomain/hook',
+  'https://localhost.localdomain./hook',
+  'https://ip6-localhost/hook',
+  'https://ip6-loopback./hook',
+  'https://localhost6/hook',
+  'https://hooks.localhost/hook',
+  'https://a.b.localhost./hook',
 ];

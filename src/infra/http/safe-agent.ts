@@ -82,12 +82,36 @@ const FORBIDDEN_IN_URL = /[\p{Cc}\s]/u;
 
 type Lookup = (hostname: string) => Promise<LookupAddress[]>;
 
+// Names that systems map to loopback without asking DNS (/etc/hosts of common distributions), and
+// `*.localhost` (RFC 6761): refused by name, whether or not they resolve here at registration.
+const LOOPBACK_NAMES = new Set([
+  'localhost',
+  'localhost.localdomain',
+  'localhost4',
+  'localhost4.localdomain4',
+  'localhost6',
+  'localhost6.localdomain6',
+  'ip6-localhost',
+  'ip6-loopback',
+]);
+
+/** A host name as DNS compares it: lowercase, without the one trailing dot of an absolute name. */
+function normalizeHost(host: string): string {
+  const lower = host.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
+function isLoopbackName(host: string): boolean {
+  return LOOPBACK_NAMES.has(host) || host.endsWith('.localhost');
+}
+
 const systemLookup: Lookup = (hostname) =>
   new Promise((resolve) => dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)));
 
 /**
  * Why a webhook URL cannot be registered, or undefined when it can: HTTPS only, no credentials,
- * and (unless private networks are allowed) no host that is or resolves to a non-public address.
+ * and (unless private networks are allowed) no host that is, names (a loopback alias such as
+ * `localhost.` or `*.localhost`) or resolves to (any of its addresses) a non-public address.
  * A name that does not resolve now is accepted; every connection checks it again. A lookup that
  * does not answer within `timeoutMs` refuses the URL rather than hold the request.
  */
@@ -110,6 +134,7 @@ export async function webhookUrlProblem(
   if (allowPrivateNetworks) return undefined;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host)) return isPublicAddress(host) ? undefined : `url points to the non-public address ${host}`;
+  if (isLoopbackName(normalizeHost(host))) return `url host ${host} names a non-public address (loopback)`;
   const timeoutMs = options.timeoutMs ?? LOOKUP_TIMEOUT_MS;
   let timer: NodeJS.Timeout | undefined;
   const addresses = await Promise.race([

@@ -3,8 +3,8 @@ import type { Config } from '../../config.ts';
 import { AppError, invalidState, notFound, partsTooLarge, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import {
-  checkPartNumber,
   isStoreError,
+  MAX_PART_NUMBER,
   MIN_PART_SIZE,
   type ObjectStore,
   type PartInfo,
@@ -311,7 +311,9 @@ export function createMultipartService(deps: {
     ) {
       const { session } = await load(caller, uploadId);
       requireOpen(session);
-      checkPartNumber(partNumber);
+      if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+        throw validationError(`part must run from 1 to ${MAX_PART_NUMBER}`, { field: 'part' });
+      }
       if (size === undefined && store.capabilities.partSizeRequired) {
         throw validationError('size is required: part URLs are signed for the exact size of the part', {
           field: 'size',

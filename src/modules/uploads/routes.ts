@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
-import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
+import { MAX_PART_NUMBER, MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, UrlTtl } from '../files/schemas.ts';
 import type { MultipartService } from './multipart.ts';
 import {
@@ -110,8 +110,8 @@ export function uploadRoutes(
             'PUT the part bytes to the URL and keep the ETag header of the answer for complete. Uploading a part again replaces it.',
           params: SessionParams,
           querystring: Type.Object({
-            // No range here: a part number outside 1..10000 is a 400 of the store, not a 422.
-            part: Type.Integer({ description: '1 to 10000' }),
+            // A readable number outside the range is a 422 naming `part`; an unreadable one a 400.
+            part: Type.Integer({ minimum: 1, maximum: MAX_PART_NUMBER, description: '1 to 10000' }),
             ttl: UrlTtl,
             size: Type.Optional(
               Type.Integer({
