@@ -35,12 +35,15 @@ export type ProgressBody = (body: PutBody, onProgress: (loaded: number) => void)
 /**
  * A fetch PUT. `stream` sends the body through a counting stream with an explicit Content-Length
  * (Node.js), so progress follows the bytes; otherwise progress is reported when the body is sent.
+ * The stream is used even when nobody listens: it sends views of the bytes, where a Blob would be a
+ * copy of every part. No redirect is followed (a presigned URL has none), so fetch keeps no second
+ * copy of the body to send again.
  */
 export function fetchTransport(fetch: Fetch, stream: ProgressBody = () => undefined): PutTransport {
   return async ({ url, body, contentType, size, signal, onProgress }) => {
     const headers: Record<string, string> = { 'content-type': contentType, 'content-length': String(size) };
-    const streamed = onProgress ? stream(body, onProgress) : undefined;
-    const init: RequestInit & { duplex?: 'half' } = { method: 'PUT', headers, signal };
+    const streamed = stream(body, onProgress ?? (() => {}));
+    const init: RequestInit & { duplex?: 'half' } = { method: 'PUT', headers, signal, redirect: 'error' };
     if (streamed) {
       init.body = streamed;
       init.duplex = 'half';
