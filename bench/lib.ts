@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rm, rmdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -468,6 +469,45 @@ export async function createProject(
     key: token,
     api: (method, path, body) => call(method, `${server.url}/v1/projects/${id}${path}`, { token, body }),
   };
+}
+
+/**
+ * Deletes every file of `project` (page by page through the API), then removes their stored objects
+ * from the local store under the server's data directory at once: a DELETE is soft, and the server's
+ * collector would keep the bytes for the grace period (COFFER_GC_GRACE_SECONDS, a day by default).
+ * Answers the number of files removed. Only for the local store (`objects/` of `server.dataDir`).
+ */
+export async function purgeFiles(server: CofferServer, project: Project, concurrency = 16): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const page = await project.api<{ items: { id: string; storage_key: string }[] }>(
+      'GET',
+      '/files?limit=200',
+    );
+    expectStatus(page, 200, 'list files');
+    const files = page.body.items;
+    if (files.length === 0) return removed;
+    await pool(files.length, concurrency, async (i) => {
+      const file = files[i]!;
+      expectStatus(await project.api('DELETE', `/files/${file.id}`), 200, `delete ${file.id}`);
+      const segments = file.storage_key.split('/');
+      const path = join(server.dataDir, 'objects', ...segments);
+      await Promise.all(
+        [path, `${path}.meta.json`, `${path}.parts`].map((target) =>
+          rm(target, { recursive: true, force: true }),
+        ),
+      );
+      // The folders the key leaves empty, as the store's own delete does (a folder still in use stays).
+      for (let depth = segments.length - 1; depth > 0; depth--) {
+        try {
+          await rmdir(join(server.dataDir, 'objects', ...segments.slice(0, depth)));
+        } catch {
+          break;
+        }
+      }
+    });
+    removed += files.length;
+  }
 }
 
 // ------------------------------------------------------------------------------------------- raw disk

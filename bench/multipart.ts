@@ -49,7 +49,7 @@ const MIN_PART_MIB = 5;
  * that depends on k. No two neighbouring MiB are equal (so a part mixed up with another changes the
  * SHA-256), and no part is ever held in memory: every chunk is a view of the same buffer.
  */
-class Data {
+export class Data {
   readonly #random = randomBytes(2 * MiB);
 
   chunk(k: number): Buffer {
@@ -77,7 +77,7 @@ class Data {
 
 // -------------------------------------------------------------------------------------------- uploads
 
-interface Plan {
+export interface Plan {
   mib: number;
   partMib: number;
   /** [first MiB, MiB count] of each part, in order. */
@@ -85,7 +85,7 @@ interface Plan {
   inFlight: number;
 }
 
-function plan(mib: number, inFlight: number): Plan {
+export function plan(mib: number, inFlight: number): Plan {
   const partMib = envInteger(
     'COFFER_BENCH_PART_MB',
     Math.max(MIN_PART_MIB, Math.ceil(mib / 16)),
@@ -96,7 +96,7 @@ function plan(mib: number, inFlight: number): Plan {
   return { mib, partMib, parts, inFlight };
 }
 
-interface MultipartTimes {
+export interface MultipartTimes {
   /** Seconds of each step, from the client's side: start, part URLs + part PUTs, complete. */
   start: number;
   parts: number;
@@ -119,7 +119,12 @@ async function putBody(url: string, size: number, body: Readable, contentType?: 
 }
 
 /** start → part URL and PUT of every part (`inFlight` at once) → complete; each step timed. */
-async function multipartUpload(project: Project, data: Data, p: Plan, name: string): Promise<MultipartTimes> {
+export async function multipartUpload(
+  project: Project,
+  data: Data,
+  p: Plan,
+  name: string,
+): Promise<MultipartTimes> {
   const t0 = performance.now();
   const started = await project.api<{ upload_id: string; file_id: string }>(
     'POST',

@@ -18,6 +18,10 @@
  *   COFFER_BENCH_S3_SIZE_MB, COFFER_BENCH_S3_MULTIPART_MB   `s3` single object (default 256) and multipart (1024, in 16
  *                              parts, COFFER_BENCH_PARTS_IN_FLIGHT at once) sizes; COFFER_BENCH_S3_SMALL_COUNT uploads
  *                              timed for the initiate + confirm latency (default 50)
+ *   `sdk` (@coffer/client against the hand-written clients, rounds in A B B A order) uses COFFER_BENCH_SIZE_MB (one
+ *                              multipart upload of that size from a Buffer, no quarter-size run), COFFER_BENCH_ROUNDS,
+ *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
+ *                              COFFER_BENCH_CONCURRENCY as above
  *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
@@ -39,10 +43,11 @@ import {
 } from './lib.ts';
 import { multipart } from './multipart.ts';
 import { s3 } from './s3.ts';
+import { sdk } from './sdk.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk];
 
 function usage(): string {
   return `Usage: npm run bench [-- <benchmark>…]\n\nBenchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`;

@@ -49,7 +49,7 @@ interface Initiated {
   upload_url: string;
 }
 
-async function initiate(project: Project, filename: string, size: number): Promise<Initiated> {
+export async function initiate(project: Project, filename: string, size: number): Promise<Initiated> {
   const reply = await project.api<Initiated>('POST', '/files/upload', {
     filename,
     content_type: CONTENT_TYPE,
@@ -59,7 +59,7 @@ async function initiate(project: Project, filename: string, size: number): Promi
   return reply.body;
 }
 
-async function put(url: string, size: number, body: Buffer | Readable): Promise<void> {
+export async function put(url: string, size: number, body: Buffer | Readable): Promise<void> {
   const response = await request(url, {
     method: 'PUT',
     headers: { 'content-type': CONTENT_TYPE, 'content-length': String(size) },
@@ -70,7 +70,7 @@ async function put(url: string, size: number, body: Buffer | Readable): Promise<
   if (response.statusCode !== 200) throw new Error(`PUT: expected 200, got ${response.statusCode} ${text}`);
 }
 
-async function confirm(
+export async function confirm(
   project: Project,
   fileId: string,
 ): Promise<{ status: string; checksum_sha256: string }> {
