@@ -82,6 +82,26 @@ const cpu = (all: Measurement<unknown>[], pick: 'clientCpu' | 'serverCpu') =>
 /** hand-written seconds / SDK seconds of a round: the SDK's rate as a share of the hand-written one. */
 const ratioOf = (round: Round<unknown>) => seconds(round.hand) / seconds(round.sdk);
 
+/** The SDK's row against the hand-written client, and a note per round; `show` formats a side's seconds. */
+function comparison(benchmark: string, rounds: Round<unknown>[], show: (seconds: number) => string) {
+  const ratio = median(rounds.map(ratioOf));
+  return {
+    row: {
+      benchmark,
+      coffer: show(median(rounds.map((r) => seconds(r.sdk)))),
+      baseline: `${show(median(rounds.map((r) => seconds(r.hand))))} hand-written`,
+      ratio,
+      target: `≥ ${fmt.ratio(TARGET)}`,
+      met: ratio >= TARGET,
+    },
+    roundNotes: rounds.map(
+      (r, i) =>
+        `round ${i + 1} (${order(i + 1).join(' ')}): hand-written ${r.hand.map((m) => show(m.seconds)).join(', ')}; ` +
+        `SDK ${r.sdk.map((m) => show(m.seconds)).join(', ')} (${fmt.ratio(ratioOf(r))})`,
+    ),
+  };
+}
+
 // ------------------------------------------------------------------------------------------- multipart
 
 /** The bytes of bench/multipart.ts's upload of `mib` MiB, whole in one Buffer (the SDK's input). */
@@ -142,29 +162,16 @@ async function largeRows(context: BenchContext, client: Client, project: Project
 
   const name = fmt.size(sizeMib);
   const rate = (s: number) => fmt.rate(sizeMib / s);
-  const ratio = median(rounds.map(ratioOf));
   const perGiB = (all: Measurement<unknown>[], pick: 'clientCpu' | 'serverCpu') =>
     `${((cpu(all, pick) / sizeMib) * 1024).toFixed(2)} s`;
   const allOf = (side: Side) => rounds.flatMap((r) => r[side]);
   const parts = `${p.parts.length} parts of ${fmt.size(p.partMib)}`;
+  const { row, roundNotes } = comparison(`SDK client.upload ${name} (Buffer, multipart)`, rounds, rate);
   return {
     title: `SDK multipart upload: ${name} in ${parts}, ${p.inFlight} in flight, ${rounds.length} round${rounds.length === 1 ? '' : 's'} (medians)`,
-    rows: [
-      {
-        benchmark: `SDK client.upload ${name} (Buffer, multipart)`,
-        coffer: rate(median(rounds.map((r) => seconds(r.sdk)))),
-        baseline: `${rate(median(rounds.map((r) => seconds(r.hand))))} hand-written`,
-        ratio,
-        target: `≥ ${fmt.ratio(TARGET)}`,
-        met: ratio >= TARGET,
-      },
-    ],
+    rows: [row],
     notes: [
-      ...rounds.map(
-        (r, i) =>
-          `round ${i + 1} (${order(i + 1).join(' ')}): hand-written ${r.hand.map((m) => rate(m.seconds)).join(', ')}; ` +
-          `SDK ${r.sdk.map((m) => rate(m.seconds)).join(', ')} (${fmt.ratio(ratioOf(r))})`,
-      ),
+      ...roundNotes,
       `CPU per GiB (mean): client hand-written ${perGiB(allOf('hand'), 'clientCpu')}, SDK ${perGiB(allOf('sdk'), 'clientCpu')}; ` +
         `server with hand-written ${perGiB(allOf('hand'), 'serverCpu')}, with SDK ${perGiB(allOf('sdk'), 'serverCpu')}`,
       'hand-written: multipartUpload of bench/multipart.ts (start → per part its URL and an undici PUT streamed from a 2 MiB ' +
@@ -216,28 +223,15 @@ async function smallRows(context: BenchContext, client: Client, project: Project
   );
 
   const perSecond = (s: number) => fmt.perSecond(count / s, 'uploads');
-  const ratio = median(rounds.map(ratioOf));
   const allOf = (side: Side) => rounds.flatMap((r) => r[side]);
   const perUpload = (side: Side, pick: 'clientCpu' | 'serverCpu') =>
     fmt.ms((cpu(allOf(side), pick) / count) * 1000);
+  const { row, roundNotes } = comparison(`SDK client.upload 1 KiB × ${count}`, rounds, perSecond);
   return {
     title: `SDK small uploads (1 KiB: initiate + PUT + confirm), ${concurrency} in flight, ${rounds.length} round${rounds.length === 1 ? '' : 's'} (medians)`,
-    rows: [
-      {
-        benchmark: `SDK client.upload 1 KiB × ${count}`,
-        coffer: perSecond(median(rounds.map((r) => seconds(r.sdk)))),
-        baseline: `${perSecond(median(rounds.map((r) => seconds(r.hand))))} hand-written`,
-        ratio,
-        target: `≥ ${fmt.ratio(TARGET)}`,
-        met: ratio >= TARGET,
-      },
-    ],
+    rows: [row],
     notes: [
-      ...rounds.map(
-        (r, i) =>
-          `round ${i + 1} (${order(i + 1).join(' ')}): hand-written ${r.hand.map((m) => perSecond(m.seconds)).join(', ')}; ` +
-          `SDK ${r.sdk.map((m) => perSecond(m.seconds)).join(', ')} (${fmt.ratio(ratioOf(r))})`,
-      ),
+      ...roundNotes,
       `CPU per upload (mean): client hand-written ${perUpload('hand', 'clientCpu')}, SDK ${perUpload('sdk', 'clientCpu')}; ` +
         `server with hand-written ${perUpload('hand', 'serverCpu')}, with SDK ${perUpload('sdk', 'serverCpu')}`,
       'hand-written: initiate + undici PUT + confirm of bench/uploads.ts over its keep-alive agent; SDK: client.upload of the ' +
