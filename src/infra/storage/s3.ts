@@ -79,12 +79,17 @@ function toStoreError(error: unknown, what: string): StoreError {
   });
 }
 
-function secondsUntil(expiresAt: Date): number {
-  const seconds = Math.ceil((expiresAt.getTime() - Date.now()) / 1000);
-  if (!Number.isFinite(seconds) || seconds < 1 || seconds > MAX_URL_SECONDS) {
+/**
+ * Signing options for a URL valid until `expiresAt`, never less: SigV4 counts the lifetime from
+ * X-Amz-Date, which has whole seconds, so the signing date is the current second, taken down.
+ */
+function lifetime(expiresAt: Date): { signingDate: Date; expiresIn: number } {
+  const signingDate = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const expiresIn = Math.ceil((expiresAt.getTime() - signingDate.getTime()) / 1000);
+  if (!Number.isFinite(expiresIn) || expiresIn < 1 || expiresIn > MAX_URL_SECONDS) {
     throw new StoreError('InvalidArgument', `URL lifetimes run from 1 to ${MAX_URL_SECONDS} seconds`);
   }
-  return seconds;
+  return { signingDate, expiresIn };
 }
 
 function checkSize(size: number, field: string): void {
@@ -160,8 +165,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     async presignUpload(key, { size, contentType, expiresAt }) {
       assertKey(key);
       checkSize(size, 'size_bytes');
-      const expiresIn = secondsUntil(expiresAt);
-      const signed = { expiresIn, signableHeaders: new Set(['content-type']) };
+      const signed = { ...lifetime(expiresAt), signableHeaders: new Set(['content-type']) };
       const { UploadId } = await call('start upload', () =>
         client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType: contentType })),
       );
@@ -224,7 +228,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
             ResponseContentDisposition: contentDisposition(filename),
             ResponseContentType: contentType,
           }),
-          { expiresIn: secondsUntil(expiresAt) },
+          lifetime(expiresAt),
         ),
       );
     },
@@ -303,7 +307,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
             PartNumber: partNumber,
             ContentLength: size,
           }),
-          { expiresIn: secondsUntil(expiresAt) },
+          lifetime(expiresAt),
         ),
       );
     },
