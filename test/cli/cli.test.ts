@@ -174,8 +174,9 @@ describe('the coffer command', () => {
   it.runIf(process.platform === 'linux')(
     'takes over a lock whose holder was killed but not yet reaped (a zombie)',
     async () => {
-      // sh forks a subshell that exits at once, then becomes `sleep`, which never reaps it.
-      const parent = spawn('sh', ['-c', '(exit 0) & echo $!; exec sleep 30']);
+      // sh forks a child that exits only after sh has become `sleep 30`, which never reaps it (a
+      // child exiting at once could be reaped by sh itself first).
+      const parent = spawn('sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30']);
       children.push(parent);
       const zombie = Number(
         await new Promise<string>((resolve) => parent.stdout.once('data', (chunk) => resolve(String(chunk)))),
