@@ -11,6 +11,18 @@ export interface Worker {
 }
 
 /**
+ * A job runner (see infra/jobs) as a worker: it claims into its free slots every `intervalMs`, at
+ * once again while it finds work, and on stop waits for its jobs in flight.
+ */
+export function jobWorker(
+  name: string,
+  runner: { runOnce(): Promise<number>; close(): Promise<void> },
+  intervalMs: number,
+): Worker {
+  return { name, intervalMs, run: async () => (await runner.runOnce()) > 0, stop: () => runner.close() };
+}
+
+/**
  * Runs each worker periodically until stopped. A run that throws is logged and retried at the
  * next interval; stop() waits for runs in progress, so shutdown never cuts work in half.
  */

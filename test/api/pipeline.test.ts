@@ -1,11 +1,12 @@
-import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs } from '../../src/infra/jobs.ts';
+import { claim, JOBS } from '../../src/infra/jobs/index.ts';
 import { createClamdScanner, eicarTestFile, type Scanner } from '../../src/infra/scanner/index.ts';
 import { createPipeline, type PipelineOptions } from '../../src/modules/pipeline/service.ts';
 import { secondDb } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { type FakeClamd, startFakeClamd } from '../support/fake-clamd.ts';
 import { put, upload } from '../support/files.ts';
+import { freePort } from '../support/net.ts';
 
 const PNG = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
@@ -202,21 +203,15 @@ describe('new content of a versioned file', () => {
 });
 
 describe('failing closed', () => {
-  let fake: Server | undefined;
+  let fake: FakeClamd | undefined;
   afterAll(() => fake?.close());
 
   it('retries while clamd is down, keeps the file processing, and finishes when it is back', async () => {
     const project = await coffer.newProject({ virus_scan_enabled: true });
     const id = await processing(project, { bytes: 'clean bytes' });
     // A port nobody listens on yet: the scanner is down.
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
+    const port = await freePort();
     const pipeline = pipelineWith(createClamdScanner(`tcp://127.0.0.1:${port}`, { timeoutMs: 2000 }), {
-      maxAttempts: 5,
       backoffSeconds: () => 0,
     });
     expect(await pipeline.runOnce()).toBeGreaterThanOrEqual(1);
@@ -229,19 +224,12 @@ describe('failing closed', () => {
     expect(job!.last_error).toBeTruthy();
 
     // clamd comes back (a minimal INSTREAM responder) and the retry finishes the file.
-    fake = createServer((socket) => {
-      let received = Buffer.alloc(0);
-      socket.on('data', (chunk) => {
-        received = Buffer.concat([received, chunk]);
-        if (received.subarray(-4).equals(Buffer.alloc(4))) socket.end('stream: OK\0');
-      });
-    });
-    await new Promise<void>((resolve) => fake!.listen(port, '127.0.0.1', resolve));
+    fake = await startFakeClamd(port, 'clean');
     await drain(pipeline);
     expect((await project.call('GET', `/files/${id}`)).body.status).toBe('ready');
   });
 
-  it('fails the file, never marks it clean, when the scanner stays down past the retries', async () => {
+  it('fails the file, never marks it clean, when the scanner stays down past the retry window', async () => {
     const project = await coffer.newProject({ virus_scan_enabled: true });
     const id = await processing(project, { bytes: 'clean bytes' });
     const down: Scanner = {
@@ -252,8 +240,15 @@ describe('failing closed', () => {
       },
       ping: async () => {},
     };
-    const pipeline = pipelineWith(down, { maxAttempts: 3, backoffSeconds: () => 0 });
-    await drain(pipeline);
+    const pipeline = pipelineWith(down, { retryWindowSeconds: 0.3, backoffSeconds: () => 0.05 });
+    const deadline = Date.now() + 10_000;
+    while (
+      (await project.call('GET', `/files/${id}`)).body.status === 'processing' &&
+      Date.now() < deadline
+    ) {
+      await pipeline.runOnce();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file.status).toBe('failed');
     expect(file.failure_reason).toMatch(/^scan_unavailable/);
@@ -288,7 +283,7 @@ describe('durability and concurrency', () => {
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push((await upload(project, { bytes: `file ${i}` })).body.id as string);
     // A worker of the first server claimed one job and died with it.
-    await claimJobs(first.services.db, 'scan', 1, 1);
+    await claim(first.services.db, JOBS, { kinds: ['scan'], limit: 1, leaseSeconds: 1 });
     await first.close();
 
     const second = await startCoffer({ COFFER_DATA_DIR: first.config.dataDir }, { workers: true });

@@ -911,6 +911,42 @@ describe('durability and concurrency', () => {
     }
   });
 
+  it('keeps an attempt that outlasts its lease to its dispatcher (heartbeat): sent once', async () => {
+    const project = await newProject();
+    const endpoint = receiver.endpoint({ fallback: { status: 200, delayMs: 3500 } });
+    const hook = await register(project, endpoint, ['file.uploaded']);
+    await initiate(project);
+    const other = await secondDb();
+    const options = {
+      retrySchedule: [0, 0.05, 0.05, 0.05, 0.05],
+      timeoutMs: 10_000,
+      allowPrivateNetworks: true,
+      ca: receiver.ca,
+      leaseSeconds: 1,
+    };
+    const a = createDispatcher({ db: coffer.services.db, logger: quiet, options });
+    const b = createDispatcher({ db: other, logger: quiet, options });
+    try {
+      expect(await a.runOnce()).toBe(1);
+      let done = false;
+      const sending = a.settle().finally(() => {
+        done = true;
+      });
+      while (!done) {
+        await b.runOnce();
+        await sleep(100);
+      }
+      await sending;
+      await b.settle();
+    } finally {
+      await a.close();
+      await b.close();
+      if (other !== coffer.services.db) await other.close();
+    }
+    expect(endpoint.requests).toHaveLength(1);
+    expect((await deliveriesOf(project, hook.id))[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
   it('does not hold deliveries to a fast endpoint behind a hanging one', async () => {
     const project = await newProject();
     const slow = receiver.endpoint({ fallback: 'hang' });

@@ -69,7 +69,13 @@ describe('webhooks through the client', () => {
     expect(await verifyWebhook(received!.raw, header, created.signing_secret)).toBe(true);
     expect(await verifyWebhook(received!.raw, header, `${created.signing_secret}x`)).toBe(false);
 
-    const { items } = await client.webhooks.deliveries(project.id, created.id, { status: 'delivered' });
+    // The receiver has the request before the worker has recorded its answer: wait for the record.
+    const deadline = Date.now() + 10_000;
+    let { items } = await client.webhooks.deliveries(project.id, created.id, { status: 'delivered' });
+    while (items.length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      ({ items } = await client.webhooks.deliveries(project.id, created.id, { status: 'delivered' }));
+    }
     expect(items).toHaveLength(1);
     expect((await client.webhooks.redeliver(project.id, created.id, items[0]!.id)).status).toBe('pending');
     expect((await client.webhooks.update(project.id, created.id, { is_active: false })).is_active).toBe(

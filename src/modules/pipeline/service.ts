@@ -1,33 +1,48 @@
 import { createHash } from 'node:crypto';
-import { type Readable, Transform } from 'node:stream';
+import { addAbortSignal, type Readable, Transform } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../../infra/db.ts';
-import { claimJobs, enqueueJob, finishJob, type Job, type JobKind, retryJob } from '../../infra/jobs.ts';
-import { type Scanner, ScannerUnavailableError, ScanRejectedError } from '../../infra/scanner/index.ts';
+import {
+  completeJob,
+  createJobRunner,
+  enqueueJob,
+  exponentialBackoff,
+  JOBS,
+  type Job,
+  type JobHandler,
+  type RetryPolicy,
+} from '../../infra/jobs/index.ts';
+import type { Metrics } from '../../infra/metrics.ts';
+import { type Scanner, ScanRejectedError } from '../../infra/scanner/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { failpoint } from '../../lib/failpoints.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
+import { SCAN_UNAVAILABLE } from '../files/rules.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { setVersionChecksum } from '../versions/repo.ts';
 import { commitContent, findContent } from '../versions/service.ts';
 import { checkMime, SNIFF_BYTES } from './mime-check.ts';
 
 export interface PipelineOptions {
-  /** Jobs one worker handles at once. */
+  /** Jobs one worker runs at once. */
   concurrency: number;
-  /** How long a claimed job stays invisible to other workers; a dead worker's job returns after it. */
+  /** Lease of a claimed job, renewed while it runs: a dead worker's job returns after it. */
   leaseSeconds: number;
-  /** Attempts while the scanner is unreachable, before the file is failed (never marked clean). */
-  maxAttempts: number;
-  /** Delay before attempt n+1 after attempt n found the scanner unreachable. */
+  /**
+   * How long a job may keep failing (scanner or store unavailable) from its first failure before it
+   * is given up: the file is then failed (`scan_unavailable`), never marked clean.
+   */
+  retryWindowSeconds: number;
+  /** Delay before attempt n+1 after attempt n failed. */
   backoffSeconds(attempt: number): number;
 }
 
 export const DEFAULT_PIPELINE_OPTIONS: PipelineOptions = {
   concurrency: 4,
-  leaseSeconds: 600,
-  maxAttempts: 10,
-  backoffSeconds: (attempt) => Math.min(5 * 2 ** (attempt - 1), 600),
+  leaseSeconds: 30,
+  retryWindowSeconds: 86_400,
+  backoffSeconds: exponentialBackoff(5, 600),
 };
 
 type Verdict =
@@ -107,7 +122,8 @@ async function readHead(stream: Readable, limit: number): Promise<Buffer> {
 /**
  * The processing pipeline of `processing` files: a virus scan of the whole object, then a check
  * that the leading bytes agree with the declared content type. Each verdict and its event are
- * written in one transaction, only while the file is still `processing`.
+ * written in one transaction with the end of its job, only while the file is still `processing`
+ * and the job still leased to this worker. Its jobs (scan, digest) run on the jobs module.
  */
 export function createPipeline(deps: {
   db: Db;
@@ -115,15 +131,23 @@ export function createPipeline(deps: {
   scanner: Scanner;
   projects: ProjectService;
   logger: Logger;
+  metrics?: Metrics;
   options?: Partial<PipelineOptions>;
 }) {
-  const { db, store, scanner, projects, logger } = deps;
+  const { db, store, scanner, projects, logger, metrics } = deps;
   const options = { ...DEFAULT_PIPELINE_OPTIONS, ...deps.options };
 
-  /** The verdict on the subject's bytes, and their SHA-256 when the scan read them all. */
-  async function judge(subject: Subject): Promise<{ verdict: Verdict; sha256: string | undefined }> {
+  /**
+   * The verdict on the subject's bytes, and their SHA-256 when the scan read them all. The reads
+   * stop when `signal` aborts (the job's lease was lost), and the scan then fails.
+   */
+  async function judge(
+    subject: Subject,
+    signal: AbortSignal,
+  ): Promise<{ verdict: Verdict; sha256: string | undefined }> {
+    signal.throwIfAborted();
     const read = hashing(await store.read(subject.storage_key));
-    const scan = await scanner.scan(read.stream);
+    const scan = await scanner.scan(addAbortSignal(signal, read.stream));
     const sha256 = read.sha256();
     if (!scan.clean) return { verdict: { status: 'quarantined', signature: scan.signature }, sha256 };
     const size = subject.size_bytes;
@@ -131,7 +155,10 @@ export function createPipeline(deps: {
       size === 0
         ? Buffer.alloc(0)
         : await readHead(
-            await store.read(subject.storage_key, { start: 0, end: Math.min(size, SNIFF_BYTES) - 1 }),
+            addAbortSignal(
+              signal,
+              await store.read(subject.storage_key, { start: 0, end: Math.min(size, SNIFF_BYTES) - 1 }),
+            ),
             SNIFF_BYTES,
           );
     const mismatch = await checkMime(subject.content_type, head);
@@ -194,38 +221,23 @@ export function createPipeline(deps: {
     };
   }
 
-  async function process(job: Job): Promise<void> {
-    const subject = await subjectOf(job);
-    if (!subject) {
-      await db.tx(async (q) => {
-        // Content left processing here belongs to a file deleted while it waited.
-        if (job.content_id) await discardContent(q, job.content_id);
-        await finishJob(q, job.id);
-      });
-      return;
-    }
-    let verdict: Verdict;
-    let sha256: string | undefined;
-    try {
-      ({ verdict, sha256 } = await judge(subject));
-    } catch (error) {
-      if (error instanceof ScanRejectedError) {
-        verdict = { status: 'failed', reason: `scan_incomplete: ${error.message}` };
-      } else if (job.attempts >= options.maxAttempts) {
-        // Fail closed: bytes that could not be scanned are never marked clean.
-        verdict = { status: 'failed', reason: `scan_unavailable: ${(error as Error).message}` };
-      } else {
-        const delay = options.backoffSeconds(job.attempts);
-        const level = error instanceof ScannerUnavailableError ? 'warn' : 'error';
-        logger[level](
-          { err: error, file_id: job.file_id, attempt: job.attempts, retry_in_s: delay },
-          'scan failed; will retry',
-        );
-        await retryJob(db, job.id, delay, (error as Error).message);
-        return;
-      }
-    }
+  /** Ends a job with nothing left to decide; content left processing belongs to a file deleted while it waited. */
+  async function dismiss(job: Job): Promise<void> {
     await db.tx(async (q) => {
+      await completeJob(q, job);
+      if (job.content_id) await discardContent(q, job.content_id);
+    });
+  }
+
+  /** Writes the verdict, its event and the checksum read on the way, and ends the job: all or nothing. */
+  async function settle(
+    job: Job,
+    subject: Subject,
+    verdict: Verdict,
+    sha256: string | undefined,
+  ): Promise<void> {
+    await db.tx(async (q) => {
+      await completeJob(q, job);
       if (subject.checksum_sha256 === null) {
         if (sha256) await recordChecksum(q, subject.storage_key, sha256);
         // The scanner stopped before the end: the bytes are read once more, for their checksum alone.
@@ -233,60 +245,97 @@ export function createPipeline(deps: {
           await enqueueJob(q, 'digest', job.project_id, job.file_id, job.content_id, subject.storage_key);
       }
       await subject.apply(q, verdict);
-      await finishJob(q, job.id);
     });
+    metrics?.scanVerdicts.inc({ verdict: verdict.status });
     logger.info(
       { file_id: job.file_id, content_id: job.content_id, status: verdict.status },
       'file processed',
     );
   }
 
+  const retry: RetryPolicy = {
+    backoffSeconds: options.backoffSeconds,
+    windowSeconds: options.retryWindowSeconds,
+  };
+  const describe = (job: Job) => ({ file_id: job.file_id, content_id: job.content_id });
+
+  /**
+   * A scan fails for now when the scanner (or the store) is unavailable: it is retried with backoff
+   * and, after failing for the whole retry window, given up with the file failed, closed.
+   */
+  const scan: JobHandler<Job> = {
+    retry,
+    describe,
+    async run(job, { signal }) {
+      const subject = await subjectOf(job);
+      if (!subject) return dismiss(job);
+      let judged: { verdict: Verdict; sha256: string | undefined };
+      const started = performance.now();
+      try {
+        judged = await judge(subject, signal);
+      } catch (error) {
+        if (!(error instanceof ScanRejectedError)) throw error;
+        judged = {
+          verdict: { status: 'failed', reason: `scan_incomplete: ${error.message}` },
+          sha256: undefined,
+        };
+      } finally {
+        metrics?.scanDuration.observe((performance.now() - started) / 1000);
+      }
+      failpoint('scan.judged');
+      await settle(job, subject, judged.verdict, judged.sha256);
+    },
+    async giveUp(job, error) {
+      const subject = await subjectOf(job);
+      if (!subject) return dismiss(job);
+      // Fail closed: bytes that could not be scanned are never marked clean.
+      await settle(
+        job,
+        subject,
+        { status: 'failed', reason: `${SCAN_UNAVAILABLE}: ${error.message}` },
+        undefined,
+      );
+    },
+  };
+
   /**
    * The SHA-256 of bytes the store did not hash on the way in (S3): the object queued with the job
    * (whatever the file holds by now) is read once and its checksum recorded wherever it is referred
-   * to. Retried while the store fails; given up (checksum stays null) after that.
+   * to. Retried while the store fails; given up (checksum stays null) after the retry window.
    */
-  async function digest(job: Job): Promise<void> {
-    const key = job.storage_key;
-    const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
-    if (!key || !file || file.deleted_at !== null) {
-      await finishJob(db, job.id);
-      return;
-    }
-    try {
-      const sha256 = await sha256Of(await store.read(key));
+  const digest: JobHandler<Job> = {
+    retry,
+    describe,
+    async run(job, { signal }) {
+      const key = job.storage_key;
+      const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
+      if (!key || !file || file.deleted_at !== null) return completeJob(db, job);
+      const sha256 = await sha256Of(addAbortSignal(signal, await store.read(key)));
       await db.tx(async (q) => {
+        await completeJob(q, job);
         await recordChecksum(q, key, sha256);
-        await finishJob(q, job.id);
       });
-    } catch (error) {
-      if (job.attempts >= options.maxAttempts) {
-        logger.error({ err: error, file_id: job.file_id }, 'checksum not computed; giving up');
-        await finishJob(db, job.id);
-        return;
-      }
-      logger.warn({ err: error, file_id: job.file_id, attempt: job.attempts }, 'checksum failed; will retry');
-      await retryJob(db, job.id, options.backoffSeconds(job.attempts), (error as Error).message);
-    }
-  }
+    },
+    giveUp: (job) => completeJob(db, job),
+  };
 
-  async function runKind(kind: JobKind, handle: (job: Job) => Promise<void>): Promise<number> {
-    const jobs = await claimJobs(db, kind, options.concurrency, options.leaseSeconds);
-    await Promise.all(
-      jobs.map((job) =>
-        handle(job).catch((error: unknown) =>
-          logger.error({ err: error, job_id: job.id }, 'pipeline job failed'),
-        ),
-      ),
-    );
-    return jobs.length;
-  }
+  const runner = createJobRunner({
+    db,
+    queue: JOBS,
+    handlers: { scan, digest },
+    concurrency: options.concurrency,
+    leaseSeconds: options.leaseSeconds,
+    logger,
+  });
 
   return {
-    /** Claims and processes one batch of due jobs of each kind; returns how many were claimed. */
+    /** The worker loop's side: claims due jobs into free slots and runs them (see createJobRunner). */
+    runner,
+    /** One pass: claims the due jobs that fit and waits until they are processed; returns how many. */
     async runOnce(): Promise<number> {
-      const [scans, digests] = await Promise.all([runKind('scan', process), runKind('digest', digest)]);
-      return scans + digests;
+      const started = await runner.runOnce();
+      await runner.settle();
+      return started;
     },
   };
 }

@@ -2,18 +2,20 @@ import type { Logger } from 'pino';
 import { request, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Db } from '../../infra/db.ts';
 import { createSafeAgent } from '../../infra/http/safe-agent.ts';
+import { type Claimed, createJobRunner, type JobHandler, type QueueTable } from '../../infra/jobs/index.ts';
+import type { Metrics } from '../../infra/metrics.ts';
+import { failpoint } from '../../lib/failpoints.ts';
 import { hmacHex } from '../../lib/secrets.ts';
 
 /** A failed endpoint's answer is read only this far, to show why it failed. */
 const RESPONSE_SNIPPET_BYTES = 1024;
 const MAX_ATTEMPTS = 5;
 
-interface Claimed {
-  id: string;
+/** A claimed delivery, with what sending it needs of its webhook. */
+interface Delivery extends Claimed<'deliver'> {
   event_id: string;
   event: string;
   payload: unknown;
-  attempts: number;
   url: string;
   signing_secret: string;
   live: boolean;
@@ -25,6 +27,28 @@ interface Outcome {
   error: string | null;
 }
 
+/** Seconds before a delivery's first attempt, counted from its event. */
+const firstDelay = (options: DispatcherOptions) => options.retrySchedule[0] ?? 0;
+
+/**
+ * Deliveries are a queue of the jobs module in their own table, which is also their log: a pending
+ * delivery is due at next_attempt_at (its first attempt held back by the schedule's first delay),
+ * and a claim counts its attempt. One claimed once its five attempts were spent is exhausted.
+ */
+function deliveriesQueue(options: DispatcherOptions): QueueTable<Delivery> {
+  return {
+    name: 'deliveries',
+    table: 'deliveries',
+    due: 'next_attempt_at',
+    kind: "'deliver'",
+    waiting: (param) =>
+      `c.status = 'pending' AND (c.attempts > 0 OR c.created_at <= now() - make_interval(secs => ${param(firstDelay(options))}))`,
+    select: `c.event_id, c.event, c.payload, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
+    join: 'JOIN webhooks w ON w.id = c.webhook_id',
+    maxAttempts: MAX_ATTEMPTS,
+  };
+}
+
 export interface DispatcherOptions {
   /** Seconds before attempt 1 (after the event) and before attempts 2..5 (after a failure). */
   retrySchedule: number[];
@@ -34,6 +58,8 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** Extra trusted CA certificates (PEM) for receivers. */
   ca?: string;
+  /** Lease of a claimed delivery, renewed while its attempt runs (default 30 s). */
+  leaseSeconds?: number;
 }
 
 type Body = UndiciDispatcher.ResponseData['body'];
@@ -65,57 +91,33 @@ async function readSnippet(body: Body): Promise<string> {
 
 /**
  * Sends pending deliveries: signed POSTs of the event envelope, retried on the configured
- * schedule until delivered or dead. Claims are leased with FOR UPDATE SKIP LOCKED, so several
- * workers never send the same attempt, and a worker killed mid-attempt leaves the delivery due again.
+ * schedule until delivered or dead. Deliveries are claimed through the jobs module (FOR UPDATE
+ * SKIP LOCKED, a lease renewed while the attempt runs), so several workers never send the same
+ * attempt, and a worker killed mid-attempt leaves the delivery due again within one lease.
  */
-export function createDispatcher(deps: { db: Db; logger: Logger; options: DispatcherOptions }) {
-  const { db, logger, options } = deps;
+export function createDispatcher(deps: {
+  db: Db;
+  logger: Logger;
+  metrics?: Metrics;
+  options: DispatcherOptions;
+}) {
+  const { db, logger, metrics, options } = deps;
   const concurrency = options.concurrency ?? 64;
-  const leaseSeconds = options.timeoutMs / 1000 + 30;
   const agent = createSafeAgent({
     allowPrivateNetworks: options.allowPrivateNetworks,
     timeoutMs: options.timeoutMs,
     ca: options.ca,
     connections: concurrency,
   });
-  const inflight = new Set<Promise<void>>();
 
-  /**
-   * Claims due deliveries, counting their attempt. One whose last attempt's lease ran out (its
-   * worker stopped before recording the outcome) has had all its attempts: it is marked dead in
-   * the same statement instead of being sent a sixth time, and not returned.
-   */
-  async function claim(limit: number): Promise<Claimed[]> {
-    const rows = await db.tx((q) =>
-      q.query<Claimed & { exhausted: boolean }>(
-        `UPDATE deliveries d SET
-           attempts = CASE WHEN d.attempts >= $4 THEN d.attempts ELSE d.attempts + 1 END,
-           status = CASE WHEN d.attempts >= $4 THEN 'dead' ELSE d.status END,
-           last_error = CASE WHEN d.attempts >= $4
-             THEN 'the last attempt was interrupted before its outcome was recorded' ELSE d.last_error END,
-           next_attempt_at = now() + make_interval(secs => $2), updated_at = now()
-         FROM webhooks w
-         WHERE w.id = d.webhook_id AND d.id IN (
-           SELECT id FROM deliveries
-           WHERE status = 'pending' AND next_attempt_at <= now()
-             AND (attempts > 0 OR created_at <= now() - make_interval(secs => $3))
-           ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING d.id, d.event_id, d.event, d.payload, d.attempts, w.url, w.signing_secret,
-           (w.is_active AND w.deleted_at IS NULL) AS live, d.status = 'dead' AS exhausted`,
-        [limit, leaseSeconds, options.retrySchedule[0] ?? 0, MAX_ATTEMPTS],
-      ),
-    );
-    return rows.filter((row) => !row.exhausted);
-  }
-
-  async function attempt(delivery: Claimed): Promise<Outcome> {
+  async function attempt(delivery: Delivery, signal: AbortSignal): Promise<Outcome> {
     const body = JSON.stringify(delivery.payload);
     try {
       const response = await request(delivery.url, {
         method: 'POST',
         body,
         dispatcher: agent,
-        signal: AbortSignal.timeout(options.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), signal]),
         headers: {
           'content-type': 'application/json',
           'user-agent': 'Coffer-Webhooks/1.0',
@@ -156,13 +158,16 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
     batch = [];
     const column = (index: number) => rows.map((entry) => entry.row[index]);
     try {
-      // Only while still pending: a delivery cancelled meanwhile (webhook deleted) stays cancelled.
+      // Only while still pending (a delivery cancelled meanwhile, its webhook deleted, stays
+      // cancelled) and still leased to this worker.
       await db.query(
         `UPDATE deliveries d SET status = o.status, next_attempt_at = now() + make_interval(secs => o.delay),
-           last_response_status = o.code, last_error = o.error, updated_at = now()
-         FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[]) AS o (id, status, delay, code, error)
-         WHERE d.id = o.id AND d.status = 'pending'`,
-        [column(0), column(1), column(2), column(3), column(4)],
+           last_response_status = o.code, last_error = o.error, lease_token = NULL, failing_since = NULL,
+           updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[], $6::text[])
+           AS o (id, status, delay, code, error, token)
+         WHERE d.id = o.id AND d.status = 'pending' AND d.lease_token = o.token`,
+        [column(0), column(1), column(2), column(3), column(4), column(5)],
       );
       for (const entry of rows) entry.done();
     } catch (error) {
@@ -170,7 +175,7 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
     }
   }
 
-  async function record(delivery: Claimed, outcome: Outcome): Promise<void> {
+  async function record(delivery: Delivery, outcome: Outcome): Promise<void> {
     const finalFailure = !outcome.ok && delivery.attempts >= MAX_ATTEMPTS;
     const status = outcome.ok ? 'delivered' : finalFailure ? 'dead' : 'pending';
     const delay = outcome.ok || finalFailure ? 0 : (options.retrySchedule[delivery.attempts] ?? 0);
@@ -180,50 +185,64 @@ export function createDispatcher(deps: { db: Db; logger: Logger; options: Dispat
         'webhook delivery failed',
       );
     }
-    const row = [delivery.id, status, delay, outcome.status, outcome.error?.slice(0, 2000) ?? null];
+    const error = outcome.error?.slice(0, 2000) ?? null;
+    const row = [delivery.id, status, delay, outcome.status, error, delivery.lease_token];
     await new Promise<void>((done, failed) => {
       if (batch.length === 0) setImmediate(() => void flush());
       batch.push({ row, done, failed });
     });
+    metrics?.webhookDeliveries.inc({ outcome: status === 'pending' ? 'retry' : status });
   }
 
-  async function deliver(delivery: Claimed): Promise<void> {
-    if (!delivery.live) {
-      // Claimed but not sent (webhook deactivated or deleted): the claim's count is given back.
+  const deliver: JobHandler<Delivery> = {
+    describe: (delivery) => ({ delivery_id: delivery.id }),
+    async run(delivery, { signal }) {
+      if (!delivery.live) {
+        // Claimed but not sent (webhook deactivated or deleted): the claim's count is given back.
+        await db.query(
+          `UPDATE deliveries SET status = 'cancelled', attempts = $3, lease_token = NULL, updated_at = now()
+           WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
+          [delivery.id, delivery.lease_token, delivery.attempts - 1],
+        );
+        metrics?.webhookDeliveries.inc({ outcome: 'cancelled' });
+        return;
+      }
+      const outcome = await attempt(delivery, signal);
+      if (outcome.ok) failpoint('webhook.delivery.sent');
+      // Lost meanwhile: the worker that holds the delivery now sends and records the next attempt.
+      signal.throwIfAborted();
+      await record(delivery, outcome);
+    },
+    // The worker of the last attempt stopped before recording it: dead, never sent a sixth time.
+    async exhausted(delivery) {
       await db.query(
-        `UPDATE deliveries SET status = 'cancelled', attempts = $2, updated_at = now()
-         WHERE id = $1 AND status = 'pending'`,
-        [delivery.id, delivery.attempts - 1],
+        `UPDATE deliveries SET status = 'dead', lease_token = NULL, updated_at = now(),
+           last_error = 'the last attempt was interrupted before its outcome was recorded'
+         WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
+        [delivery.id, delivery.lease_token],
       );
-      return;
-    }
-    await record(delivery, await attempt(delivery));
-  }
+      metrics?.webhookDeliveries.inc({ outcome: 'dead' });
+    },
+  };
+
+  const runner = createJobRunner({
+    db,
+    queue: deliveriesQueue(options),
+    handlers: { deliver },
+    concurrency,
+    leaseSeconds: options.leaseSeconds ?? 30,
+    logger,
+  });
 
   return {
     /** Claims as many due deliveries as there are free slots (waiting for one if none) and starts them; returns how many. */
-    async runOnce(): Promise<number> {
-      // All slots busy: wait for one to free up rather than for the next interval.
-      while (inflight.size >= concurrency) await Promise.race(inflight);
-      const claimed = await claim(concurrency - inflight.size);
-      for (const delivery of claimed) {
-        const task = deliver(delivery)
-          .catch((error: unknown) =>
-            logger.error({ err: error, delivery_id: delivery.id }, 'webhook delivery crashed'),
-          )
-          .finally(() => inflight.delete(task));
-        inflight.add(task);
-      }
-      return claimed.length;
-    },
+    runOnce: () => runner.runOnce(),
 
     /** Waits for the deliveries in flight (tests, shutdown). */
-    async settle(): Promise<void> {
-      await Promise.all(inflight);
-    },
+    settle: () => runner.settle(),
 
     async close(): Promise<void> {
-      await Promise.all(inflight);
+      await runner.close();
       await agent.close();
     },
   };
