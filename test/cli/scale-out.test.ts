@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +10,7 @@ import { backend, namespace, storage, testClamdUrl, testStorageEnv } from '../su
 import { ADMIN_KEY, type CallOptions, type Reply, request } from '../support/coffer.ts';
 import { put } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
+import { type CofferProcess, ready, sleep, startProcess, stopAll, until } from '../support/processes.ts';
 import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
 
 // Several processes must share the database and the bytes: the embedded database belongs to one
@@ -22,110 +22,35 @@ if (!enabled) {
   );
 }
 
-const root = join(import.meta.dirname, '../..');
 const FILES = 8;
 const TOKEN_ATTEMPTS = 12;
 const TOKEN_MAX_FILES = 3;
 /** Longer than the retry schedule and a few worker intervals: a duplicate sent late would arrive within it. */
 const QUIET_MS = 1500;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
-
-interface LogLine {
-  msg?: string;
-  file_id?: string;
-  status?: string;
-  [key: string]: unknown;
-}
-
-/** A `coffer serve` or `coffer worker` child process and what it printed. */
-interface Node {
-  name: string;
-  child: ChildProcess;
-  /** Base URL of the API (serve only). */
-  url: string;
-  /** stdout's JSON log lines. */
-  logs: LogLine[];
-  stderr: string;
-}
-
-const nodes: Node[] = [];
-
-function start(name: string, command: 'serve' | 'worker', env: Record<string, string>): Node {
-  const child = spawn(process.execPath, ['src/main.ts', command], {
-    cwd: root,
-    env: { ...process.env, ...env },
-  });
-  const node: Node = { name, child, url: `http://127.0.0.1:${env.PORT}`, logs: [], stderr: '' };
-  nodes.push(node);
-  let partial = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    const lines = (partial + chunk).split('\n');
-    partial = lines.pop()!;
-    for (const line of lines) {
-      try {
-        node.logs.push(JSON.parse(line) as LogLine);
-      } catch {
-        // not a log line
-      }
-    }
-  });
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-    node.stderr += chunk;
-  });
-  return node;
-}
-
-/** A child that died makes every wait fail at once, with what it said. */
-function checkAlive(): void {
-  for (const node of nodes) {
-    if (node.child.exitCode !== null || node.child.signalCode !== null) {
-      throw new Error(
-        `${node.name} exited (${node.child.exitCode ?? node.child.signalCode}): ${node.stderr}`,
-      );
-    }
-  }
-}
-
-/** Polls `check` until it returns something other than undefined/false, or fails after `timeoutMs`. */
-async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    checkAlive();
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-async function stop(node: Node): Promise<void> {
-  if (node.child.exitCode !== null || node.child.signalCode !== null) return;
-  const exited = new Promise((resolve) => node.child.once('exit', resolve));
-  node.child.kill('SIGKILL');
-  await exited;
-}
 
 let db: Db;
 let schema: string;
 let tempDir: string;
 let receiver: Receiver;
 let endpoint: Endpoint;
-let a: Node;
-let b: Node;
-let worker: Node;
+let a: CofferProcess;
+let b: CofferProcess;
+let worker: CofferProcess;
+const nodes: CofferProcess[] = [];
+const start = (name: string, command: 'serve' | 'worker', env: Record<string, string>) => {
+  const node = startProcess(name, command, env);
+  nodes.push(node);
+  return node;
+};
 let projectId: string;
 let apiKey: string;
 
 /** Calls `/v1/projects/{projectId}{path}` on `node` with the project's key unless another token is given. */
 const api = <T = any>(
-  node: Node,
+  node: CofferProcess,
   method: string,
   path: string,
   options: CallOptions = {},
@@ -174,13 +99,7 @@ describe.skipIf(!enabled)('two coffer serve and one coffer worker on one Postgre
     a = start('serve A', 'serve', await own('a'));
     b = start('serve B', 'serve', await own('b'));
     worker = start('worker', 'worker', await own('w'));
-    for (const node of [a, b]) {
-      await until(
-        `${node.name} to be ready`,
-        async () => (await fetch(`${node.url}/health/ready`).catch(() => undefined))?.status === 200,
-        45_000,
-      );
-    }
+    for (const node of [a, b]) await ready(node);
     await until(
       'the worker to start',
       () => worker.logs.some((line) => line.msg === 'workers started'),
@@ -212,7 +131,7 @@ describe.skipIf(!enabled)('two coffer serve and one coffer worker on one Postgre
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(nodes.splice(0).map(stop));
+    await stopAll();
     await receiver?.close();
     if (db) {
       await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);

@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../infra/db.ts';
+import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { removeStaleUploads } from './stale-uploads.ts';
 
 const BATCH = 100;
 
@@ -10,8 +12,15 @@ const BATCH = 100;
  * grace period (such files become `failed`). Object deletion is idempotent, so the purge mark
  * is set only after the objects are gone and a crash in between just repeats the work.
  */
-export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds: number; logger: Logger }) {
-  const { db, store, graceSeconds, logger } = deps;
+export function createCollector(deps: {
+  db: Db;
+  store: ObjectStore;
+  graceSeconds: number;
+  uploadUrlTtlSeconds: number;
+  logger: Logger;
+  metrics?: Metrics;
+}) {
+  const { db, store, graceSeconds, uploadUrlTtlSeconds, logger, metrics } = deps;
 
   /** Deletes every object the files refer to (current content, versions, new content) and marks them purged. */
   async function purge(rows: { id: string; storage_key: string }[]): Promise<void> {
@@ -50,8 +59,8 @@ export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds
   }
 
   return {
-    /** One pass; returns how many files it failed (abandoned) and purged. */
-    async sweep(): Promise<{ abandoned: number; purged: number; rejected: number }> {
+    /** One pass; returns how many files it failed (abandoned) and purged, and the leftovers it removed. */
+    async sweep(): Promise<{ abandoned: number; purged: number; rejected: number; stale: number }> {
       const abandoned = await db.query<{ id: string; storage_key: string }>(
         `UPDATE files SET status = 'failed', failure_reason = 'upload_abandoned', upload_expires_at = NULL, updated_at = now()
          WHERE id IN (
@@ -61,6 +70,7 @@ export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds
          RETURNING id, storage_key`,
         [graceSeconds, BATCH],
       );
+      if (abandoned.length > 0) metrics?.uploads.inc({ outcome: 'expired' }, abandoned.length);
       await purge(abandoned);
       const deleted = await db.query<{ id: string; storage_key: string }>(
         `SELECT id, storage_key FROM files
@@ -70,13 +80,15 @@ export function createCollector(deps: { db: Db; store: ObjectStore; graceSeconds
       );
       await purge(deleted);
       const rejected = await purgeRejectedContent();
-      if (abandoned.length + deleted.length + rejected > 0) {
+      // Bytes of uploads whose process died (temp files, parts, incomplete store uploads).
+      const stale = await removeStaleUploads(db, store, uploadUrlTtlSeconds + graceSeconds);
+      if (abandoned.length + deleted.length + rejected + stale > 0) {
         logger.info(
-          { abandoned: abandoned.length, purged: deleted.length, rejected },
+          { abandoned: abandoned.length, purged: deleted.length, rejected, stale },
           'collected stored objects',
         );
       }
-      return { abandoned: abandoned.length, purged: deleted.length, rejected };
+      return { abandoned: abandoned.length, purged: deleted.length, rejected, stale };
     },
   };
 }
