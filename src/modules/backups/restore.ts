@@ -1,0 +1,87 @@
+import { copyFile, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Config } from '../../config.ts';
+import { lockEmbeddedDatabase, openPglite } from '../../infra/db.ts';
+import { BackupError, DATABASE_FILE, type Manifest, readManifest, verifyBackup } from './manifest.ts';
+
+export interface RestoreSummary {
+  dataDir: string;
+  files: number;
+  objects: number;
+}
+
+/** The lock files of the embedded database (see lockDataDir): not content. */
+const isLockFile = (name: string) => /^coffer\.lock(\.\d+)?$/.test(name);
+
+/** What the data dir holds already: database files and objects; none in a fresh one. */
+async function contentOf(dataDir: string): Promise<string[]> {
+  const list = (folder: string) =>
+    readdir(folder).catch((error: NodeJS.ErrnoException) =>
+      error.code === 'ENOENT' ? [] : Promise.reject(error),
+    );
+  const database = (await list(join(dataDir, 'pglite'))).filter((name) => !isLockFile(name));
+  const objects = await list(join(dataDir, 'objects'));
+  return [
+    ...database.map((name) => join(dataDir, 'pglite', name)),
+    ...objects.map((name) => join(dataDir, 'objects', name)),
+  ];
+}
+
+function checkStorage(manifest: Manifest, config: Pick<Config, 'storage'>): void {
+  if (manifest.storage === config.storage.kind) return;
+  throw new BackupError(
+    manifest.storage === 'local'
+      ? `The backup holds local objects, but COFFER_STORAGE is ${config.storage.kind}: restore with COFFER_STORAGE=local`
+      : 'The backup holds the database alone (its objects are in S3): restore with the same COFFER_STORAGE=s3 settings',
+  );
+}
+
+/**
+ * Restores the backup in `backupDir` into the data dir of `config`: verifies every file against the
+ * manifest before anything is written, takes the embedded database (refused while a server holds
+ * it), then copies the objects and loads the database last. The data dir must hold no database or
+ * objects, unless `force` replaces them.
+ */
+export async function restoreBackup(
+  backupDir: string,
+  config: Pick<Config, 'dataDir' | 'databaseUrl' | 'storage'>,
+  options: { force: boolean },
+): Promise<RestoreSummary> {
+  if (config.databaseUrl) {
+    throw new BackupError(
+      'coffer restore restores the embedded database; PostgreSQL is restored with pg_restore or PITR (see Backups in the README)',
+    );
+  }
+  const manifest = await readManifest(backupDir);
+  checkStorage(manifest, config);
+  await verifyBackup(backupDir, manifest);
+  const unlock = lockEmbeddedDatabase(config.dataDir);
+  try {
+    const present = await contentOf(config.dataDir);
+    if (present.length > 0 && !options.force) {
+      throw new BackupError(
+        `${config.dataDir} already holds a database or objects: restore into a new data dir, or pass --force to replace them`,
+      );
+    }
+    for (const path of present) await rm(path, { recursive: true, force: true });
+    // Objects first: until the database is loaded, a server started on the folder would find none.
+    for (const file of manifest.files) {
+      if (file.path === DATABASE_FILE) continue;
+      const to = join(config.dataDir, ...file.path.split('/'));
+      await mkdir(dirname(to), { recursive: true });
+      await copyFile(join(backupDir, ...file.path.split('/')), to);
+    }
+    const snapshot = new File([await readFile(join(backupDir, DATABASE_FILE))], DATABASE_FILE, {
+      type: 'application/x-gzip',
+    });
+    const db = await openPglite(config.dataDir, { load: snapshot, locked: true });
+    try {
+      await db.query('SELECT count(*) FROM files');
+    } finally {
+      await db.close();
+    }
+    return { dataDir: config.dataDir, files: manifest.files.length, objects: manifest.objects };
+  } finally {
+    unlock();
+  }
+}
