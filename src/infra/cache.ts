@@ -5,6 +5,8 @@ import { withTimeout } from './db.ts';
 export interface Cache {
   /** Whether every process sees the same entries (and evictions), or only this one. */
   readonly shared: boolean;
+  /** The Redis connection behind a shared cache, for counters that need its own commands (rate limits). */
+  readonly redis?: Redis;
   get(key: string): Promise<string | undefined>;
   set(key: string, value: string, ttlSeconds: number): Promise<void>;
   del(key: string): Promise<void>;
@@ -60,12 +62,16 @@ export function redisCache(url: string, keyPrefix = 'coffer:'): Cache {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
+    // A Redis that hangs (accepts, never answers) fails each command instead of stalling requests:
+    // the cache then reads from the database and rate limits fail open.
+    commandTimeout: 500,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   // Connection errors surface through the readiness probe; without a listener ioredis would log them.
   redis.on('error', () => {});
   return {
     shared: true,
+    redis,
     async get(key) {
       return (await redis.get(key)) ?? undefined;
     },

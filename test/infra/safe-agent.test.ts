@@ -104,6 +104,8 @@ describe('webhookUrlProblem lookups', () => {
     const url = 'https://hooks.example.com/x';
     expect(await webhookUrlProblem(url, false, { lookup: to('93.184.215.14') })).toBeUndefined();
     expect(await webhookUrlProblem(url, false, { lookup: to('10.0.0.1') })).toMatch(/non-public address/);
+    expect(await webhookUrlProblem(url, false, { lookup: to('127.0.0.1') })).toMatch(/non-public address/);
+    expect(await webhookUrlProblem(url, false, { lookup: to('::1') })).toMatch(/non-public address/);
     // One non-public address among public ones is enough to refuse the name.
     const mixed = async () => [
       { address: '93.184.215.14', family: 4 },

@@ -5,6 +5,8 @@ export interface Proxy {
   port: number;
   /** Drops every connection and stops accepting new ones. */
   cut(): Promise<void>;
+  /** Keeps every connection open but passes nothing any more, new ones included: a service that hangs (until close). */
+  freeze(): void;
   restore(): Promise<void>;
   close(): Promise<void>;
 }
@@ -13,6 +15,8 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
   const sockets = new Set<Socket>();
   let server: Server | undefined;
   let port = 0;
+  let frozen = false;
+  const pipes = new Set<{ client: Socket; upstream: Socket }>();
   const listen = () =>
     new Promise<void>((resolve) => {
       server = createServer((client) => {
@@ -25,7 +29,11 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
             upstream.destroy();
           });
         }
+        if (frozen) return;
         client.pipe(upstream).pipe(client);
+        const pipe = { client, upstream };
+        pipes.add(pipe);
+        client.on('close', () => pipes.delete(pipe));
       });
       server.listen(port, '127.0.0.1', () => {
         port = (server!.address() as { port: number }).port;
@@ -43,6 +51,13 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
       return port;
     },
     cut,
+    freeze() {
+      frozen = true;
+      for (const { client, upstream } of pipes) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+      }
+    },
     restore: listen,
     close: cut,
   };

@@ -1,0 +1,203 @@
+import rateLimit, { normalizeIP } from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { RateLimitConfig } from '../config.ts';
+import type { Cache } from '../infra/cache.ts';
+import type { Project } from '../modules/projects/schemas.ts';
+import type { Principal } from './auth.ts';
+import { AppError, rateLimited } from './errors.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Which limit counts the route's requests: 'objects' (presigned object URLs, per client IP) or
+     * 'none' (health probes); the API's limits when absent.
+     */
+    limitGroup?: 'objects' | 'none';
+  }
+}
+
+/** Every limit counts requests in fixed windows of one minute. */
+const WINDOW_MS = 60_000;
+/** Counters one process keeps without Redis; the least recently used are dropped past it. */
+const LOCAL_COUNTERS = 20_000;
+/** Addresses remembered as refused for failing authentication, oldest dropped past it. */
+const REMEMBERED_ADDRESSES = 10_000;
+
+/** Whose limit a request counts against, as the 429 body's `details.limit_source` names it. */
+type LimitSource = 'api_key' | 'project' | 'upload_token' | 'client_ip' | 'failed_auth' | 'object_urls';
+
+const DESCRIPTIONS: Record<LimitSource, string> = {
+  api_key: 'for this API key',
+  project: "for this API key (the project's limit)",
+  upload_token: 'for this upload token',
+  client_ip: 'without a credential from this address',
+  failed_auth: 'that failed authentication from this address',
+  object_urls: 'to object URLs from this address',
+};
+
+interface Counter {
+  source: LimitSource;
+  key: string;
+  max: number;
+}
+
+// The counter a request is being charged to: the limiter's key and max are read from the request.
+const COUNTER = Symbol('coffer.rateLimitCounter');
+type Counted = FastifyRequest & { [COUNTER]: Counter };
+
+export interface RateLimits {
+  /**
+   * onRequest, before authentication: health probes pass, object URLs and credential-less requests
+   * are counted per client IP, and an address past its failed-authentication limit is refused before
+   * its credential is looked at (so that guessing learns nothing more).
+   */
+  beforeAuth: onRequestHookHandler;
+  /** onRequest, after authentication: the caller's own limit (API key or upload token). */
+  afterAuth: onRequestHookHandler;
+}
+
+/** An IPv6 client holds a whole /64: its addresses share one counter. */
+const clientAddress = (request: FastifyRequest) => normalizeIP(request.ip ?? 'unknown');
+
+/** A refused request with an unread body closes its connection instead of reading the body through. */
+function closeIfUnread(request: FastifyRequest, reply: FastifyReply): void {
+  const { headers } = request;
+  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  if (hasBody && !request.raw.complete) reply.header('connection', 'close');
+}
+
+/**
+ * Rate limits on @fastify/rate-limit: counters in Redis when the cache has it (shared by every API
+ * node), in process memory otherwise. A counter that cannot be reached lets the request through: a
+ * Redis outage should not stop uploads, and /health/ready reports it.
+ */
+export async function createRateLimits(
+  app: FastifyInstance,
+  limits: RateLimitConfig,
+  cache: Cache,
+): Promise<RateLimits> {
+  await app.register(rateLimit, {
+    global: false,
+    timeWindow: WINDOW_MS,
+    keyGenerator: (request) => (request as Counted)[COUNTER].key,
+    max: (request) => (request as Counted)[COUNTER].max,
+    cache: LOCAL_COUNTERS,
+    ...(cache.redis ? { redis: cache.redis, nameSpace: 'rate-limit:' } : {}),
+  });
+  app.decorateRequest(COUNTER, null);
+  const limiter = app.createRateLimit();
+
+  let lastWarning = 0;
+  /** Counts one request; undefined when the counter could not be reached (fail open). */
+  async function count(request: FastifyRequest, counter: Counter) {
+    (request as Counted)[COUNTER] = counter;
+    try {
+      const state = await limiter(request);
+      return state.isAllowed ? undefined : state;
+    } catch (error) {
+      if (Date.now() - lastWarning > WINDOW_MS) {
+        lastWarning = Date.now();
+        request.log.warn({ err: error }, 'rate limits are not enforced: their counters are unreachable');
+      }
+      return undefined;
+    }
+  }
+
+  const refusal = (counter: Counter, retryAfterMs: number) =>
+    rateLimited(
+      DESCRIPTIONS[counter.source],
+      counter.max,
+      Math.max(1, Math.ceil(retryAfterMs / 1000)),
+      counter.source,
+    );
+
+  /** Counts the request against `counter`: the RateLimit-* headers, or 429 past the limit. */
+  async function charge(request: FastifyRequest, reply: FastifyReply, counter: Counter): Promise<void> {
+    if (counter.max === 0) return;
+    const state = await count(request, counter);
+    if (!state) return;
+    if (state.isExceeded) {
+      closeIfUnread(request, reply);
+      throw refusal(counter, state.ttl);
+    }
+    reply.headers({
+      'ratelimit-limit': state.max,
+      'ratelimit-remaining': state.remaining,
+      'ratelimit-reset': state.ttlInSeconds,
+    });
+  }
+
+  // Addresses past their failed-authentication limit, until when (ms). Kept in each process so that
+  // the check costs no round trip: with Redis, a node learns of it at the first failure it sees itself.
+  const refused = new Map<string, number>();
+  const failures = (address: string): Counter => ({
+    source: 'failed_auth',
+    key: `auth-failures:${address}`,
+    max: limits.authFailuresPerMinute,
+  });
+
+  function refuseGuesser(request: FastifyRequest, reply: FastifyReply): AppError | undefined {
+    if (refused.size === 0) return undefined;
+    const address = clientAddress(request);
+    const until = refused.get(address);
+    if (until === undefined) return undefined;
+    const left = until - Date.now();
+    if (left <= 0) {
+      refused.delete(address);
+      return undefined;
+    }
+    closeIfUnread(request, reply);
+    return refusal(failures(address), left);
+  }
+
+  // Every 401 counts against the client address.
+  app.addHook('onError', async (request, _reply, error) => {
+    if (!(error instanceof AppError) || error.status !== 401 || limits.authFailuresPerMinute === 0) return;
+    const address = clientAddress(request);
+    const state = await count(request, failures(address));
+    if (!state || state.remaining > 0) return;
+    if (refused.size >= REMEMBERED_ADDRESSES) refused.delete(refused.keys().next().value!);
+    refused.set(address, Date.now() + state.ttl);
+  });
+
+  const beforeAuth: onRequestHookHandler = (request, reply, done) => {
+    const { access, limitGroup } = request.routeOptions.config;
+    if (limitGroup === 'none') return done();
+    if (access !== undefined && access !== 'public') return done(refuseGuesser(request, reply));
+    const address = clientAddress(request);
+    const counter: Counter =
+      limitGroup === 'objects'
+        ? { source: 'object_urls', key: `objects:${address}`, max: limits.objectsPerMinute }
+        : { source: 'client_ip', key: `ip:${address}`, max: limits.ipPerMinute };
+    charge(request, reply, counter).then(() => done(), done);
+  };
+
+  /** The caller's counter; none for the admin key (the operator's, as exempt as from IP allowlists). */
+  function callerCounter(principal: Principal, project: Project | null): Counter | undefined {
+    switch (principal.kind) {
+      case 'admin':
+        return undefined;
+      case 'upload_token':
+        return {
+          source: 'upload_token',
+          key: `token:${principal.tokenId}`,
+          max: limits.uploadTokenPerMinute,
+        };
+      case 'api_key': {
+        // The route's project is the key's own once authentication passed (absent on routes without one).
+        const override = project?.settings.rate_limit_per_minute ?? null;
+        return override === null
+          ? { source: 'api_key', key: `key:${principal.keyId}`, max: limits.apiKeyPerMinute }
+          : { source: 'project', key: `key:${principal.keyId}`, max: override };
+      }
+    }
+  }
+
+  const afterAuth: onRequestHookHandler = (request, reply, done) => {
+    const counter = request.principal && callerCounter(request.principal, request.project as Project | null);
+    if (!counter) return done();
+    charge(request, reply, counter).then(() => done(), done);
+  };
+
+  return { beforeAuth, afterAuth };
+}
