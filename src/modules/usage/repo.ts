@@ -1,0 +1,87 @@
+import type { Queryable } from '../../infra/db.ts';
+
+/** The kept numbers of a project (table project_usage); see migration 011 for what each counts. */
+export interface UsageRow {
+  project_id: string;
+  uploading_files: number;
+  uploading_bytes: number;
+  processing_files: number;
+  processing_bytes: number;
+  ready_files: number;
+  ready_bytes: number;
+  failed_files: number;
+  failed_bytes: number;
+  quarantined_files: number;
+  quarantined_bytes: number;
+  deleted_files: number;
+  deleted_bytes: number;
+  versions_bytes: number;
+  versions_reserved_bytes: number;
+}
+
+export type Counter = Exclude<keyof UsageRow, 'project_id'>;
+
+export const COUNTERS: readonly Counter[] = [
+  'uploading_files',
+  'uploading_bytes',
+  'processing_files',
+  'processing_bytes',
+  'ready_files',
+  'ready_bytes',
+  'failed_files',
+  'failed_bytes',
+  'quarantined_files',
+  'quarantined_bytes',
+  'deleted_files',
+  'deleted_bytes',
+  'versions_bytes',
+  'versions_reserved_bytes',
+];
+
+export const emptyUsage = (projectId: string): UsageRow => ({
+  project_id: projectId,
+  ...(Object.fromEntries(COUNTERS.map((counter) => [counter, 0])) as Record<Counter, number>),
+});
+
+/** The totals the quotas apply to. */
+export function totals(row: UsageRow) {
+  return {
+    usedBytes: row.processing_bytes + row.ready_bytes + row.deleted_bytes + row.versions_bytes,
+    reservedBytes: row.uploading_bytes + row.versions_reserved_bytes,
+    files: row.uploading_files + row.processing_files + row.ready_files + row.deleted_files,
+  };
+}
+
+export async function findUsage(q: Queryable, projectId: string): Promise<UsageRow> {
+  const [row] = await q.query<UsageRow>(
+    `SELECT project_id, ${COUNTERS.join(', ')} FROM project_usage WHERE project_id = $1`,
+    [projectId],
+  );
+  return row ?? emptyUsage(projectId);
+}
+
+/**
+ * Per project whose kept numbers differ from the ones its rows give, the difference (actual − kept).
+ * One statement, so both sides are read at the same moment: what it finds is drift, never a change
+ * still in flight (the triggers keep the numbers in the transaction of every change).
+ */
+export async function findDrift(q: Queryable): Promise<UsageRow[]> {
+  const differences = COUNTERS.map((counter) => `a.${counter} - coalesce(u.${counter}, 0) AS ${counter}`);
+  return q.query<UsageRow>(
+    `SELECT * FROM (
+       SELECT a.project_id, ${differences.join(', ')}
+       FROM project_usage_actual a LEFT JOIN project_usage u ON u.project_id = a.project_id
+     ) AS drift
+     WHERE ${COUNTERS.map((counter) => `${counter} <> 0`).join(' OR ')}`,
+  );
+}
+
+/** Adds `delta` to the kept numbers of its project (its row made when missing). */
+export async function addToUsage(q: Queryable, delta: UsageRow): Promise<void> {
+  await q.query(
+    `INSERT INTO project_usage AS u (project_id, ${COUNTERS.join(', ')})
+     VALUES ($1, ${COUNTERS.map((_, i) => `$${i + 2}`).join(', ')})
+     ON CONFLICT (project_id) DO UPDATE SET ${COUNTERS.map((c) => `${c} = u.${c} + excluded.${c}`).join(', ')}`,
+    [delta.project_id, ...COUNTERS.map((counter) => delta[counter])],
+  );
+}
