@@ -1,10 +1,12 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DatabaseUnavailableError } from '../infra/db.ts';
 import { StoreError } from '../infra/storage/object-store.ts';
 import {
   AppError,
   badRequest,
   bodyTooLarge,
   concurrentChange,
+  databaseUnavailable,
   fromHttpStatus,
   internalError,
   invalidJson,
@@ -83,6 +85,7 @@ function fromValidation(error: FastifyError): AppError {
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
   if (error instanceof StoreError) return fromStoreError(error);
+  if (error instanceof DatabaseUnavailableError) return databaseUnavailable();
   const fastifyError = error as FastifyError;
   if (fastifyError?.validation) return fromValidation(fastifyError);
   switch (fastifyError?.code) {

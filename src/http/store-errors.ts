@@ -7,13 +7,14 @@ import {
   invalidRange,
   objectNotFound,
   objectTooLarge,
+  storageFull,
   storeUnavailable,
   validationError,
 } from './errors.ts';
 
 /**
  * The contract's answer to each failure of the object store, with the store's message and details;
- * an unavailable store says nothing of why (the cause, which may name the store, is logged instead).
+ * an unavailable or full store says nothing of why (the cause, which may name a path, is logged instead).
  */
 const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string, unknown>) => AppError> = {
   NoSuchKey: objectNotFound,
@@ -24,6 +25,7 @@ const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string,
   InvalidArgument: badRequest,
   Forbidden: forbidden,
   InvalidRange: invalidRange,
+  InsufficientStorage: storageFull,
   Unavailable: storeUnavailable,
 };
 

@@ -20,7 +20,8 @@ export type WriterReply =
   | { type: 'hashed'; id: number; size: number; identity: string }
   | { type: 'done'; id: number; digest: string }
   | { type: 'aborted'; id: number }
-  | { type: 'error'; id: number; message: string };
+  /** `code`: the system error's (ENOSPC…), so that the store can tell a full disk from other failures. */
+  | { type: 'error'; id: number; message: string; code?: string };
 
 const READ_SIZE = 1024 * 1024;
 /** An upload writes into its descriptor; a digest only reads files (fd -1). */
@@ -90,6 +91,7 @@ port.on('message', (message: WriterRequest) => {
       type: 'error',
       id: message.id,
       message: (error as Error).message,
+      code: (error as NodeJS.ErrnoException).code,
     } satisfies WriterReply);
   }
 });

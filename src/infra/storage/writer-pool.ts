@@ -79,7 +79,7 @@ export class WriterThread {
       job.aborted?.();
     } else {
       if (job.aborted) return; // an abort is on its way: it settles the job
-      this.#fail(reply.id, new Error(reply.message));
+      this.#fail(reply.id, Object.assign(new Error(reply.message), { code: reply.code }));
     }
   }
 
