@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { selfSignedCertificate } from '../test/support/certificate.ts';
+import { type DbKind, databaseFor } from './database.ts';
 import type { ReceiverStats } from './webhook-receiver.ts';
 
 export const KiB = 1024;
@@ -83,6 +84,8 @@ export interface CofferServer {
   peak(): number | undefined;
   /** CPU time (user + system) the server's process used so far, in seconds. */
   cpuSeconds(): number;
+  /** Seconds from its start (the spawn of a child) to the first 200 of /health/ready. */
+  startSeconds: number;
   close(): Promise<void>;
 }
 
@@ -140,12 +143,13 @@ async function waitReady(url: string, child: ChildProcess | undefined, stderr: (
       // not listening yet
     }
     if (Date.now() > deadline) throw new Error(`the Coffer server was not ready within 120 s:\n${stderr()}`);
-    await sleep(100);
+    await sleep(20);
   }
 }
 
 /**
- * Starts Coffer on a free port of 127.0.0.1 with embedded PGlite in `dataDir`, the admin key
+ * Starts Coffer on a free port of 127.0.0.1 with the run's database (embedded PGlite in `dataDir`, or a
+ * PostgreSQL database of its own for `dataDir`: bench/database.ts), the admin key
  * ADMIN_KEY and silent logs, and waits for /health/ready. `child` (the default) runs `src/main.ts serve`
  * (API and workers) in its own process, so that its memory and CPU are measured apart from the client's.
  */
@@ -156,6 +160,7 @@ export async function startCoffer(
 ): Promise<CofferServer> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  const databaseUrl = await databaseFor(dataDir);
   const env: Record<string, string> = {
     PORT: String(port),
     HOST: '127.0.0.1',
@@ -163,6 +168,7 @@ export async function startCoffer(
     COFFER_DATA_DIR: dataDir,
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
+    ...(databaseUrl ? { COFFER_DATABASE_URL: databaseUrl } : {}),
     ...options.env,
   };
   return mode === 'child'
@@ -199,6 +205,7 @@ async function startChild(
   // COFFER_BENCH_SERVER_NODE_ARGS: Node.js options for the server only, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`
   // (a profile per server process, written when it stops).
   const nodeArgs = process.env.COFFER_BENCH_SERVER_NODE_ARGS?.trim().split(/\s+/).filter(Boolean) ?? [];
+  const started = performance.now();
   const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'src/main.ts'), 'serve'], {
     cwd: ROOT,
     env: { ...inherited, ...env, ...(options.caFile ? { NODE_EXTRA_CA_CERTS: options.caFile } : {}) },
@@ -215,11 +222,13 @@ async function startChild(
   const pid = child.pid;
   if (pid === undefined) throw new Error('could not start the Coffer server process');
   await waitReady(url, child, () => stderr);
+  const startSeconds = (performance.now() - started) / 1000;
   return {
     url,
     mode: 'child',
     pid,
     dataDir,
+    startSeconds,
     rss: () => procStatus(pid, 'VmRSS') ?? 0,
     resetPeak: () => resetPeakOf(pid),
     peak: () => procStatus(pid, 'VmHWM'),
@@ -234,6 +243,7 @@ async function startInProcess(
   env: Record<string, string>,
   options: CofferOptions = {},
 ): Promise<CofferServer> {
+  const started = performance.now();
   const [{ buildApp }, { loadConfig }, { openRuntime }, { startWorkers }, { default: pino }] =
     await Promise.all([
       import('../src/app.ts'),
@@ -257,6 +267,7 @@ async function startInProcess(
     mode: 'in-process',
     pid: process.pid,
     dataDir,
+    startSeconds: (performance.now() - started) / 1000,
     rss: () => process.memoryUsage().rss,
     resetPeak: () => resetPeakOf('self'),
     peak: () => procStatus('self', 'VmHWM'),
@@ -275,18 +286,21 @@ async function startInProcess(
 export interface ReferenceServer {
   url: string;
   pid: number;
+  /** Current resident set size of its process, in bytes. */
+  rss(): number;
   /** The folder of its files. */
   dir: string;
   close(): Promise<void>;
 }
 
-/** Starts bench/reference-server.ts (a minimal node:http object server) in a child process, storing into `dir`. */
-export async function startReference(dir: string): Promise<ReferenceServer> {
-  mkdirSync(dir, { recursive: true });
-  const port = await freePort();
-  const child = spawn(process.execPath, [join(ROOT, 'bench/reference-server.ts')], {
+/** A helper server of the benchmarks (bench/<script>) in a child process, once it printed `ready`. */
+async function startHelper(
+  script: string,
+  env: Record<string, string>,
+): Promise<{ pid: number; close(): Promise<void> }> {
+  const child = spawn(process.execPath, [join(ROOT, 'bench', script)], {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), BENCH_REFERENCE_DIR: dir },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const kill = () => {
@@ -301,16 +315,40 @@ export async function startReference(dir: string): Promise<ReferenceServer> {
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       if (text.includes('ready')) ready();
     });
-    child.once('exit', (code) =>
-      fail(new Error(`the reference server exited with code ${code}:\n${stderr}`)),
-    );
+    child.once('exit', (code) => fail(new Error(`bench/${script} exited with code ${code}:\n${stderr}`)));
   });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: child.pid!,
-    dir,
-    close: () => stopChild(child, 5000, kill),
-  };
+  return { pid: child.pid!, close: () => stopChild(child, 5000, kill) };
+}
+
+/** Starts bench/reference-server.ts (a minimal node:http object server) in a child process, storing into `dir`. */
+export async function startReference(dir: string): Promise<ReferenceServer> {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const helper = await startHelper('reference-server.ts', { PORT: String(port), BENCH_REFERENCE_DIR: dir });
+  return { url: `http://127.0.0.1:${port}`, dir, rss: () => procStatus(helper.pid, 'VmRSS') ?? 0, ...helper };
+}
+
+export interface InsertServer {
+  url: string;
+  pid: number;
+  /** CPU time (user + system) of its process so far, in seconds. */
+  cpuSeconds(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts baseline B1, bench/insert-server.ts (a bare Fastify route doing one INSERT), on the run's
+ * database: a PostgreSQL database of its own, or PGlite in `dir`.
+ */
+export async function startInsertServer(dir: string): Promise<InsertServer> {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const databaseUrl = await databaseFor(dir);
+  const helper = await startHelper('insert-server.ts', {
+    PORT: String(port),
+    ...(databaseUrl ? { BENCH_B1_DATABASE_URL: databaseUrl } : { BENCH_B1_DATA_DIR: dir }),
+  });
+  return { url: `http://127.0.0.1:${port}`, cpuSeconds: () => procCpuSeconds(helper.pid), ...helper };
 }
 
 export interface WebhookReceiver {
@@ -680,6 +718,40 @@ export interface Row {
   ratio?: number;
   target?: string;
   met?: boolean;
+  /** The measured number and its unit, for --json; read from `coffer` ("170 uploads/s") when absent. */
+  value?: number;
+  unit?: string;
+}
+
+/** The leading number of a table cell and the unit after it ("−12 MiB" → −12, "MiB"). */
+function quantity(text: string | undefined): { value?: number; unit?: string } {
+  const match = /^([+−-]?)(\d+(?:\.\d+)?)\s*(.*)$/.exec(text?.trim() ?? '');
+  if (!match) return {};
+  return {
+    value: Number(match[2]) * (match[1] === '−' || match[1] === '-' ? -1 : 1),
+    unit: match[3] || undefined,
+  };
+}
+
+/** Every row as data: what `--json FILE` writes, so that runs can be compared. */
+export function jsonRows(sections: Section[]) {
+  return sections.flatMap((section) =>
+    section.rows.map((row) => {
+      const measured = row.value === undefined ? quantity(row.coffer) : { value: row.value, unit: row.unit };
+      return {
+        section: section.title,
+        name: row.benchmark.trim(),
+        value: measured.value ?? null,
+        unit: measured.unit ?? null,
+        text: row.coffer,
+        baseline: row.baseline ?? null,
+        baseline_value: quantity(row.baseline).value ?? null,
+        ratio: row.ratio ?? null,
+        target: row.target ?? null,
+        met: row.met ?? null,
+      };
+    }),
+  );
 }
 
 export interface Section {
@@ -721,6 +793,10 @@ export function printTable(sections: Section[]): void {
 
 export interface BenchContext {
   server: CofferServer;
+  /** The database of every Coffer server of the run (`--db`). */
+  db: DbKind;
+  /** `--name value` options of the command line that are not the runner's own (e.g. `--files` of list). */
+  options: Map<string, string>;
   /** A scratch folder on the same filesystem as the server's data directory (raw baselines go here). */
   scratch: string;
   /** The large transfer size, in MiB (COFFER_BENCH_SIZE_MB, default 1024). */

@@ -1,8 +1,13 @@
 /**
- * `npm run bench [-- <name>…]`: runs the named benchmarks (all when none is named) against a Coffer
- * started for the run, and prints each result as a ratio against a baseline measured in the same run.
+ * `npm run bench [-- <name>…] [--db pglite|postgres] [--json FILE] [--files N]`: runs the named benchmarks
+ * (all when none is named) against a Coffer started for the run, and prints each result as a ratio against
+ * a baseline measured in the same run. `--db postgres` runs every Coffer server of the run on PostgreSQL
+ * (a database of its own on the server of COFFER_BENCH_DATABASE_URL, dropped at the end); `--json FILE`
+ * also writes every row as data, to compare runs; `--files N` sizes the project of `list`.
  *
  * Environment:
+ *   COFFER_BENCH_DATABASE_URL  the PostgreSQL server of --db postgres (any database of it: the run creates its own)
+ *   COFFER_BENCH_LIST_REQUESTS requests per case of `list` (default 100)
  *   COFFER_BENCH_SIZE_MB       large transfer size in MiB (default 1024; a second run at a quarter of it)
  *   COFFER_BENCH_ROUNDS        repetitions of each large transfer and its raw baseline (default 3)
  *   COFFER_BENCH_SMALL_COUNT   small uploads (default 2000); COFFER_BENCH_HEALTH_COUNT /health/live requests (20000)
@@ -25,8 +30,10 @@
  *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
+import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { type DbKind, dropDatabases, useDatabase } from './database.ts';
 import {
   agent,
   type Bench,
@@ -34,6 +41,7 @@ import {
   cleanupNow,
   dropCaches,
   envInteger,
+  jsonRows,
   out,
   printTable,
   type Section,
@@ -41,50 +49,104 @@ import {
   scratchDir,
   startCoffer,
 } from './lib.ts';
+import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
 import { s3 } from './s3.ts';
 import { sdk } from './sdk.ts';
+import { soak } from './soak.ts';
+import { startup } from './startup.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, soak];
+/** Run only when named: `soak` takes ten minutes by default. */
+const ON_REQUEST = new Set(['soak']);
 
 function usage(): string {
-  return `Usage: npm run bench [-- <benchmark>…]\n\nBenchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`;
+  return (
+    'Usage: npm run bench [-- <benchmark>…] [--db pglite|postgres] [--json FILE] [--files N]\n\n' +
+    '  --db      the database of every Coffer server: embedded PGlite (default) or PostgreSQL, a database\n' +
+    '            per server on the server of COFFER_BENCH_DATABASE_URL, dropped at the end\n' +
+    '  --json    also writes every row (name, value, unit, baseline, ratio, target, met) to FILE\n' +
+    '  --files   files seeded by `list` (default 1000000)\n\n' +
+    `Benchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`
+  );
 }
+
+/** Benchmark names and `--name value` options; the runner's own options are `db` and `json`. */
+function parseArgs(args: string[]): { names: string[]; options: Map<string, string> } {
+  const names: string[] = [];
+  const options = new Map<string, string>();
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (!arg.startsWith('--')) {
+      names.push(arg);
+      continue;
+    }
+    const [flag, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
+    const value = inline ?? args[++i];
+    if (!OPTIONS.includes(flag) || value === undefined || value.startsWith('--')) {
+      throw new UsageError(`${arg}: expected one of ${OPTIONS.map((o) => `--${o} VALUE`).join(', ')}`);
+    }
+    options.set(flag, value);
+  }
+  return { names, options };
+}
+
+const OPTIONS = ['db', 'json', 'files'];
+
+class UsageError extends Error {}
 
 async function main(args: string[]): Promise<void> {
   if (args.includes('--help') || args.includes('-h')) {
     out(usage());
     return;
   }
-  const unknown = args.filter((name) => !BENCHES.some((bench) => bench.name === name));
-  if (unknown.length > 0) {
-    process.stderr.write(`Unknown benchmark: ${unknown.join(', ')}\n\n${usage()}`);
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs(args);
+    const unknown = parsed.names.filter((name) => !BENCHES.some((bench) => bench.name === name));
+    if (unknown.length > 0) throw new UsageError(`Unknown benchmark: ${unknown.join(', ')}`);
+    const db = parsed.options.get('db') ?? 'pglite';
+    if (db !== 'pglite' && db !== 'postgres')
+      throw new UsageError(`--db: expected pglite or postgres, got ${db}`);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${error.message}\n\n${usage()}`);
     process.exitCode = 64;
     return;
   }
-  const selected = args.length === 0 ? BENCHES : BENCHES.filter((bench) => args.includes(bench.name));
+  const { names, options } = parsed;
+  const db = (options.get('db') ?? 'pglite') as DbKind;
+  const jsonFile = options.get('json');
+  const selected =
+    names.length === 0
+      ? BENCHES.filter((bench) => !ON_REQUEST.has(bench.name))
+      : BENCHES.filter((bench) => names.includes(bench.name));
   const mode = (process.env.COFFER_BENCH_SERVER?.trim() || 'child') as ServerMode;
   if (mode !== 'child' && mode !== 'in-process')
     throw new Error('COFFER_BENCH_SERVER: expected child or in-process');
 
+  await useDatabase(db);
   const scratch = scratchDir('bench');
   const canDropCaches = dropCaches();
   const server = await startCoffer(join(scratch, 'data'), mode);
   const context: BenchContext = {
     server,
+    db,
+    options,
     scratch,
     sizeMib: envInteger('COFFER_BENCH_SIZE_MB', 1024),
     rounds: envInteger('COFFER_BENCH_ROUNDS', 3),
     canDropCaches,
   };
+  const started = new Date();
 
   out(`# Coffer benchmarks (${new Date().toISOString()})`);
   out();
   out(
     `Node ${process.version}; server: ${mode === 'child' ? `child process \`src/main.ts serve\` (pid ${server.pid})` : 'in this process (client and server share the CPU and the RSS)'}` +
-      ` on ${server.url}, embedded PGlite, log level silent; client: undici in the bench process.`,
+      ` on ${server.url}, ${db === 'pglite' ? 'embedded PGlite' : 'PostgreSQL (a database per server on COFFER_BENCH_DATABASE_URL)'}, log level silent; client: undici in the bench process.`,
   );
   out(
     `Machine: ${availableParallelism()} CPUs, ${Math.round(totalmem() / 1024 ** 3)} GiB RAM, shared by the client, the server and the disk baselines.`,
@@ -110,12 +172,39 @@ async function main(args: string[]): Promise<void> {
   } finally {
     await server.close();
     await agent.close();
+    await dropDatabases();
   }
   printTable(sections);
   out();
   out(
     `Load average (1, 5, 15 min) before: ${loadBefore}; after: ${load()}. Above ~1 before the run, other work shared the ${availableParallelism()} CPUs and the disk: expect noisier ratios.`,
   );
+  if (jsonFile) {
+    writeFileSync(
+      jsonFile,
+      `${JSON.stringify(
+        {
+          started: started.toISOString(),
+          benchmarks: selected.map((bench) => bench.name),
+          db,
+          server: mode,
+          node: process.version,
+          machine: { cpus: availableParallelism(), memory_gib: Math.round(totalmem() / 1024 ** 3) },
+          load_average: { before: loadBefore, after: load() },
+          environment: Object.fromEntries(
+            Object.entries(process.env).filter(
+              ([name]) => name.startsWith('COFFER_BENCH_') && !name.includes('SECRET'),
+            ),
+          ),
+          rows: jsonRows(sections),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    out();
+    out(`Rows written to ${jsonFile}.`);
+  }
   const missed = sections.flatMap((section) => section.rows).filter((row) => row.met === false);
   out();
   out(

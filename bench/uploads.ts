@@ -15,6 +15,7 @@ import {
   agent,
   type Bench,
   type BenchContext,
+  call,
   createProject,
   dropCaches,
   envInteger,
@@ -35,6 +36,7 @@ import {
   rawWrite,
   retainedRssRow,
   type Section,
+  startInsertServer,
   startReference,
 } from './lib.ts';
 
@@ -81,13 +83,23 @@ export async function confirm(
 
 // ----------------------------------------------------------------------------------------- small uploads
 
+/** Targets of the small uploads, by database: uploads/s with 16 in flight, server CPU per upload. */
+const SMALL_TARGETS = {
+  postgres: { rate: 1000, cpuMs: 1 },
+  pglite: { rate: 400, cpuMs: undefined },
+} as const;
+/** Initiate and confirm requests/s against B1 (a bare Fastify route doing one INSERT). */
+const INITIATE_TARGET = 0.7;
+const CONFIRM_TARGET = 0.6;
+
 async function smallUploads(context: BenchContext, project: Project): Promise<Section> {
-  const { server } = context;
+  const { server, db } = context;
   const count = envInteger('COFFER_BENCH_SMALL_COUNT', 2000);
   const healthCount = envInteger('COFFER_BENCH_HEALTH_COUNT', 20_000);
   const concurrency = envInteger('COFFER_BENCH_CONCURRENCY', 16);
   const payload = randomBytes(KiB);
   const steps = { initiate: [] as number[], put: [] as number[], confirm: [] as number[] };
+  const body = (i: number) => ({ filename: `small-${i}.bin`, content_type: CONTENT_TYPE, size_bytes: KiB });
 
   const upload = async (i: number, record: boolean) => {
     const t = performance.now();
@@ -108,47 +120,131 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     await response.body.dump();
     if (response.statusCode !== 200) throw new Error(`/health/live: ${response.statusCode}`);
   };
-
-  progress(`warm-up: 100 small uploads, 1000 GET /health/live`);
-  await pool(100, concurrency, (i) => upload(-1 - i, false));
-  await pool(1000, concurrency, live);
-
-  progress(`GET /health/live × ${healthCount}, ${concurrency} in flight`);
-  const health = await measure(server, () => pool(healthCount, concurrency, live), 0);
-  progress(`small uploads × ${count}, ${concurrency} in flight`);
-  const uploads = await measure(server, () => pool(count, concurrency, (i) => upload(i, true)), 0);
-
-  const healthRate = healthCount / health.seconds;
-  const uploadRate = count / uploads.seconds;
-  const step = (name: keyof typeof steps) =>
-    `${name} ${fmt.ms(mean(steps[name]))} mean / ${fmt.ms(percentile(steps[name], 95))} p95`;
-  return {
-    title: `Small uploads (1 KiB: initiate + PUT + confirm), ${concurrency} in flight`,
-    rows: [
-      {
-        benchmark: `GET /health/live (reference)`,
-        coffer: fmt.perSecond(healthRate, 'req'),
-      },
-      {
-        benchmark: `small uploads × ${count}`,
-        coffer: fmt.perSecond(uploadRate, 'uploads'),
-        baseline: `${fmt.perSecond(healthRate, 'req')} live`,
-        ratio: uploadRate / healthRate,
-      },
-      {
-        benchmark: '  as HTTP requests (3 per upload)',
-        coffer: fmt.perSecond(uploadRate * 3, 'req'),
-        baseline: `${fmt.perSecond(healthRate, 'req')} live`,
-        ratio: (uploadRate * 3) / healthRate,
-      },
-    ],
-    notes: [
-      `latency per step: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
-      `CPU per upload: server ${fmt.ms((uploads.serverCpu / count) * 1000)}, client ${fmt.ms((uploads.clientCpu / count) * 1000)}` +
-        ` (per /health/live request: server ${fmt.ms((health.serverCpu / healthCount) * 1000)}, client ${fmt.ms((health.clientCpu / healthCount) * 1000)})`,
-      `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
-    ],
+  const b1 = await startInsertServer(join(context.scratch, 'b1'));
+  const insert = async (i: number) => {
+    const reply = await call('POST', `${b1.url}/files`, { body: body(i) });
+    expectStatus(reply, 201, 'B1 insert');
   };
+  /** B1 under the same load, with its own process's CPU (the server's measure is Coffer's). */
+  const measureB1 = async () => {
+    const cpu = b1.cpuSeconds();
+    const start = performance.now();
+    await pool(count, concurrency, insert);
+    return { rate: count / ((performance.now() - start) / 1000), cpu: b1.cpuSeconds() - cpu };
+  };
+
+  try {
+    progress('warm-up: 100 small uploads, 1000 GET /health/live, 500 B1 inserts');
+    await pool(100, concurrency, (i) => upload(-1 - i, false));
+    await pool(1000, concurrency, live);
+    await pool(500, concurrency, insert);
+
+    progress(`GET /health/live × ${healthCount}, ${concurrency} in flight`);
+    const health = await measure(server, () => pool(healthCount, concurrency, live), 0);
+    // B1 before and after Coffer's steps: a drift of the machine's load hits both sides alike.
+    progress(`B1 (bare Fastify + one INSERT) × ${count}, ${concurrency} in flight`);
+    const b1Before = await measureB1();
+    progress(`steps apart: initiate × ${count}, PUT × ${count}, confirm × ${count}`);
+    const started: Initiated[] = new Array(count);
+    const initiates = await measure(
+      server,
+      () =>
+        pool(count, concurrency, async (i) => {
+          started[i] = await initiate(project, `step-${i}.bin`, payload.length);
+        }),
+      0,
+    );
+    const puts = await measure(
+      server,
+      () => pool(count, concurrency, (i) => put(started[i]!.upload_url, payload.length, payload)),
+      0,
+    );
+    const confirms = await measure(
+      server,
+      () =>
+        pool(count, concurrency, async (i) => {
+          const file = await confirm(project, started[i]!.file_id);
+          if (file.status !== 'ready') throw new Error(`confirm: the file is ${file.status}, not ready`);
+        }),
+      0,
+    );
+    progress(`small uploads × ${count}, ${concurrency} in flight`);
+    const uploads = await measure(server, () => pool(count, concurrency, (i) => upload(i, true)), 0);
+    progress(`B1 × ${count} again`);
+    const b1After = await measureB1();
+
+    const rate = (m: { seconds: number }) => count / m.seconds;
+    const b1Rate = (b1Before.rate + b1After.rate) / 2;
+    const healthRate = healthCount / health.seconds;
+    const uploadRate = rate(uploads);
+    const cpuMs = (m: { serverCpu: number }) => (m.serverCpu / count) * 1000;
+    const uploadCpu = cpuMs(uploads);
+    const targets = SMALL_TARGETS[db];
+    const b1Label = `${fmt.perSecond(b1Rate, 'req')} B1`;
+    const step = (name: keyof typeof steps) =>
+      `${name} ${fmt.ms(mean(steps[name]))} mean / ${fmt.ms(percentile(steps[name], 95))} p95`;
+    return {
+      title: `Small uploads (1 KiB: initiate + PUT + confirm), ${concurrency} in flight, ${db === 'pglite' ? 'embedded PGlite' : 'PostgreSQL'}`,
+      rows: [
+        { benchmark: 'GET /health/live (reference)', coffer: fmt.perSecond(healthRate, 'req') },
+        {
+          benchmark: `B1: bare Fastify route, one INSERT (${db === 'pglite' ? 'PGlite' : 'pg'})`,
+          coffer: fmt.perSecond(b1Rate, 'req'),
+          baseline: `${fmt.perSecond(healthRate, 'req')} live`,
+          ratio: b1Rate / healthRate,
+        },
+        {
+          benchmark: `initiate × ${count}`,
+          coffer: fmt.perSecond(rate(initiates), 'req'),
+          baseline: b1Label,
+          ratio: rate(initiates) / b1Rate,
+          target: `≥ ${fmt.ratio(INITIATE_TARGET)}`,
+          met: rate(initiates) / b1Rate >= INITIATE_TARGET,
+        },
+        {
+          benchmark: `PUT 1 KiB × ${count}`,
+          coffer: fmt.perSecond(rate(puts), 'req'),
+          baseline: b1Label,
+          ratio: rate(puts) / b1Rate,
+        },
+        {
+          benchmark: `confirm × ${count}`,
+          coffer: fmt.perSecond(rate(confirms), 'req'),
+          baseline: b1Label,
+          ratio: rate(confirms) / b1Rate,
+          target: `≥ ${fmt.ratio(CONFIRM_TARGET)}`,
+          met: rate(confirms) / b1Rate >= CONFIRM_TARGET,
+        },
+        {
+          benchmark: `small uploads × ${count}`,
+          coffer: fmt.perSecond(uploadRate, 'uploads'),
+          baseline: b1Label,
+          ratio: uploadRate / b1Rate,
+          target: `≥ ${targets.rate} uploads/s`,
+          met: uploadRate >= targets.rate,
+        },
+        {
+          benchmark: '  server CPU per upload',
+          coffer: fmt.ms(uploadCpu),
+          value: uploadCpu,
+          unit: 'ms',
+          baseline: `${fmt.ms(((b1Before.cpu + b1After.cpu) * 500) / count)} B1 per insert`,
+          ...(targets.cpuMs === undefined
+            ? {}
+            : { target: `≤ ${fmt.ms(targets.cpuMs)}`, met: uploadCpu <= targets.cpuMs }),
+        },
+      ],
+      notes: [
+        `B1 ${fmt.perSecond(b1Before.rate, 'req')} before Coffer's steps and ${fmt.perSecond(b1After.rate, 'req')} after; the ratios use their mean`,
+        `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
+        `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
+        `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
+        'B1 (bench/insert-server.ts): the same JSON body as initiate, one INSERT into a table as wide as `files` (primary key only), in a process of its own; Coffer runs the same load against initiate and confirm apart, then whole uploads',
+      ],
+    };
+  } finally {
+    await b1.close();
+  }
 }
 
 // ------------------------------------------------------------------------------------- large transfers

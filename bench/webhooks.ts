@@ -47,7 +47,7 @@ import {
 import type { ReceiverStats } from './webhook-receiver.ts';
 
 const RATE_TARGET = 1000;
-const RATIO_TARGET = 0.25;
+const RATIO_TARGET = 0.5;
 /** The dispatcher's deliveries in flight (createDispatcher's default concurrency). */
 const DISPATCHER_CONCURRENCY = 64;
 const RETRY_TAIL = '30,300,3600,21600';
