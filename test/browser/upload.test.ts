@@ -6,18 +6,12 @@
  */
 import { createHash, randomInt } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import {
-  type CORSRule,
-  DeleteBucketCorsCommand,
-  GetBucketCorsCommand,
-  PutBucketCorsCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
 import type { Browser, Page, Request, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/lib/secrets.ts';
-import { s3TestSettings, storage } from '../support/backends.ts';
+import { storage } from '../support/backends.ts';
 import {
+  allowBucketCors,
   bundleForBrowser,
   findChromium,
   launchChromium,
@@ -75,43 +69,6 @@ function expectProgress(events: { loaded: number; total: number }[], stored: num
   expect(events[0]!.loaded).toBe(stored);
   for (let i = 1; i < events.length; i++) expect(events[i]!.loaded).toBeGreaterThan(events[i - 1]!.loaded);
   expect(events.at(-1)!.loaded).toBe(SIZE);
-}
-
-/**
- * On S3 the object URLs are the bucket's: it gets the CORS rule the README tells operators to set,
- * for the page's origin, added to the rules it had (given back at the end: the bucket is shared).
- */
-async function allowBucketCors(origin: string): Promise<() => Promise<void>> {
-  const s3 = s3TestSettings()!;
-  const client = new S3Client({
-    endpoint: s3.endpoint,
-    region: s3.region,
-    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
-    forcePathStyle: true,
-  });
-  const Bucket = s3.bucket;
-  let previous: CORSRule[] | undefined;
-  try {
-    previous = (await client.send(new GetBucketCorsCommand({ Bucket }))).CORSRules;
-  } catch (error) {
-    if ((error as Error).name !== 'NoSuchCORSConfiguration') throw error;
-  }
-  const rule: CORSRule = {
-    AllowedOrigins: [origin],
-    AllowedMethods: ['GET', 'PUT', 'HEAD'],
-    AllowedHeaders: ['*'],
-    ExposeHeaders: ['ETag'],
-    MaxAgeSeconds: 3600,
-  };
-  await client.send(
-    new PutBucketCorsCommand({ Bucket, CORSConfiguration: { CORSRules: [...(previous ?? []), rule] } }),
-  );
-  return async () => {
-    if (previous?.length)
-      await client.send(new PutBucketCorsCommand({ Bucket, CORSConfiguration: { CORSRules: previous } }));
-    else await client.send(new DeleteBucketCorsCommand({ Bucket }));
-    client.destroy();
-  };
 }
 
 describe.runIf(chromiumPath)('the SDK in Chromium, from another origin', () => {

@@ -1,8 +1,16 @@
 import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import {
+  type CORSRule,
+  DeleteBucketCorsCommand,
+  GetBucketCorsCommand,
+  PutBucketCorsCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { build } from 'esbuild';
 import { type Browser, chromium } from 'playwright-core';
+import { s3TestSettings } from './backends.ts';
 
 const DEBIAN_CHROMIUM = '/usr/bin/chromium';
 
@@ -92,5 +100,52 @@ export async function servePage(
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * On S3 the object URLs are the bucket's: it gets the CORS rule the README tells operators to set,
+ * for a page's origin. The bucket is shared by test files running at once, so each adds its own
+ * rule (by ID, checked to be there after writing) and removes only that one at the end.
+ */
+export async function allowBucketCors(origin: string): Promise<() => Promise<void>> {
+  const s3 = s3TestSettings()!;
+  const client = new S3Client({
+    endpoint: s3.endpoint,
+    region: s3.region,
+    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    forcePathStyle: true,
+  });
+  const Bucket = s3.bucket;
+  const ID = `coffer-test ${origin}`;
+  const rules = async (): Promise<CORSRule[]> => {
+    try {
+      return (await client.send(new GetBucketCorsCommand({ Bucket }))).CORSRules ?? [];
+    } catch (error) {
+      if ((error as Error).name === 'NoSuchCORSConfiguration') return [];
+      throw error;
+    }
+  };
+  const write = async (CORSRules: CORSRule[]) => {
+    if (CORSRules.length)
+      await client.send(new PutBucketCorsCommand({ Bucket, CORSConfiguration: { CORSRules } }));
+    else await client.send(new DeleteBucketCorsCommand({ Bucket }));
+  };
+  const rule: CORSRule = {
+    ID,
+    AllowedOrigins: [origin],
+    AllowedMethods: ['GET', 'PUT', 'HEAD'],
+    AllowedHeaders: ['*'],
+    ExposeHeaders: ['ETag'],
+    MaxAgeSeconds: 3600,
+  };
+  // Another file may write the rules between this read and write: written again until it holds.
+  for (let attempt = 0; !(await rules()).some((each) => each.ID === ID); attempt++) {
+    if (attempt === 5) throw new Error(`the bucket's CORS rule for ${origin} does not stay`);
+    await write([...(await rules()).filter((each) => each.ID !== ID), rule]);
+  }
+  return async () => {
+    await write((await rules()).filter((each) => each.ID !== ID));
+    client.destroy();
   };
 }

@@ -1,8 +1,15 @@
 /** The client: the API resources and uploads over one credential, for a platform (browser or Node.js). */
-import { type Api, createApi, type Fetch } from './api.js';
+import { type Api, createApi, type Fetch, type RequestOptions } from './api.js';
 import { invalidInput } from './errors.js';
 import { type FilesApi, filesApi } from './resources/files.js';
 import { type FoldersApi, foldersApi } from './resources/folders.js';
+import {
+  type ApiKeysApi,
+  apiKeysApi,
+  type OrganizationsApi,
+  organizationsApi,
+  whoami,
+} from './resources/management.js';
 import {
   type MetadataSchemaApi,
   metadataSchemaApi,
@@ -17,7 +24,7 @@ import type { ResumeStore } from './resume.js';
 import { type RetryOptions, retryPolicy } from './retry.js';
 import type { UploadSource } from './source.js';
 import type { PutTransport } from './transport.js';
-import type { FileObject } from './types.js';
+import type { FileObject, Identity } from './types.js';
 import { planUpload, type UploadOptions, upload } from './upload.js';
 
 export interface ClientOptions {
@@ -47,6 +54,10 @@ export interface CofferClient<Input> {
   uploadTokens: UploadTokensApi;
   projects: ProjectsApi;
   metadataSchema: MetadataSchemaApi;
+  organizations: OrganizationsApi;
+  apiKeys: ApiKeysApi;
+  /** What the credential is: its kind, its project (null for the admin key) and its scopes. */
+  whoami(options?: RequestOptions): Promise<Identity>;
   /** Any operation of the API by its OpenAPI path, typed from the document. */
   request: Api['call'];
   /** The credential (API key or token) of the requests from now on. */
@@ -91,6 +102,9 @@ export function createCofferClient<Input>(
     uploadTokens: uploadTokensApi(api),
     projects: projectsApi(api),
     metadataSchema: metadataSchemaApi(api),
+    organizations: organizationsApi(api),
+    apiKeys: apiKeysApi(api),
+    whoami: (options) => whoami(api, options),
     request: api.call,
     setToken: api.setToken,
   };

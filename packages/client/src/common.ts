@@ -6,6 +6,7 @@ export type { BodyOf, Method, MethodOf, ParamsOf, Path, QueryOf, ResponseOf } fr
 export type { Progress, ProgressListener } from './progress.js';
 export type { DownloadOptions, FilesApi } from './resources/files.js';
 export type { FoldersApi } from './resources/folders.js';
+export type { ApiKeysApi, OrganizationsApi } from './resources/management.js';
 export type { MetadataSchemaApi, ProjectsApi, UploadTokensApi } from './resources/projects.js';
 export type { VersionsApi, VersionUploadOptions } from './resources/versions.js';
 export type { WebhooksApi } from './resources/webhooks.js';

@@ -87,13 +87,41 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List an organization's projects
+         * @description Newest first.
+         *
+         *     Requires: the admin key.
+         */
+        get: operations["listProjects"];
         put?: never;
         /**
          * Create a project
          * @description Requires: the admin key.
          */
         post: operations["createProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Describe the credential of the request
+         * @description Its kind, its project and its scopes: what a console or a CLI needs to know after signing in with a key. The project's IP allowlist applies.
+         *
+         *     Requires: any API key, upload token or the admin key.
+         */
+        get: operations["whoami"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -119,7 +147,7 @@ export interface paths {
         head?: never;
         /**
          * Update a project
-         * @description Partial update: only the given fields and settings change.
+         * @description Partial update: only the given fields and settings change. The limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).
          *
          *     Requires: scope projects:update.
          */
@@ -207,7 +235,7 @@ export interface paths {
         put?: never;
         /**
          * Initiate an upload
-         * @description Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm.
+         * @description Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm. size_bytes is reserved against the project quotas (403 QUOTA_EXCEEDED when it would pass max_storage_bytes or max_files).
          *
          *     Requires: scope files:upload.
          */
@@ -474,6 +502,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/files/{file_id}/rescan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Scan a file again after the scanner was unavailable
+         * @description Only for a failed file whose failure_reason begins with scan_unavailable (the scanner stayed unreachable for COFFER_SCAN_RETRY_WINDOW_SECONDS): the file is processing again and its scan is queued; file.ready, file.failed or file.quarantined follows. Any other file: 409 INVALID_STATE.
+         *
+         *     Requires: scope files:update_metadata.
+         */
+        post: operations["rescanFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/files/{file_id}/legal-hold": {
         parameters: {
             query?: never;
@@ -705,7 +755,7 @@ export interface paths {
         put?: never;
         /**
          * Upload new content for a file
-         * @description Returns a presigned URL for the new bytes (PUT them with the given Content-Type), then call the confirm endpoint with version_id. The current content stays downloadable until the new content is confirmed and, when the project scans uploads, has passed the pipeline; it then becomes the current content and a version. Only for ready files. Requires versioning_enabled (409 VERSIONING_DISABLED otherwise).
+         * @description Returns a presigned URL for the new bytes (PUT them with the given Content-Type), then call the confirm endpoint with version_id. The current content stays downloadable until the new content is confirmed and, when the project scans uploads, has passed the pipeline; it then becomes the current content and a version. Only for ready files; size_bytes is reserved against max_storage_bytes (403 QUOTA_EXCEEDED). Requires versioning_enabled (409 VERSIONING_DISABLED otherwise).
          *
          *     Requires: scope files:upload.
          */
@@ -782,6 +832,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a project's usage and quotas
+         * @description Files and bytes by status, versions, bytes reserved by uploads in flight, and the quotas (max_storage_bytes, max_files) they are checked against. Kept in the transaction of every change, so exact when read.
+         *
+         *     Requires: scope projects:read.
+         */
+        get: operations["getProjectUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the project's audit log
+         * @description Every management action (organizations, projects and their settings, API keys, webhooks, upload tokens, the metadata schema) and every destructive or privileged file action (delete, legal hold, version restore, rescan), newest first: who (actor_type, actor_id), from where (client_ip), in which request (request_id), on what (targets), and what changed (before, after; never a secret). Filters combine; from/to take ISO 8601 dates or timestamps. Entries are kept COFFER_AUDIT_RETENTION_DAYS days.
+         *
+         *     Requires: scope audit:read.
+         */
+        get: operations["listAuditLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{org_id}/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an organization's audit log
+         * @description The organization's own entries (its creation) and those of all its projects. Every management action (organizations, projects and their settings, API keys, webhooks, upload tokens, the metadata schema) and every destructive or privileged file action (delete, legal hold, version restore, rescan), newest first: who (actor_type, actor_id), from where (client_ip), in which request (request_id), on what (targets), and what changed (before, after; never a secret). Filters combine; from/to take ISO 8601 dates or timestamps. Entries are kept COFFER_AUDIT_RETENTION_DAYS days.
+         *
+         *     Requires: the admin key.
+         */
+        get: operations["listOrganizationAuditLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -793,7 +909,7 @@ export interface components {
                  * @description One of the error catalogue; new codes may be added
                  * @enum {string}
                  */
-                code: "BAD_REQUEST" | "UNAUTHENTICATED" | "TOKEN_EXPIRED" | "INSUFFICIENT_SCOPE" | "PERMISSION_DENIED" | "TOKEN_LIMIT_REACHED" | "QUOTA_EXCEEDED" | "FORBIDDEN" | "NOT_FOUND" | "webhook_not_found" | "CONFLICT" | "INVALID_STATE" | "LEGAL_HOLD" | "VERSIONING_DISABLED" | "FILE_TOO_LARGE" | "REQUEST_TOO_LARGE" | "RANGE_NOT_SATISFIABLE" | "VALIDATION_ERROR" | "invalid_url" | "RATE_LIMITED" | "INTERNAL" | "STORE_UNAVAILABLE";
+                code: "BAD_REQUEST" | "UNAUTHENTICATED" | "TOKEN_EXPIRED" | "INSUFFICIENT_SCOPE" | "PERMISSION_DENIED" | "TOKEN_LIMIT_REACHED" | "QUOTA_EXCEEDED" | "FORBIDDEN" | "NOT_FOUND" | "webhook_not_found" | "CONFLICT" | "INVALID_STATE" | "LEGAL_HOLD" | "VERSIONING_DISABLED" | "FILE_TOO_LARGE" | "REQUEST_TOO_LARGE" | "RANGE_NOT_SATISFIABLE" | "VALIDATION_ERROR" | "invalid_url" | "RATE_LIMITED" | "INTERNAL" | "STORE_UNAVAILABLE" | "DATABASE_UNAVAILABLE" | "STORAGE_FULL";
                 message: string;
                 details?: {
                     [key: string]: unknown;
@@ -823,6 +939,10 @@ export interface components {
             /** @description Comma-separated MIME allowlist; wildcards like image/* and *\/* */
             allowed_mime_types?: string | null;
             max_file_size_bytes?: number | null;
+            /** @description Quota: bytes the project may hold (files, earlier versions, deleted files not yet collected, uploads in flight); null: no limit */
+            max_storage_bytes?: number | null;
+            /** @description Quota: files the project may hold (uploading, processing, ready, deleted not yet collected); null: no limit */
+            max_files?: number | null;
             signed_url_ttl_seconds?: number;
             require_signed_urls?: boolean;
             virus_scan_enabled?: boolean;
@@ -830,16 +950,24 @@ export interface components {
             enforce_schema?: boolean;
             /** @description IPv4 and IPv6 CIDRs */
             ip_allowlist?: string[] | null;
+            /** @description Requests a minute each of the project's API keys may make; null: the server's default. Only the admin key may change it. */
+            rate_limit_per_minute?: number | null;
         };
         ProjectSettings: {
             allowed_mime_types: string | null;
             max_file_size_bytes: number | null;
+            /** @description Quota of bytes; null: no limit */
+            max_storage_bytes: number | null;
+            /** @description Quota of files; null: no limit */
+            max_files: number | null;
             signed_url_ttl_seconds: number;
             require_signed_urls: boolean;
             virus_scan_enabled: boolean;
             versioning_enabled: boolean;
             enforce_schema: boolean;
             ip_allowlist: string[] | null;
+            /** @description Requests a minute per API key of the project; null: the server's default */
+            rate_limit_per_minute: number | null;
         };
         Organization: {
             id: string;
@@ -860,6 +988,19 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        ProjectList: {
+            items: components["schemas"]["Project"][];
+            total: number;
+        };
+        /** @description The credential a request was made with */
+        Identity: {
+            /** @enum {string} */
+            kind: "admin" | "api_key" | "upload_token";
+            /** @description The project of an API key or upload token; null for the admin key */
+            project_id: string | null;
+            /** @description What the credential may do on its project (the admin key: everything, on every project) */
+            scopes: ("upload_tokens:create" | "files:upload" | "files:read" | "files:download" | "files:update_metadata" | "files:delete" | "projects:read" | "projects:update" | "audit:read")[];
         };
         ApiKey: {
             id: string;
@@ -903,7 +1044,7 @@ export interface components {
         };
         CreateApiKeyRequest: {
             name: string;
-            scopes: ("upload_tokens:create" | "files:upload" | "files:read" | "files:download" | "files:update_metadata" | "files:delete" | "projects:read" | "projects:update")[];
+            scopes: ("upload_tokens:create" | "files:upload" | "files:read" | "files:download" | "files:update_metadata" | "files:delete" | "projects:read" | "projects:update" | "audit:read")[];
         };
         /** @description A file */
         File: {
@@ -1219,6 +1360,107 @@ export interface components {
             status: "committed" | "processing";
             file: components["schemas"]["File"];
         };
+        /** @description What a project holds, against its quotas; exact at the moment it is read */
+        ProjectUsage: {
+            project_id: string;
+            storage: {
+                /** @description The max_storage_bytes setting; null: no limit */
+                quota_bytes: number | null;
+                /** @description Bytes held: processing, ready and deleted (not yet collected) files, and versions.bytes */
+                used_bytes: number;
+                /** @description Bytes declared by uploads in flight: uploading files and versions.reserved_bytes. An upload is admitted while used_bytes + reserved_bytes + its size stay within quota_bytes */
+                reserved_bytes: number;
+            };
+            files: {
+                /** @description The max_files setting; null: no limit */
+                quota: number | null;
+                /** @description Files counted against the quota: uploading, processing, ready and deleted */
+                used: number;
+                /** @description Files not deleted by status, and deleted files the collector has not removed yet (failed and quarantined files count for nothing, deleted or not) */
+                by_status: {
+                    uploading: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                    processing: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                    ready: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                    failed: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                    quarantined: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                    deleted: {
+                        /** @description Files */
+                        files: number;
+                        /** @description Their size_bytes, summed */
+                        bytes: number;
+                    };
+                };
+            };
+            versions: {
+                /** @description Objects of earlier versions (each once, the current content is the file) and new versions being checked */
+                bytes: number;
+                /** @description New versions being uploaded */
+                reserved_bytes: number;
+            };
+        };
+        /** @description One recorded action */
+        AuditEntry: {
+            /** @description aud_…; ids sort by time */
+            id: string;
+            /** Format: date-time */
+            created_at: string;
+            organization_id: string;
+            /** @description null for an action on the organization itself */
+            project_id: string | null;
+            /** @enum {string} */
+            action: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+            /** @enum {string} */
+            actor_type: "admin" | "api_key" | "upload_token" | "cli";
+            /** @description The API key (key_…) or upload token (tok_…); null for the admin key */
+            actor_id: string | null;
+            client_ip: string | null;
+            /** @description The x-request-id of the request that made the change */
+            request_id: string | null;
+            /** @description The ids the action was about, e.g. {"file_id": "file_…", "version_id": "ver_…"} */
+            targets: {
+                [key: string]: string;
+            };
+            /** @description The changed fields only (for a creation: the new object), never a secret */
+            before: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The changed fields only (for a creation: the new object), never a secret */
+            after: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /** @description A page of the audit log, newest first; page on with next_cursor (an audit log has no total) */
+        AuditEntryList: {
+            items: components["schemas"]["AuditEntry"][];
+            limit: number;
+            has_more: boolean;
+            next_cursor: string | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -1359,6 +1601,37 @@ export interface operations {
             };
         };
     };
+    listProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectList"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     createProject: {
         parameters: {
             query?: never;
@@ -1381,6 +1654,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    whoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The credential a request was made with */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
                 };
             };
             /** @description The error body of every failed request */
@@ -2161,6 +2463,38 @@ export interface operations {
             };
         };
     };
+    rescanFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                file_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A file */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["File"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     placeLegalHold: {
         parameters: {
             query?: never;
@@ -2878,6 +3212,123 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ConfirmedVersionUpload"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getProjectUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What a project holds, against its quotas; exact at the moment it is read */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectUsage"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listAuditLog: {
+        parameters: {
+            query: {
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                actor_type?: "admin" | "api_key" | "upload_token" | "cli";
+                /** @description An API key or upload token id */
+                actor_id?: string;
+                /** @description ISO 8601; earliest created_at included */
+                from?: string;
+                /** @description ISO 8601; latest created_at included */
+                to?: string;
+                limit: number;
+                /** @description A previous next_cursor */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the audit log, newest first; page on with next_cursor (an audit log has no total) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEntryList"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listOrganizationAuditLog: {
+        parameters: {
+            query: {
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                actor_type?: "admin" | "api_key" | "upload_token" | "cli";
+                /** @description An API key or upload token id */
+                actor_id?: string;
+                /** @description ISO 8601; earliest created_at included */
+                from?: string;
+                /** @description ISO 8601; latest created_at included */
+                to?: string;
+                limit: number;
+                /** @description A previous next_cursor */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the audit log, newest first; page on with next_cursor (an audit log has no total) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEntryList"];
                 };
             };
             /** @description The error body of every failed request */

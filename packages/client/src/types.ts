@@ -55,8 +55,24 @@ export type UploadTokenRequest = Schemas['CreateUploadTokenRequest'];
 export type UploadToken = Schemas['UploadToken'];
 
 export type Project = Schemas['Project'];
+export type ProjectList = Schemas['ProjectList'];
 export type ProjectSettings = Schemas['ProjectSettings'];
+export type CreateProjectRequest = Schemas['CreateProjectRequest'];
 export type UpdateProjectRequest = Schemas['UpdateProjectRequest'];
+
+export type Organization = Schemas['Organization'];
+export type OrganizationList = Schemas['OrganizationList'];
+export type CreateOrganizationRequest = Schemas['CreateOrganizationRequest'];
+
+export type ApiKey = Schemas['ApiKey'];
+export type ApiKeyList = Schemas['ApiKeyList'];
+/** An API key as created: with its `key`, shown only once. */
+export type CreatedApiKey = Schemas['CreatedApiKey'];
+export type CreateApiKeyRequest = Schemas['CreateApiKeyRequest'];
+export type Scope = CreateApiKeyRequest['scopes'][number];
+/** What a credential is: `GET /v1/whoami`. */
+export type Identity = Schemas['Identity'];
+export type CredentialKind = Identity['kind'];
 
 export type MetadataSchema = Schemas['MetadataSchema'];
 export type PutMetadataSchemaRequest = Schemas['SetMetadataSchemaRequest'];

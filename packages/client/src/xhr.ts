@@ -2,6 +2,19 @@
 import { abortedError, networkError } from './errors.js';
 import { asBlob, type PutTransport } from './transport.js';
 
+/**
+ * The response headers a script may read: for another origin, only those its CORS rule exposes.
+ * Asking getResponseHeader for any other one makes the browser log an error, so none is asked for.
+ */
+function readableHeaders(xhr: XMLHttpRequest): Map<string, string> {
+  const headers = new Map<string, string>();
+  for (const line of xhr.getAllResponseHeaders().split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
+  }
+  return headers;
+}
+
 export const xhrTransport: PutTransport = ({ url, body, contentType, size, signal, onProgress }) =>
   new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(abortedError(signal));
@@ -15,11 +28,12 @@ export const xhrTransport: PutTransport = ({ url, body, contentType, size, signa
     xhr.onload = () => {
       settle();
       if (xhr.status >= 200 && xhr.status < 300) onProgress?.(size);
+      const headers = readableHeaders(xhr);
       resolve({
         status: xhr.status,
-        etag: xhr.getResponseHeader('ETag'),
+        etag: headers.get('etag') ?? null,
         text: xhr.responseText,
-        requestId: xhr.getResponseHeader('X-Request-Id'),
+        requestId: headers.get('x-request-id') ?? null,
       });
     };
     xhr.onerror = () => {

@@ -1,7 +1,9 @@
 import type { Api, RequestOptions } from '../api.js';
 import type {
+  CreateProjectRequest,
   MetadataSchema,
   Project,
+  ProjectList,
   PutMetadataSchemaRequest,
   UpdateProjectRequest,
   UploadToken,
@@ -9,6 +11,10 @@ import type {
 } from '../types.js';
 
 export interface ProjectsApi {
+  /** Admin key: a new project of the organization (settings not given take their defaults). */
+  create(organizationId: string, project: CreateProjectRequest, options?: RequestOptions): Promise<Project>;
+  /** Admin key: the organization's projects, newest first. */
+  list(organizationId: string, options?: RequestOptions): Promise<ProjectList>;
   get(projectId: string, options?: RequestOptions): Promise<Project>;
   /** Partial: only the given fields and settings change. */
   update(projectId: string, changes: UpdateProjectRequest, options?: RequestOptions): Promise<Project>;
@@ -28,6 +34,17 @@ export interface MetadataSchemaApi {
 const path = (project_id: string) => ({ project_id });
 
 export const projectsApi = (api: Api): ProjectsApi => ({
+  create: (organizationId, project, options = {}) =>
+    api.call('post', '/v1/organizations/{org_id}/projects', {
+      params: { org_id: organizationId },
+      body: project,
+      ...options,
+    }),
+  list: (organizationId, options = {}) =>
+    api.call('get', '/v1/organizations/{org_id}/projects', {
+      params: { org_id: organizationId },
+      ...options,
+    }),
   get: (projectId, options = {}) =>
     api.call('get', '/v1/projects/{project_id}', { params: path(projectId), ...options }),
   update: (projectId, changes, options = {}) =>
