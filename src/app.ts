@@ -9,11 +9,16 @@ import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
 import type { Config } from './config.ts';
 import { installAuth } from './http/auth.ts';
+import { consoleRoutes } from './http/console.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { badRequest } from './http/errors.ts';
 import { objectRoutes } from './http/object-routes.ts';
+import { createRateLimits } from './http/rate-limit.ts';
+import { installRequestMetrics } from './http/request-metrics.ts';
 import { ErrorBody } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
+import { auditRoutes } from './modules/audit/routes.ts';
+import { auditSchemas } from './modules/audit/schemas.ts';
 import { fileRoutes } from './modules/files/routes.ts';
 import { fileSchemas } from './modules/files/schemas.ts';
 import { folderRoutes } from './modules/folders/routes.ts';
@@ -26,6 +31,8 @@ import { projectRoutes } from './modules/projects/routes.ts';
 import { projectSchemas } from './modules/projects/schemas.ts';
 import { uploadRoutes } from './modules/uploads/routes.ts';
 import { uploadSchemas } from './modules/uploads/schemas.ts';
+import { usageRoutes } from './modules/usage/routes.ts';
+import { usageSchemas } from './modules/usage/schemas.ts';
 import { versionRoutes } from './modules/versions/routes.ts';
 import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
@@ -36,6 +43,12 @@ import type { Services } from './services.ts';
 export const JSON_BODY_LIMIT = 1024 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** How the OpenAPI document names what an endpoint requires, where it is not one scope. */
+const REQUIREMENTS: Record<string, string> = {
+  admin: 'the admin key',
+  authenticated: 'any API key, upload token or the admin key',
+};
 
 /**
  * The request and response bodies that have a name (`$id`): each is registered once and routes refer
@@ -51,6 +64,8 @@ const NAMED_SCHEMAS = [
   ...metadataSchemaSchemas,
   ...webhookSchemas,
   ...versionSchemas,
+  ...usageSchemas,
+  ...auditSchemas,
 ];
 
 function validators() {
@@ -196,6 +211,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     }
   });
   installErrorHandling(app);
+  if (services.metrics) installRequestMetrics(app, services.metrics);
 
   await app.register(cors, {
     origin: config.corsOrigins === '*' ? '*' : config.corsOrigins,
@@ -207,6 +223,9 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       'Content-Disposition',
       'Content-Length',
       'Retry-After',
+      'RateLimit-Limit',
+      'RateLimit-Remaining',
+      'RateLimit-Reset',
       'X-Request-Id',
     ],
     maxAge: 600,
@@ -220,7 +239,9 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
         title: 'Coffer API',
         version: '1.0.0',
         description:
-          'File storage for applications: presigned and multipart uploads, browser upload tokens, scanning, search, versions and signed webhooks.',
+          'File storage for applications: presigned and multipart uploads, browser upload tokens, scanning, search, versions and signed webhooks.\n\n' +
+          'Requests are rate limited per API key, per upload token and per client IP: counted answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, and past a limit the answer is 429 RATE_LIMITED with Retry-After.\n\n' +
+          'A dependency that fails is named, and nothing is half-done: 503 DATABASE_UNAVAILABLE or 503 STORE_UNAVAILABLE (send the request again), 507 STORAGE_FULL when the store has no space left for the bytes of a PUT.',
       },
       servers: [{ url: config.publicUrl }],
       components: {
@@ -246,7 +267,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
         documented.security = [{ bearer: [] }];
         documented.description = [
           schema?.description,
-          `Requires: ${access === 'admin' ? 'the admin key' : `scope ${access}`}.`,
+          `Requires: ${REQUIREMENTS[access] ?? `scope ${access}`}.`,
         ]
           .filter(Boolean)
           .join('\n\n');
@@ -260,9 +281,15 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     app.swagger(),
   );
 
+  // Rate limits around authentication: what needs no credential and refused guessers before it, each
+  // caller's own limit after it.
+  const limits = await createRateLimits(app, config.rateLimits, services.cache);
+  app.addHook('onRequest', limits.beforeAuth);
   installAuth(app, services.credentials);
+  app.addHook('onRequest', limits.afterAuth);
   await app.register(healthRoutes(services.db, services.cache, services.store));
-  if (isLocalStore(services.store)) await app.register(objectRoutes(services.store));
+  if (isLocalStore(services.store)) await app.register(objectRoutes(services.store, services.metrics));
+  await app.register(consoleRoutes(services.store));
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));
@@ -272,6 +299,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       await v1.register(metadataSchemaRoutes(services.schemas));
       await v1.register(webhookRoutes(services.webhooks));
       await v1.register(versionRoutes(services.versions));
+      await v1.register(usageRoutes(services.usage));
+      await v1.register(auditRoutes(services.audit, services.projects));
     },
     { prefix: '/v1' },
   );

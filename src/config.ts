@@ -16,11 +16,35 @@ export interface Config {
   webhookTimeoutMs: number;
   webhookAllowPrivateNetworks: boolean;
   gcGraceSeconds: number;
+  /** How often collection and the reaping of expired multipart sessions run (once per deployment). */
+  gcIntervalSeconds: number;
+  /** Lease of a claimed background job, renewed while it runs: a dead worker's job returns after it. */
+  jobLeaseSeconds: number;
+  /** How long scans (and checksums) are retried while the scanner or the store is unavailable. */
+  scanRetryWindowSeconds: number;
   trustProxy: boolean;
   corsOrigins: string[] | '*';
   uploadUrlTtlSeconds: number;
   multipartExpirySeconds: number;
+  rateLimits: RateLimitConfig;
   logLevel: string;
+  /** Audit log entries older than this are pruned. */
+  auditRetentionDays: number;
+  /** Where `GET /metrics` listens, apart from the API; undefined (no metrics) unless COFFER_METRICS_PORT is set. */
+  metrics: { host: string; port: number } | undefined;
+}
+
+/** Requests a minute each counter allows (0: no limit); see README, Rate limits. */
+export interface RateLimitConfig {
+  /** Per API key (the admin key is exempt); a project's `rate_limit_per_minute` overrides it for its keys. */
+  apiKeyPerMinute: number;
+  uploadTokenPerMinute: number;
+  /** Per client IP: requests without a credential (public routes, unknown paths). */
+  ipPerMinute: number;
+  /** Per client IP: answers 401; past it the address is refused whatever it sends, until the minute ends. */
+  authFailuresPerMinute: number;
+  /** Per client IP: requests to presigned object URLs of the local store. */
+  objectsPerMinute: number;
 }
 
 export type StorageConfig =
@@ -167,6 +191,26 @@ function adminKey(env: Env): string | undefined {
   return raw;
 }
 
+function metrics(env: Env, apiPort: number): Config['metrics'] {
+  const name = 'COFFER_METRICS_PORT';
+  if (read(env, name) === undefined) return undefined;
+  const port = integer(env, name, 0, 1, 65535);
+  // The API port never serves the metrics: the two must not be the same listener.
+  if (port === apiPort) fail(name, 'a port other than PORT', String(port));
+  return { host: read(env, 'COFFER_METRICS_HOST') ?? '127.0.0.1', port };
+}
+
+function rateLimits(env: Env): RateLimitConfig {
+  const perMinute = (name: string, fallback: number) => integer(env, name, fallback, 0, 100_000_000);
+  return {
+    apiKeyPerMinute: perMinute('COFFER_RATE_LIMIT_API_KEY_PER_MINUTE', 60_000),
+    uploadTokenPerMinute: perMinute('COFFER_RATE_LIMIT_UPLOAD_TOKEN_PER_MINUTE', 6_000),
+    ipPerMinute: perMinute('COFFER_RATE_LIMIT_IP_PER_MINUTE', 3_000),
+    authFailuresPerMinute: perMinute('COFFER_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE', 60),
+    objectsPerMinute: perMinute('COFFER_RATE_LIMIT_OBJECTS_PER_MINUTE', 60_000),
+  };
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -191,10 +235,16 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: integer(env, 'COFFER_WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
     webhookAllowPrivateNetworks: boolean(env, 'COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
     gcGraceSeconds: integer(env, 'COFFER_GC_GRACE_SECONDS', 86_400, 0, 31_536_000),
+    gcIntervalSeconds: integer(env, 'COFFER_GC_INTERVAL_SECONDS', 60, 1, 86_400),
+    jobLeaseSeconds: integer(env, 'COFFER_JOB_LEASE_SECONDS', 30, 1, 3600),
+    scanRetryWindowSeconds: integer(env, 'COFFER_SCAN_RETRY_WINDOW_SECONDS', 86_400, 0, 31_536_000),
     trustProxy: boolean(env, 'COFFER_TRUST_PROXY', false),
     corsOrigins: corsOrigins(env),
     uploadUrlTtlSeconds: integer(env, 'COFFER_UPLOAD_URL_TTL_SECONDS', 3600, 1, 604_800),
     multipartExpirySeconds: integer(env, 'COFFER_MULTIPART_EXPIRY_SECONDS', 604_800, 1, 31_536_000),
+    rateLimits: rateLimits(env),
     logLevel,
+    auditRetentionDays: integer(env, 'COFFER_AUDIT_RETENTION_DAYS', 365, 1, 36_500),
+    metrics: metrics(env, port),
   };
 }

@@ -4,7 +4,10 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { DatabaseInUseError } from './infra/db.ts';
+import { serveMetrics } from './infra/metrics.ts';
 import { migrate } from './infra/migrate.ts';
+import { CLI_AUDIT } from './modules/audit/service.ts';
+import { serveBackups } from './modules/backups/control.ts';
 import { SCOPES } from './modules/projects/schemas.ts';
 import { createLogger, openDatabase, openRuntime, type Runtime } from './runtime.ts';
 import { startWorkers } from './workers.ts';
@@ -22,6 +25,8 @@ Commands:
                         create an organization, a project and an API key with every scope
   upload, ls, download, rm
                         client commands against a running Coffer (coffer help client)
+  backup DIR            copy the embedded database and the objects into DIR, also while serving
+  restore DIR [--force] restore a backup into COFFER_DATA_DIR (coffer help backup)
 `;
 
 /** The CLI's own output: what the operator asked to see (never routed through the logger). */
@@ -43,13 +48,17 @@ async function serve(): Promise<void> {
   const runtime = await openRuntime(config, { logger });
   printGeneratedAdminKey(runtime);
   const app = await buildApp({ config, services: runtime.services, logger });
+  const metrics = await serveMetrics(config.metrics, runtime.services.metrics, logger);
+  const backups = await serveBackups(config, runtime.services, logger);
   const workers = startWorkers(runtime.services.workers(), logger);
   onShutdown(logger, async () => {
     // Stops accepting, lets in-flight requests and worker runs finish, then releases the pools.
     // A client that stops reading a download must not hold the shutdown forever.
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     await app.close();
+    await backups.close(); // a backup in progress holds the collector's deletions
     await workers.stop();
+    await metrics?.close();
     await runtime.close();
   });
   await app.listen({ port: config.port, host: config.host });
@@ -59,9 +68,13 @@ async function work(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config);
   const runtime = await openRuntime(config, { logger });
+  const metrics = await serveMetrics(config.metrics, runtime.services.metrics, logger);
+  const backups = await serveBackups(config, runtime.services, logger);
   const workers = startWorkers(runtime.services.workers(), logger);
   onShutdown(logger, async () => {
+    await backups.close();
     await workers.stop();
+    await metrics?.close();
     await runtime.close();
   });
   // The worker may be the first process on a fresh database: then it alone can show the key.
@@ -105,9 +118,9 @@ async function bootstrap(args: string[]): Promise<void> {
   const runtime = await openRuntime(config, { logger: createLogger({ logLevel: 'warn' }) });
   try {
     const { projects } = runtime.services;
-    const organization = await projects.createOrganization(values.org);
-    const project = await projects.createProject(organization.id, values.project);
-    const key = await projects.createApiKey(project.id, 'bootstrap', [...SCOPES]);
+    const organization = await projects.createOrganization(values.org, CLI_AUDIT);
+    const project = await projects.createProject(organization.id, values.project, undefined, CLI_AUDIT);
+    const key = await projects.createApiKey(project.id, 'bootstrap', [...SCOPES], CLI_AUDIT);
     if (runtime.generatedAdminKey) print(`admin key:       ${runtime.generatedAdminKey}  (shown once)`);
     print(`organization_id: ${organization.id}`);
     print(`project_id:      ${project.id}`);
@@ -138,10 +151,17 @@ async function main(argv: string[]): Promise<void> {
       process.exitCode = await runClientCommand(command, rest);
       return;
     }
+    case 'backup':
+    case 'restore': {
+      const { runBackupCommand } = await import('./cli/backup.ts');
+      process.exitCode = await runBackupCommand(command, rest);
+      return;
+    }
     case 'help':
     case '--help':
     case '-h':
-      if (rest[0] === 'client') print((await import('./cli/files.ts')).CLIENT_USAGE);
+      if (rest[0] === 'backup') print((await import('./cli/backup.ts')).BACKUP_USAGE);
+      else if (rest[0] === 'client') print((await import('./cli/files.ts')).CLIENT_USAGE);
       else print(USAGE);
       return;
   }

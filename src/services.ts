@@ -3,21 +3,26 @@ import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
 import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
+import { createPeriodicRunner } from './infra/jobs/index.ts';
+import { createMetrics } from './infra/metrics.ts';
 import type { Scanner } from './infra/scanner/index.ts';
 import type { ObjectStore } from './infra/storage/object-store.ts';
+import { createAuditService } from './modules/audit/service.ts';
 import { createCollector } from './modules/files/collector.ts';
 import { createFileService } from './modules/files/service.ts';
 import { createFolderService } from './modules/folders/service.ts';
+import { registerStateGauges } from './modules/health/gauges.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
 import { createUploadTokenService } from './modules/uploads/tokens.ts';
+import { createUsageService } from './modules/usage/service.ts';
 import { createVersionService } from './modules/versions/service.ts';
 import { createDispatcher } from './modules/webhooks/dispatcher.ts';
 import { createWebhookService } from './modules/webhooks/service.ts';
-import type { Worker } from './workers.ts';
+import { jobWorker, type Worker } from './workers.ts';
 
 export interface Infra {
   config: Config;
@@ -34,48 +39,101 @@ export interface Infra {
 /** The composition root: every service, wired to the infrastructure it was given. */
 export function createServices(infra: Infra) {
   const { config, db, cache, store } = infra;
+  // Only with COFFER_METRICS_PORT set: otherwise nothing is counted, at no cost on any path.
+  const metrics = config.metrics ? createMetrics() : undefined;
+  if (metrics) registerStateGauges(metrics.registry, { db, cache, store });
   // Key and project lookups may be cached only where a revocation or a settings change reaches
   // every server at once: in a shared cache, or in process memory on the embedded database
   // (one process only). Several servers on one PostgreSQL without Redis read them afresh.
   const lookups = cache.shared || db.kind === 'pglite' ? cache : noCache();
   const projects = createProjectService(db, lookups);
+  const audit = createAuditService({ db, retentionDays: config.auditRetentionDays, logger: infra.logger });
   const folders = createFolderService(db);
   const schemas = createMetadataSchemaService(db);
   const files = createFileService({ db, store, folders, schemas });
-  const uploads = createUploadService({ config, db, store, folders, schemas });
+  const uploads = createUploadService({ config, db, store, folders, schemas, metrics });
   const tokens = createUploadTokenService({ db, folders });
-  const multipart = createMultipartService({ config, db, store, uploads, projects, logger: infra.logger });
+  const multipart = createMultipartService({
+    config,
+    db,
+    store,
+    uploads,
+    projects,
+    logger: infra.logger,
+    metrics,
+  });
   const versions = createVersionService({ config, db, store });
+  const usage = createUsageService({ db, logger: infra.logger, metrics });
   const webhooks = createWebhookService({ db, allowPrivateNetworks: config.webhookAllowPrivateNetworks });
   const dispatcher = createDispatcher({
     db,
     logger: infra.logger,
+    metrics,
     options: {
       retrySchedule: config.webhookRetrySchedule,
       timeoutMs: config.webhookTimeoutMs,
       allowPrivateNetworks: config.webhookAllowPrivateNetworks,
       ca: infra.webhookCa,
+      leaseSeconds: config.jobLeaseSeconds,
     },
   });
-  const pipeline = createPipeline({ db, store, scanner: infra.scanner, projects, logger: infra.logger });
+  const pipeline = createPipeline({
+    db,
+    store,
+    scanner: infra.scanner,
+    projects,
+    logger: infra.logger,
+    metrics,
+    options: { leaseSeconds: config.jobLeaseSeconds, retryWindowSeconds: config.scanRetryWindowSeconds },
+  });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
     projects,
     resolveUploadToken: (secret) => tokens.resolve(secret),
   };
-  const collector = createCollector({ db, store, graceSeconds: config.gcGraceSeconds, logger: infra.logger });
+  const collector = createCollector({
+    db,
+    store,
+    graceSeconds: config.gcGraceSeconds,
+    uploadUrlTtlSeconds: config.uploadUrlTtlSeconds,
+    logger: infra.logger,
+    metrics,
+  });
   /** The background work `coffer serve` and `coffer worker` run. */
-  const workers = (): Worker[] => [
-    { name: 'collector', intervalMs: 60_000, run: () => collector.sweep() },
-    { name: 'multipart-reaper', intervalMs: 60_000, run: () => multipart.reap() },
-    { name: 'pipeline', intervalMs: 250, run: async () => (await pipeline.runOnce()) > 0 },
-    {
-      name: 'webhooks',
-      intervalMs: 200,
-      run: async () => (await dispatcher.runOnce()) > 0,
-      stop: () => dispatcher.close(),
-    },
-  ];
+  const workers = (): Worker[] => {
+    // Each runs on one worker of the deployment at a time, every interval (sooner while it finds work).
+    const periodic = createPeriodicRunner({
+      db,
+      leaseSeconds: config.jobLeaseSeconds,
+      logger: infra.logger,
+      tasks: [
+        {
+          name: 'collect',
+          everySeconds: config.gcIntervalSeconds,
+          run: async () => Object.values(await collector.sweep()).some((count) => count > 0),
+        },
+        {
+          name: 'reap-multipart',
+          everySeconds: config.gcIntervalSeconds,
+          run: async () => (await multipart.reap()) > 0,
+        },
+        { name: 'audit-retention', everySeconds: 3600, run: () => audit.prune() },
+        {
+          name: 'reconcile-usage',
+          everySeconds: 3600,
+          run: async () => {
+            await usage.reconcile();
+            return false; // one pass corrects every project
+          },
+        },
+      ],
+    });
+    return [
+      jobWorker('periodic', periodic, 1000),
+      jobWorker('pipeline', pipeline.runner, 250),
+      jobWorker('webhooks', dispatcher, 200),
+    ];
+  };
   return {
     ...infra,
     projects,
@@ -87,11 +145,15 @@ export function createServices(infra: Infra) {
     multipart,
     pipeline,
     versions,
+    usage,
     webhooks,
     dispatcher,
     collector,
+    audit,
     credentials,
     workers,
+    /** Defined when metrics are on (COFFER_METRICS_PORT). */
+    metrics,
   };
 }
 

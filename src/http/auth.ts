@@ -5,8 +5,11 @@ import type { Project, Scope } from '../modules/projects/schemas.ts';
 import type { ProjectService } from '../modules/projects/service.ts';
 import { insufficientScope, notFound, permissionDenied, tokenExpired, unauthenticated } from './errors.ts';
 
-/** What an endpoint requires: a scope, the admin key, or nothing at all. */
-export type Access = Scope | 'admin' | 'public';
+/**
+ * What an endpoint requires: a scope, the admin key, any valid credential ('authenticated': checked
+ * against its own project's IP allowlist), or nothing at all.
+ */
+export type Access = Scope | 'admin' | 'authenticated' | 'public';
 
 export interface UploadTokenPrincipal {
   kind: 'upload_token';
@@ -48,19 +51,26 @@ export interface Credentials {
 // The scheme name is case-insensitive (RFC 9110 §11.1).
 const BEARER = /^bearer +([A-Za-z0-9_-]{1,512})$/i;
 
-async function authenticate(request: FastifyRequest, credentials: Credentials): Promise<Principal> {
+/** Who is calling; for an API key also its project, read with it. */
+async function authenticate(
+  request: FastifyRequest,
+  credentials: Credentials,
+): Promise<{ principal: Principal; project?: Project }> {
   const match = BEARER.exec(request.headers.authorization ?? '');
   if (!match) throw unauthenticated('Send Authorization: Bearer <API key or upload token>');
   const secret = match[1]!;
   if (secret.startsWith('coffer_admin_')) {
-    if (safeEqual(sha256Hex(secret), credentials.adminKeyHash)) return { kind: 'admin', scopes: [] };
+    if (safeEqual(sha256Hex(secret), credentials.adminKeyHash)) {
+      return { principal: { kind: 'admin', scopes: [] } };
+    }
   } else if (secret.startsWith('coffer_live_')) {
-    const key = await credentials.projects.resolveApiKey(secret);
-    if (key) return { kind: 'api_key', ...key };
+    // The key's project comes along with it: it is the project of the request unless that is 404.
+    const found = await credentials.projects.resolveApiKeyWithProject(secret);
+    if (found) return { principal: { kind: 'api_key', ...found.key }, project: found.project };
   } else if (secret.startsWith('coffer_upload_token_')) {
     const token = await credentials.resolveUploadToken(secret);
     if (token === 'expired') throw tokenExpired();
-    if (token) return token;
+    if (token) return { principal: token };
   }
   throw unauthenticated('The API key or upload token is unknown or revoked');
 }
@@ -75,12 +85,15 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
   app.addHook('onRequest', async (request) => {
     const access = request.routeOptions.config.access;
     if (access === undefined || access === 'public') return;
-    const principal = await authenticate(request, credentials);
+    const { principal, project: keyProject } = await authenticate(request, credentials);
     request.principal = principal;
-    const projectId = (request.params as { project_id?: string }).project_id;
+    const named = (request.params as { project_id?: string }).project_id;
+    const own = access === 'authenticated' && principal.kind !== 'admin' ? principal.projectId : undefined;
+    const projectId = named ?? own;
     if (projectId !== undefined) {
       if (principal.kind !== 'admin' && principal.projectId !== projectId) throw notFound('Project');
-      const project = await credentials.projects.getProject(projectId);
+      const project =
+        keyProject?.id === projectId ? keyProject : await credentials.projects.getProject(projectId);
       if (!project) throw notFound('Project');
       request.project = project;
       const allowlist = project.settings.ip_allowlist;
@@ -91,7 +104,8 @@ export function installAuth(app: FastifyInstance, credentials: Credentials): voi
     // Admin-only routes land here too (no scope is 'admin'): after the project check, so that a key
     // of another project learns nothing about the id it named.
     const tokenRefused = principal.kind === 'upload_token' && !request.routeOptions.config.uploadToken;
-    if (principal.kind !== 'admin' && (tokenRefused || !principal.scopes.includes(access as Scope))) {
+    const scopeMissing = access !== 'authenticated' && !principal.scopes.includes(access as Scope);
+    if (principal.kind !== 'admin' && (tokenRefused || scopeMissing)) {
       throw insufficientScope(access);
     }
   });

@@ -2,8 +2,6 @@
  * The error catalogue: every code the API answers (the spec's, spelled as it spells them, and the
  * contract's), in order of status. The OpenAPI document's Error schema lists them, so that a client
  * generated from it gets one union to switch on; an error is built by a factory below, never by hand.
- * QUOTA_EXCEEDED and RATE_LIMITED are the contract's: their factories come with the quota and
- * rate-limit checks that answer them.
  */
 export const ERROR_CODES = [
   'BAD_REQUEST',
@@ -28,6 +26,8 @@ export const ERROR_CODES = [
   'RATE_LIMITED',
   'INTERNAL',
   'STORE_UNAVAILABLE',
+  'DATABASE_UNAVAILABLE',
+  'STORAGE_FULL',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -78,6 +78,30 @@ export const permissionDenied = (message = 'The caller IP address is not in the 
 export const tokenLimitReached = (maxFiles: number) =>
   new AppError(403, 'TOKEN_LIMIT_REACHED', `The upload token has already been used for ${maxFiles} files`, {
     max_files: maxFiles,
+  });
+/**
+ * An upload that would take the project past one of its quotas: `setting` names it (max_storage_bytes
+ * or max_files); `used` is what the project held or had reserved before, `requested` what the upload asked for.
+ */
+export const quotaExceeded = (
+  setting: 'max_storage_bytes' | 'max_files',
+  quota: number,
+  used: number,
+  requested: number,
+) =>
+  new AppError(
+    403,
+    'QUOTA_EXCEEDED',
+    setting === 'max_files'
+      ? `The project holds ${used} of its ${quota} files (max_files): delete files to upload more`
+      : `The upload of ${requested} bytes would exceed the project's ${quota} bytes (max_storage_bytes): ${used} are used or reserved`,
+    { quota, used, requested },
+  );
+/** A project setting that only the operator sets, sent with another credential. */
+export const adminOnlySetting = (field: string) =>
+  new AppError(403, 'INSUFFICIENT_SCOPE', `${field} can be changed with the admin key only`, {
+    field,
+    required_scope: 'admin',
   });
 /** A presigned object URL refused (tampered with, expired, or used for another request). */
 export const forbidden = (message: string, details?: Details) =>
@@ -145,11 +169,43 @@ export const validationError = (message: string, details?: Details) =>
   new AppError(422, 'VALIDATION_ERROR', message, details);
 export const invalidUrl = (message: string) => new AppError(422, 'invalid_url', message, { field: 'url' });
 
+// 429
+/**
+ * Too many requests in the current minute. `what` names whose limit it is ("for this API key"); the
+ * headers say when to try again, in the RateLimit-* fields of every counted answer.
+ */
+export const rateLimited = (what: string, limit: number, retryAfterSeconds: number, limitSource: string) =>
+  new AppError(
+    429,
+    'RATE_LIMITED',
+    `Too many requests ${what}: at most ${limit} a minute; try again in ${retryAfterSeconds} s`,
+    { limit, window_seconds: 60, retry_after_seconds: retryAfterSeconds, limit_source: limitSource },
+    {
+      'retry-after': String(retryAfterSeconds),
+      'ratelimit-limit': String(limit),
+      'ratelimit-remaining': '0',
+      'ratelimit-reset': String(retryAfterSeconds),
+    },
+  );
+
 // 5xx
 export const internalError = () => new AppError(500, 'INTERNAL', 'An internal error occurred');
 /** The object store did not answer or failed; why is logged, never answered (it may name the store). */
 export const storeUnavailable = () =>
   new AppError(503, 'STORE_UNAVAILABLE', 'The object store is unavailable: try again');
+/**
+ * The database did not answer or dropped the connection (why is logged): what the request changed was
+ * not confirmed, and it may be sent again.
+ */
+export const databaseUnavailable = () =>
+  new AppError(503, 'DATABASE_UNAVAILABLE', 'The database is unavailable: try again');
+/** The object store has no space left for the bytes: nothing was kept, the same URL may be retried later. */
+export const storageFull = () =>
+  new AppError(
+    507,
+    'STORAGE_FULL',
+    'The object store has no space left for these bytes: nothing was stored; try again once space is freed',
+  );
 
 /**
  * A 4xx that Fastify raised itself (an unparsable URL, an unsupported method…), keeping its status;

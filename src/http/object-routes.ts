@@ -3,6 +3,7 @@ import { open } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Metrics } from '../infra/metrics.ts';
 import type { LocalObjectStore } from '../infra/storage/local/store.ts';
 import { assertKey, MAX_PART_SIZE, StoreError } from '../infra/storage/object-store.ts';
 import { AppError, badRequest, forbidden, notFound, requestTooLarge } from './errors.ts';
@@ -10,6 +11,9 @@ import { parseRange } from './range.ts';
 
 /** The size of each of the two buffers a download is sent through. */
 const BUFFER_SIZE = 1024 * 1024;
+
+/** Adds bytes to the local store's transfer counter (metrics on). */
+type Count = (bytes: number) => void;
 
 function keyOf(request: FastifyRequest): string {
   const key = (request.params as { '*': string })['*'];
@@ -33,7 +37,7 @@ function sameType(header: string | undefined, signed: string): boolean {
   return sent === expected || (!expected.includes(';') && sent.split(';')[0] === expected);
 }
 
-async function download(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+async function download(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply, sent?: Count) {
   const key = keyOf(request);
   const url = store.verifyUrl('GET', key, request.query);
   if (url.kind !== 'get') throw forbidden('The URL signature is invalid');
@@ -60,7 +64,7 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
     for (const slice of slices) {
       const handle = await open(slice.path, 'r');
       try {
-        await streamFile(handle, response, slice.start, slice.end);
+        await streamFile(handle, response, slice.start, slice.end, sent);
       } finally {
         await handle.close();
       }
@@ -82,6 +86,7 @@ async function streamFile(
   response: ServerResponse,
   start: number,
   end: number,
+  sent?: Count,
 ): Promise<void> {
   const buffers = [Buffer.allocUnsafeSlow(BUFFER_SIZE), Buffer.allocUnsafeSlow(BUFFER_SIZE)];
   const sending: (Promise<void> | undefined)[] = [undefined, undefined];
@@ -94,13 +99,30 @@ async function streamFile(
     if (bytesRead === 0) throw new Error('the object is shorter than its recorded size');
     position += bytesRead;
     sending[turn] = new Promise((resolve, reject) => {
-      response.write(buffer.subarray(0, bytesRead), (error) => (error ? reject(error) : resolve()));
+      response.write(buffer.subarray(0, bytesRead), (error) => {
+        if (error) return reject(error);
+        sent?.(bytesRead);
+        resolve();
+      });
     });
   }
   await Promise.all(sending);
 }
 
-async function upload(store: LocalObjectStore, request: FastifyRequest, reply: FastifyReply) {
+/** Passes the chunks of `source` through, counting them as they are read. */
+async function* counted(source: AsyncIterable<Buffer>, received: Count): AsyncIterable<Buffer> {
+  for await (const chunk of source) {
+    received(chunk.length);
+    yield chunk;
+  }
+}
+
+async function upload(
+  store: LocalObjectStore,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  received?: Count,
+) {
   try {
     const key = keyOf(request);
     const url = store.verifyUrl('PUT', key, request.query);
@@ -119,7 +141,8 @@ async function upload(store: LocalObjectStore, request: FastifyRequest, reply: F
       throw requestTooLarge(MAX_PART_SIZE);
     }
     // Iterating must not destroy the request when the store stops early, so the error can still be answered.
-    const body = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };
+    const chunks = { [Symbol.asyncIterator]: () => request.raw.iterator({ destroyOnReturn: false }) };
+    const body = received ? counted(chunks, received) : chunks;
     const etag = await store.receive(url, body);
     return reply.header('etag', etag).send();
   } catch (error) {
@@ -137,22 +160,30 @@ async function upload(store: LocalObjectStore, request: FastifyRequest, reply: F
  * without a prefix). The plugin is encapsulated: its catch-all content type parser hands PUT bodies
  * over unread, so no body limit or parser applies to them.
  */
-export function objectRoutes(store: LocalObjectStore): FastifyPluginAsync {
+export function objectRoutes(store: LocalObjectStore, metrics?: Metrics): FastifyPluginAsync {
+  const uploaded = metrics?.localStoreBytes.labels('upload');
+  const downloaded = metrics?.localStoreBytes.labels('download');
+  const received = uploaded && ((bytes: number) => uploaded.inc(bytes));
+  const sent = downloaded && ((bytes: number) => downloaded.inc(bytes));
   return async (instance) => {
     instance.removeAllContentTypeParsers();
     instance.addContentTypeParser('*', (_request, _payload, done) => done(null));
-    const options = { schema: { hide: true }, config: { access: 'public' as const } };
+    // Presigned URLs carry their own authority: counted per client IP, apart from the API.
+    const options = {
+      schema: { hide: true },
+      config: { access: 'public' as const, limitGroup: 'objects' as const },
+    };
     instance.route({
       ...options,
       method: ['GET', 'HEAD'],
       url: '/objects/*',
-      handler: (request, reply) => download(store, request, reply),
+      handler: (request, reply) => download(store, request, reply, sent),
     });
     instance.route({
       ...options,
       method: 'PUT',
       url: '/objects/*',
-      handler: (request, reply) => upload(store, request, reply),
+      handler: (request, reply) => upload(store, request, reply, received),
     });
   };
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
@@ -18,7 +18,23 @@ export interface Db extends Queryable {
   tx<T>(work: (q: Queryable) => Promise<T>): Promise<T>;
   /** A trivial query that fails (never hangs) when the database is unreachable. */
   ping(timeoutMs: number): Promise<void>;
+  /** The connections in use and available, for the metrics. */
+  poolStats(): PoolStats;
+  /**
+   * The embedded database only: a copy of all of it (a gzipped tarball of its folder), taken between
+   * transactions, that openPglite can load (a backup).
+   */
+  snapshot?(): Promise<Blob>;
   close(): Promise<void>;
+}
+
+/** A PostgreSQL server's pool; the embedded database is one connection, always open (idle and waiting unknown). */
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle?: number;
+  /** Queries waiting for a connection. */
+  waiting?: number;
 }
 
 const INT8 = 20;
@@ -28,10 +44,49 @@ export interface DbOptions {
   schema?: string;
 }
 
+/**
+ * The database server could not be reached, or dropped the connection (a restart, a failover): the
+ * statement failed, and of its transaction only what a commit confirmed happened.
+ */
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+}
+
+/** Network failures, and PostgreSQL's connection exceptions (class 08) and shutdowns (57P01–57P03). */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01',
+  '57P02',
+  '57P03',
+]);
+/** What node-postgres throws, without a code, when it loses a connection or cannot get one in time. */
+const UNREACHABLE_MESSAGES =
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
+
+/** A DatabaseUnavailableError for a lost or refused connection (the original as its cause); anything else unchanged. */
+function unreachable(error: unknown): unknown {
+  if (!(error instanceof Error) || error instanceof DatabaseUnavailableError) return error;
+  const code = (error as { code?: unknown }).code;
+  const lost =
+    (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08'))) ||
+    UNREACHABLE_MESSAGES.test(error.message);
+  return lost
+    ? new DatabaseUnavailableError(`The database is unavailable: ${error.message}`, { cause: error })
+    : error;
+}
+
 export async function openPostgres(url: string, options: DbOptions = {}): Promise<Db> {
+  const max = 20;
   const pool = new pg.Pool({
     connectionString: url,
-    max: 20,
+    max,
     connectionTimeoutMillis: 2000,
     idleTimeoutMillis: 30_000,
     options: options.schema ? `-c search_path=${options.schema},public` : undefined,
@@ -48,14 +103,28 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
   return {
     kind: 'postgres',
     async query<T>(sql: string, params?: unknown[]) {
-      const result = await pool.query(sql, params as unknown[]);
+      const result = await pool.query(sql, params as unknown[]).catch((error: unknown) => {
+        throw unreachable(error);
+      });
       return result.rows as T[];
     },
     async exec(sql: string) {
-      await pool.query(sql);
+      await pool.query(sql).catch((error: unknown) => {
+        throw unreachable(error);
+      });
     },
     async tx<T>(work: (q: Queryable) => Promise<T>) {
-      const client = await pool.connect();
+      const client = await pool.connect().catch((error: unknown) => {
+        throw unreachable(error);
+      });
+      // A checked-out client has no pool listener: a connection lost between two statements (a
+      // server restart) would be an unhandled 'error' event, which ends the process. It is noted,
+      // and the connection is dropped instead of going back to the pool.
+      let broken: Error | undefined;
+      const onError = (error: Error) => {
+        broken = error;
+      };
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
         const result = await work({
@@ -69,10 +138,13 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
         await client.query('COMMIT');
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw error;
+        await client.query('ROLLBACK').catch((rollbackError: Error) => {
+          broken ??= rollbackError;
+        });
+        throw unreachable(error);
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(broken);
       }
     },
     async ping(timeoutMs: number) {
@@ -81,11 +153,19 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
         timeoutMs,
       );
     },
+    poolStats: () => ({ max, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close() {
       await pool.end();
     },
   };
 }
+
+/**
+ * The embedded database runs in this process's memory: PostgreSQL's default 128 MB of shared
+ * buffers would be most of an idle server's resident memory. The files it reads stay in the
+ * system's page cache, so a smaller pool costs little.
+ */
+const EMBEDDED_SETTINGS = ['-c', 'shared_buffers=16MB'];
 
 /** The embedded database is in use by another process. */
 export class DatabaseInUseError extends Error {}
@@ -100,15 +180,21 @@ export class DatabaseInUseError extends Error {}
 function lockDataDir(path: string): () => void {
   const lock = join(path, 'coffer.lock');
   const self = [process.pid, processStartTime(process.pid)].filter(Boolean).join(' ');
+  // Written aside, then linked into place: the lock appears with its content whole, so a process
+  // starting at the same moment never reads an empty lock and takes it for a stale one.
+  const mine = `${lock}.${process.pid}`;
+  writeFileSync(mine, self);
   for (;;) {
     try {
-      writeFileSync(lock, self, { flag: 'wx' });
+      linkSync(mine, lock);
+      rmSync(mine, { force: true });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const [pid, startTime] = readFileSync(lock, 'utf8').trim().split(/\s+/);
       const holder = Number(pid);
       if (holder && holder !== process.pid && isAlive(holder, startTime)) {
+        rmSync(mine, { force: true });
         throw new DatabaseInUseError(
           `The embedded database in ${path} is in use by another Coffer process (pid ${holder}). Stop it first, or use its API.`,
         );
@@ -124,17 +210,37 @@ function lockDataDir(path: string): () => void {
   };
 }
 
-export async function openPglite(dataDir: string | undefined): Promise<Db> {
+/** Takes the embedded database in `dataDir` for this process (see lockDataDir); returns the release function. */
+export function lockEmbeddedDatabase(dataDir: string): () => void {
+  const path = join(dataDir, 'pglite');
+  mkdirSync(path, { recursive: true });
+  return lockDataDir(path);
+}
+
+export async function openPglite(
+  dataDir: string | undefined,
+  options: {
+    /** A snapshot (Db.snapshot) to load into the empty folder first: a restore. */
+    load?: Blob;
+    /** The caller holds the lock already (lockEmbeddedDatabase) and releases it. */
+    locked?: boolean;
+  } = {},
+): Promise<Db> {
   let path: string | undefined;
   let unlock = () => {};
   if (dataDir) {
     path = join(dataDir, 'pglite');
-    mkdirSync(path, { recursive: true });
-    unlock = lockDataDir(path);
+    if (!options.locked) unlock = lockEmbeddedDatabase(dataDir);
   }
   let db: PGlite;
   try {
-    db = await PGlite.create({ dataDir: path, extensions: { pg_trgm }, parsers: { [INT8]: Number } });
+    db = await PGlite.create({
+      dataDir: path,
+      loadDataDir: options.load,
+      extensions: { pg_trgm },
+      parsers: { [INT8]: Number },
+      startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS],
+    });
   } catch (error) {
     unlock();
     throw error;
@@ -162,6 +268,12 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
     },
     async ping(timeoutMs: number) {
       await withTimeout(db.query('SELECT 1'), timeoutMs);
+    },
+    poolStats: () => ({ max: 1, open: 1 }),
+    async snapshot() {
+      await db.exec('CHECKPOINT'); // less to replay when the copy is opened
+      // Inside a transaction of its own, so that no other is between two of its statements.
+      return db.transaction(() => db.dumpDataDir('gzip'));
     },
     async close() {
       await db.close();

@@ -171,6 +171,22 @@ describe('the coffer command', () => {
     expect(existsSync(join(dir, 'pglite', 'coffer.lock'))).toBe(false);
   });
 
+  it('gives the embedded database to exactly one of two processes started at the same moment', async () => {
+    const dir = freshDir();
+    const env = { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: `coffer_admin_${'e'.repeat(43)}` };
+    const outcomes = await Promise.all(
+      [port(), port()].map((p) =>
+        serve({ ...env, PORT: String(p) }).then(
+          (server) => ({ pid: server.child.pid }),
+          () => undefined,
+        ),
+      ),
+    );
+    const started = outcomes.filter((outcome) => outcome !== undefined);
+    expect(started).toHaveLength(1);
+    expect(lockHolder(dir)).toBe(started[0]!.pid);
+  });
+
   it.runIf(process.platform === 'linux')(
     'takes over a lock whose holder was killed but not yet reaped (a zombie)',
     async () => {

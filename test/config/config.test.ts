@@ -23,6 +23,9 @@ describe('configuration', () => {
       corsOrigins: '*',
       uploadUrlTtlSeconds: 3600,
       multipartExpirySeconds: 604800,
+      scanRetryWindowSeconds: 86400,
+      jobLeaseSeconds: 30,
+      gcIntervalSeconds: 60,
     });
     expect(config.dataDir).toMatch(/\/data$/);
   });
@@ -43,6 +46,9 @@ describe('configuration', () => {
       COFFER_CORS_ORIGINS: 'https://a.example.com,http://localhost:3000',
       COFFER_UPLOAD_URL_TTL_SECONDS: '60',
       COFFER_MULTIPART_EXPIRY_SECONDS: '120',
+      COFFER_SCAN_RETRY_WINDOW_SECONDS: '0',
+      COFFER_JOB_LEASE_SECONDS: '5',
+      COFFER_GC_INTERVAL_SECONDS: '10',
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -59,6 +65,9 @@ describe('configuration', () => {
       corsOrigins: ['https://a.example.com', 'http://localhost:3000'],
       uploadUrlTtlSeconds: 60,
       multipartExpirySeconds: 120,
+      scanRetryWindowSeconds: 0,
+      jobLeaseSeconds: 5,
+      gcIntervalSeconds: 10,
     });
   });
 
@@ -89,7 +98,15 @@ describe('configuration', () => {
     ['COFFER_CORS_ORIGINS', 'example.com'],
     ['COFFER_UPLOAD_URL_TTL_SECONDS', '1.5'],
     ['COFFER_MULTIPART_EXPIRY_SECONDS', 'week'],
+    ['COFFER_SCAN_RETRY_WINDOW_SECONDS', '-1'],
+    ['COFFER_JOB_LEASE_SECONDS', '0'],
+    ['COFFER_GC_INTERVAL_SECONDS', '0.5'],
     ['COFFER_ADMIN_KEY', 'short'],
+    ['COFFER_RATE_LIMIT_API_KEY_PER_MINUTE', '-1'],
+    ['COFFER_RATE_LIMIT_UPLOAD_TOKEN_PER_MINUTE', '1.5'],
+    ['COFFER_RATE_LIMIT_IP_PER_MINUTE', 'many'],
+    ['COFFER_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE', '100000001'],
+    ['COFFER_RATE_LIMIT_OBJECTS_PER_MINUTE', '1e6'],
   ])('rejects %s=%s naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: expected`));
@@ -102,6 +119,31 @@ describe('configuration', () => {
     ['tcp://[::1]:3310'],
   ])('accepts COFFER_CLAMD_URL=%s', (value) => {
     expect(loadConfig({ COFFER_CLAMD_URL: value }).clamdUrl).toBe(value);
+  });
+
+  it('reads the rate limits, 0 turning one off, with defaults that leave busy clients room', () => {
+    expect(loadConfig({}).rateLimits).toEqual({
+      apiKeyPerMinute: 60_000,
+      uploadTokenPerMinute: 6_000,
+      ipPerMinute: 3_000,
+      authFailuresPerMinute: 60,
+      objectsPerMinute: 60_000,
+    });
+    expect(
+      loadConfig({
+        COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: '600',
+        COFFER_RATE_LIMIT_UPLOAD_TOKEN_PER_MINUTE: '120',
+        COFFER_RATE_LIMIT_IP_PER_MINUTE: '0',
+        COFFER_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '10',
+        COFFER_RATE_LIMIT_OBJECTS_PER_MINUTE: '100000000',
+      }).rateLimits,
+    ).toEqual({
+      apiKeyPerMinute: 600,
+      uploadTokenPerMinute: 120,
+      ipPerMinute: 0,
+      authFailuresPerMinute: 10,
+      objectsPerMinute: 100_000_000,
+    });
   });
 
   it('accepts retry delays up to 30 days, with fractions', () => {

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
+import { serveMetrics } from '../../src/infra/metrics.ts';
 import { SCOPES, type Scope, type SettingsInput } from '../../src/modules/projects/schemas.ts';
 import { openRuntime } from '../../src/runtime.ts';
 import type { Services } from '../../src/services.ts';
@@ -96,6 +97,8 @@ export async function startCoffer(
   });
   const app = await buildApp({ config, services: runtime.services });
   await app.listen({ port, host: config.host });
+  // As coffer serve does: GET /metrics on its own listener when COFFER_METRICS_PORT is set.
+  const metrics = await serveMetrics(config.metrics, runtime.services.metrics);
   const workers = options.workers
     ? startWorkers(runtime.services.workers(), pino({ level: 'silent' }))
     : undefined;
@@ -135,6 +138,7 @@ export async function startCoffer(
       await app.close();
       clearTimeout(force);
       await workers?.stop();
+      await metrics?.close();
       await runtime.close();
       await cache.close();
     },

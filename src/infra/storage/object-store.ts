@@ -47,6 +47,8 @@ export type StoreErrorCode =
   | 'Forbidden'
   /** The byte range lies outside the object. */
   | 'InvalidRange'
+  /** The store has no room left for the bytes (a full disk, a quota): nothing was written. */
+  | 'InsufficientStorage'
   /** The store did not answer in time, or failed: nothing was written. */
   | 'Unavailable';
 
@@ -147,6 +149,15 @@ export interface ObjectStore {
   /** Discards the upload's parts; aborting an unknown or finished upload is not an error. */
   abortMultipart(key: string, uploadId: string): Promise<void>;
 
+  /**
+   * Removes what unfinished uploads left behind that nothing will finish any more (a process killed
+   * mid-PUT or mid-part, a store upload whose record was never written): bytes not yet sealed into an
+   * object and multipart uploads, started (local temp files: last written) before `olderThan`,
+   * except the uploads of keys for which `keep` answers true. Sealed and assembled objects are never
+   * touched. Answers how many uploads and temp files it removed.
+   */
+  removeStale(olderThan: Date, keep: (key: string) => Promise<boolean>): Promise<number>;
+
   /** Throws StoreError Unavailable when the store cannot be reached (readiness). */
   check(): Promise<void>;
   close(): Promise<void>;
@@ -156,8 +167,12 @@ export interface ObjectStore {
 const KEY = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
 const MAX_KEY_LENGTH = 1024;
 
+/** Whether `key` has the shape of a key Coffer generates. */
+export const isKey = (key: unknown): key is string =>
+  typeof key === 'string' && key.length <= MAX_KEY_LENGTH && KEY.test(key);
+
 export function assertKey(key: string): void {
-  if (typeof key !== 'string' || key.length > MAX_KEY_LENGTH || !KEY.test(key)) {
+  if (!isKey(key)) {
     throw new StoreError('InvalidArgument', 'Invalid object key', { key: String(key).slice(0, 200) });
   }
 }

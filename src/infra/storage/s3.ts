@@ -22,6 +22,7 @@ import {
   assertKey,
   type ByteRange,
   checkPartNumber,
+  isKey,
   isStoreError,
   MAX_PART_SIZE,
   type ObjectInfo,
@@ -141,20 +142,25 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     }
   }
 
-  /** Every multipart upload still open for exactly `key` (there is one, unless a create was retried). */
-  async function uploadsOf(key: string): Promise<string[]> {
-    const ids: string[] = [];
+  /** The multipart uploads still open under `prefix` (the whole bucket without one), page by page. */
+  async function* openUploads(prefix?: string) {
     let KeyMarker: string | undefined;
     let UploadIdMarker: string | undefined;
     do {
       const page = await call('list uploads', () =>
-        client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: key, KeyMarker, UploadIdMarker })),
+        client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: prefix, KeyMarker, UploadIdMarker })),
       );
-      for (const upload of page.Uploads ?? [])
-        if (upload.Key === key && upload.UploadId) ids.push(upload.UploadId);
+      yield* page.Uploads ?? [];
       KeyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
       UploadIdMarker = page.IsTruncated ? page.NextUploadIdMarker : undefined;
     } while (KeyMarker);
+  }
+
+  /** Every multipart upload still open for exactly `key` (there is one, unless a create was retried). */
+  async function uploadsOf(key: string): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const upload of openUploads(key))
+      if (upload.Key === key && upload.UploadId) ids.push(upload.UploadId);
     return ids;
   }
 
@@ -365,6 +371,20 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         const mapped = toStoreError(error, 'abort multipart upload');
         if (mapped.code !== 'NoSuchUpload' && mapped.code !== 'NoSuchKey') throw mapped;
       }
+    },
+
+    /**
+     * Incomplete multipart uploads (upload URLs never sealed, multipart sessions) initiated before
+     * `olderThan`; keys of another shape are not Coffer's and stay.
+     */
+    async removeStale(olderThan, keep) {
+      let removed = 0;
+      for await (const { Key, UploadId, Initiated } of openUploads()) {
+        if (!isKey(Key) || !UploadId || !Initiated || Initiated >= olderThan || (await keep(Key))) continue;
+        await store.abortMultipart(Key, UploadId);
+        removed++;
+      }
+      return removed;
     },
 
     async check() {

@@ -46,17 +46,17 @@ export async function recordEvent(
     },
   };
   const json = JSON.stringify(payload);
-  await q.query(
+  // One round trip for the event and the webhooks it goes to (a data-modifying WITH always runs).
+  const webhooks = await q.query<{ id: string }>(
     // clock_timestamp(): the moment of the change, not the start of its transaction (which may have
     // waited on a lock while another change to the file went first).
-    `INSERT INTO events (id, project_id, type, file_id, payload, created_at)
-     VALUES ($1, $2, $3, $4, $5::jsonb, clock_timestamp())`,
+    `WITH event AS (
+       INSERT INTO events (id, project_id, type, file_id, payload, created_at)
+       VALUES ($1, $2, $3, $4, $5::jsonb, clock_timestamp())
+     )
+     SELECT id FROM webhooks
+     WHERE project_id = $2 AND is_active AND deleted_at IS NULL AND $3 = ANY (events) ORDER BY id`,
     [id, project.id, type, file.id, json],
-  );
-  const webhooks = await q.query<{ id: string }>(
-    `SELECT id FROM webhooks
-     WHERE project_id = $1 AND is_active AND deleted_at IS NULL AND $2 = ANY (events) ORDER BY id`,
-    [project.id, type],
   );
   if (webhooks.length > 0) {
     // Due at once: the dispatcher holds a first attempt back by the schedule's first delay itself.

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
+import { idBound } from '../../lib/ids.ts';
 import type { Category, FileStatus } from './rules.ts';
 import type { FileObject } from './schemas.ts';
 
@@ -108,6 +109,22 @@ export async function findFile(
   return row;
 }
 
+/** The file and, when it is uploaded in parts, the id of its multipart session: one round trip for confirm. */
+export async function findFileAndSession(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+): Promise<{ file: FileRow; sessionId: string | null } | undefined> {
+  const [row] = await q.query<FileRow & { multipart_session_id: string | null }>(
+    `SELECT ${COLUMNS}, (SELECT s.id FROM multipart_sessions s WHERE s.file_id = files.id) AS multipart_session_id
+     FROM files WHERE project_id = $1 AND id = $2`,
+    [projectId, fileId],
+  );
+  if (!row) return undefined;
+  const { multipart_session_id: sessionId, ...file } = row;
+  return { file, sessionId };
+}
+
 export type FileChanges = Partial<
   Pick<
     FileRow,
@@ -170,6 +187,12 @@ export interface FileFilters {
   uploadTokenId?: string;
 }
 
+/**
+ * A file's id is made (on the server's clock) just before its row (created_at, on the database's): a
+ * file created by a date has an id made by then, give or take this much clock difference.
+ */
+const ID_CLOCK_SLACK_MS = 86_400_000;
+
 function likeEscape(value: string): string {
   return value.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
@@ -196,6 +219,59 @@ function filterSql(projectId: string, filters: FileFilters): { where: string[]; 
   return { where, params };
 }
 
+/** Up to this many matches, a search's page is taken from all its matches, found through its indexes. */
+const FEW_MATCHES = 5000;
+
+/** Deltas a project may gather before a listing folds them into its counts (a fold costs about a page). */
+const FOLD_AFTER = 1000;
+
+/** The one tag a listing is filtered by, when that is its only filter. */
+function onlyTag({ tags, ...others }: FileFilters): string | undefined {
+  const distinct = new Set(tags);
+  const [tag] = distinct;
+  if (distinct.size !== 1 || !tag) return undefined;
+  return Object.values(others).every((value) => value === undefined) ? tag : undefined;
+}
+
+/**
+ * Whether the total of a listing is kept with every change (migration 013), not counted: filtered by
+ * status, category and folder at most, or by one tag alone.
+ */
+function countsKept(filters: FileFilters): boolean {
+  const { folderId, status, category, tags, ...others } = filters;
+  if (tags?.length) return onlyTag(filters) !== undefined;
+  return Object.values(others).every((value) => value === undefined);
+}
+
+/** The kept total of a listing for which countsKept(filters). */
+async function keptTotal(q: Queryable, projectId: string, filters: FileFilters): Promise<number> {
+  const { folderId, status, category } = filters;
+  const tag = onlyTag(filters);
+  const params: unknown[] = [projectId];
+  const where = ['project_id = $1'];
+  const add = (column: string, value: string) => {
+    params.push(value);
+    where.push(`${column} = $${params.length}`);
+  };
+  add('tag', tag ?? '');
+  if (status) add('status', status);
+  if (category) add('category', category);
+  if (folderId !== undefined) add('folder', folderId ?? '');
+  const match = where.join(' AND ');
+  // Over every folder, the folded counts' rows that sum them ('*'); the deltas are of one folder each.
+  const folded = tag === undefined && folderId === undefined ? `${match} AND folder = '*'` : match;
+  const [row] = await q.query<{ total: number; deltas: number }>(
+    `SELECT coalesce(sum(n), 0)::int8 AS total, count(*) FILTER (WHERE delta)::int8 AS deltas FROM (
+       SELECT n, false AS delta FROM file_counts WHERE ${folded}
+       UNION ALL
+       SELECT n, true FROM file_count_deltas WHERE ${match}
+     ) AS kept`,
+    params,
+  );
+  if (row!.deltas > FOLD_AFTER) await q.query('SELECT fold_file_counts($1)', [projectId]);
+  return row!.total;
+}
+
 /** One page, newest first, plus the count of every match (pagination aside). */
 export async function listFiles(
   q: Queryable,
@@ -204,24 +280,47 @@ export async function listFiles(
   page: { limit: number; offset: number; cursor?: string },
 ): Promise<{ rows: FileRow[]; total: number }> {
   const { where, params } = filterSql(projectId, filters);
-  const countSql = `SELECT count(*)::int8 AS total FROM files WHERE ${where.join(' AND ')}`;
   const pageWhere = [...where];
   const pageParams = [...params];
   if (page.cursor !== undefined) {
     pageParams.push(page.cursor);
     pageWhere.push(`id < $${pageParams.length}`);
   }
+  if (filters.dateTo) {
+    // Newest first from the end of the range, not from the newest file.
+    pageParams.push(idBound('file', new Date(filters.dateTo.getTime() + ID_CLOCK_SLACK_MS), 'last'));
+    pageWhere.push(`id <= $${pageParams.length}`);
+  }
   pageParams.push(page.limit + 1);
-  let pageSql = `SELECT ${COLUMNS} FROM files WHERE ${pageWhere.join(' AND ')} ORDER BY id DESC LIMIT $${pageParams.length}`;
+  const limit = `$${pageParams.length}`;
+  let skip = '';
   if (page.cursor === undefined && page.offset > 0) {
     pageParams.push(page.offset);
-    pageSql += ` OFFSET $${pageParams.length}`;
+    skip = ` OFFSET $${pageParams.length}`;
   }
-  const [rows, [count]] = await Promise.all([
-    q.query<FileRow>(pageSql, pageParams),
-    q.query<{ total: number }>(countSql, params),
-  ]);
-  return { rows, total: count!.total };
+  const matching = `SELECT id FROM files WHERE ${pageWhere.join(' AND ')}`;
+  // The rows skipped are found by id alone (from an index, without reading them); only the page is read.
+  const pageOf = (ids: string) =>
+    q.query<FileRow>(
+      `SELECT ${COLUMNS} FROM files WHERE id IN (${ids} ORDER BY id DESC LIMIT ${limit}${skip}) ORDER BY id DESC`,
+      pageParams,
+    );
+  const newestFirst = () => pageOf(matching);
+  if (countsKept(filters)) {
+    const [rows, total] = await Promise.all([newestFirst(), keptTotal(q, projectId, filters)]);
+    return { rows, total };
+  }
+  // Counted first: the planner cannot tell how many files a search matches, and walking every file
+  // newest first for the few that match took a second at a million files. A search of few matches
+  // finds them all through its indexes (OFFSET 0 keeps the LIMIT out of that plan), then sorts them.
+  const [{ total }] = (await q.query<{ total: number }>(
+    `SELECT count(*)::int8 AS total FROM files WHERE ${where.join(' AND ')}`,
+    params,
+  )) as [{ total: number }];
+  const rows = await (total <= FEW_MATCHES
+    ? pageOf(`SELECT id FROM (${matching} OFFSET 0) AS found`)
+    : newestFirst());
+  return { rows, total };
 }
 
 /** Records the SHA-256 of an object once Coffer has read it, on every file that holds it without one. */

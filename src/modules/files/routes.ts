@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
+import { auditContext } from '../audit/service.ts';
 import {
   DownloadQuery,
   DownloadResponse,
@@ -129,6 +130,24 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
       async (request) => files.move(request, request.params.file_id, request.body.folder_id),
     );
 
+    app.post(
+      '/projects/:project_id/files/:file_id/rescan',
+      {
+        config: { access: 'files:update_metadata' },
+        schema: {
+          tags,
+          operationId: 'rescanFile',
+          summary: 'Scan a file again after the scanner was unavailable',
+          description:
+            'Only for a failed file whose failure_reason begins with scan_unavailable (the scanner stayed unreachable for COFFER_SCAN_RETRY_WINDOW_SECONDS): the file is processing again and its scan is queued; file.ready, file.failed or file.quarantined follows. Any other file: 409 INVALID_STATE.',
+          params: FileParams,
+          response: { 202: Ref(FileObject), default: Ref(ErrorBody) },
+        },
+      },
+      async (request, reply) =>
+        reply.code(202).send(await files.rescan(request, request.params.file_id, auditContext(request))),
+    );
+
     app.delete(
       '/projects/:project_id/files/:file_id',
       {
@@ -143,7 +162,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           response: fileResponse,
         },
       },
-      async (request) => files.remove(request, request.params.file_id),
+      async (request) => files.remove(request, request.params.file_id, auditContext(request)),
     );
 
     app.put(
@@ -160,7 +179,8 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           response: fileResponse,
         },
       },
-      async (request) => files.setLegalHold(request, request.params.file_id, true, request.body.reason),
+      async (request) =>
+        files.setLegalHold(request, request.params.file_id, true, request.body.reason, auditContext(request)),
     );
 
     app.delete(
@@ -175,7 +195,8 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           response: fileResponse,
         },
       },
-      async (request) => files.setLegalHold(request, request.params.file_id, false),
+      async (request) =>
+        files.setLegalHold(request, request.params.file_id, false, undefined, auditContext(request)),
     );
   };
 }

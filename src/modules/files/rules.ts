@@ -4,6 +4,12 @@ import { validationError } from '../../http/errors.ts';
 export const FILE_STATUSES = ['uploading', 'processing', 'ready', 'failed', 'quarantined'] as const;
 export type FileStatus = (typeof FILE_STATUSES)[number];
 
+/**
+ * How a failure_reason begins when the file was failed only because it could not be scanned (the
+ * scanner or the store stayed unavailable for the retry window): such a file may be scanned again.
+ */
+export const SCAN_UNAVAILABLE = 'scan_unavailable';
+
 export const CATEGORIES = ['image', 'video', 'audio', 'document', 'archive', 'other'] as const;
 export type Category = (typeof CATEGORIES)[number];
 

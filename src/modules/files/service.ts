@@ -1,4 +1,5 @@
 import type { Principal, UploadTokenPrincipal } from '../../http/auth.ts';
+import { parseDate } from '../../http/dates.ts';
 import {
   badRequest,
   invalidState,
@@ -8,14 +9,17 @@ import {
   validationError,
 } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
+import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { isId } from '../../lib/ids.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { recordAudit } from '../audit/service.ts';
 import { recordEvent } from '../events/outbox.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import * as repo from './repo.ts';
-import { checkMetadataSize, normalizeTags } from './rules.ts';
+import { checkMetadataSize, normalizeTags, SCAN_UNAVAILABLE } from './rules.ts';
 import type { FileObject, ListQuery } from './schemas.ts';
 
 /** Who is asking, about which project: every file operation is scoped by both. */
@@ -94,31 +98,6 @@ export function requireReady(file: Pick<repo.FileRow, 'status'>): void {
       status: file.status,
     });
   }
-}
-
-const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
-const DAY_MS = 86_400_000;
-
-/**
- * An ISO 8601 date or timestamp, read as UTC when it carries no offset. A date alone stands for
- * its first millisecond, or with `wholeDay` its last (a date_to includes the whole day).
- */
-function parseDate(field: string, value: string | undefined, wholeDay = false): Date | undefined {
-  if (value === undefined) return undefined;
-  const match = ISO_8601.exec(value);
-  if (match) {
-    const [, date, time, seconds = '00', fraction = '', zone = 'Z'] = match;
-    const wallClock = `${date}T${time ?? '00:00'}:${seconds}`;
-    const offset = zone.toUpperCase() === 'Z' ? 'Z' : `${zone.slice(0, 3)}:${zone.slice(-2)}`;
-    const parsed = Date.parse(`${wallClock}.${fraction.padEnd(3, '0').slice(0, 3)}${offset}`);
-    // Date.parse rolls 2026-02-31 over into March: only a wall clock that reads back unchanged exists.
-    const asUtc = Date.parse(`${wallClock}Z`);
-    const exists = !Number.isNaN(asUtc) && new Date(asUtc).toISOString().startsWith(wallClock);
-    if (!Number.isNaN(parsed) && exists) {
-      return new Date(wholeDay && time === undefined ? parsed + DAY_MS - 1 : parsed);
-    }
-  }
-  throw badRequest(`${field} must be an ISO 8601 date or timestamp`, { field });
 }
 
 function parseMetadataFilter(value: string | undefined): Record<string, unknown> | undefined {
@@ -228,17 +207,33 @@ export function createFileService(deps: {
     },
 
     /** A quarantined file may be released (so that it can be deleted), never newly held. */
-    setLegalHold(caller: Caller, fileId: string, hold: boolean, reason?: string): Promise<FileObject> {
+    setLegalHold(
+      caller: Caller,
+      fileId: string,
+      hold: boolean,
+      reason: string | undefined,
+      audit: AuditContext,
+    ): Promise<FileObject> {
       return mutate(
         caller,
         fileId,
-        async () => ({ legal_hold: hold, legal_hold_reason: hold ? (reason ?? null) : null }),
+        async (q, file) => {
+          const changes = { legal_hold: hold, legal_hold_reason: hold ? (reason ?? null) : null };
+          await recordAudit(q, audit, {
+            action: hold ? 'file.legal_hold.place' : 'file.legal_hold.release',
+            projectId: caller.project.id,
+            targets: { file_id: file.id },
+            before: { legal_hold: file.legal_hold },
+            after: changes,
+          });
+          return changes;
+        },
         { allowQuarantined: !hold },
       );
     },
 
     /** Soft delete: the file answers 404 from now on; its objects are removed after the grace period. */
-    async remove(caller: Caller, fileId: string): Promise<FileObject> {
+    async remove(caller: Caller, fileId: string, audit: AuditContext): Promise<FileObject> {
       return db.tx(async (q) => {
         const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true), {
           allowQuarantined: true,
@@ -246,7 +241,45 @@ export function createFileService(deps: {
         if (file.legal_hold) throw legalHold();
         const deleted = await repo.updateFile(q, caller.project.id, file.id, { deleted_at: new Date() });
         await recordEvent(q, caller.project, 'file.deleted', deleted!);
+        await recordAudit(q, audit, {
+          action: 'file.delete',
+          projectId: caller.project.id,
+          targets: { file_id: file.id },
+        });
         return repo.toFileObject(deleted!);
+      });
+    },
+
+    /**
+     * Scans a file again that was failed only because it could not be scanned (the scanner stayed
+     * unavailable for the retry window): the file is `processing` again and its scan job queued, in
+     * one transaction. Any other file is refused with 409 INVALID_STATE.
+     */
+    async rescan(caller: Caller, fileId: string, audit: AuditContext): Promise<FileObject> {
+      return db.tx(async (q) => {
+        const file = visibleFile(caller, await repo.findFile(q, caller.project.id, fileId, true));
+        if (file.status !== 'failed' || !file.failure_reason?.startsWith(SCAN_UNAVAILABLE)) {
+          throw invalidState(
+            `Only files failed because the scanner was unavailable can be scanned again; this file is ${file.status}`,
+            { status: file.status, failure_reason: file.failure_reason },
+          );
+        }
+        const queued = await repo.updateFile(
+          q,
+          caller.project.id,
+          file.id,
+          { status: 'processing', failure_reason: null },
+          'failed',
+        );
+        await enqueueJob(q, 'scan', caller.project.id, file.id);
+        await recordAudit(q, audit, {
+          action: 'file.rescan',
+          projectId: caller.project.id,
+          targets: { file_id: file.id },
+          before: { status: file.status, failure_reason: file.failure_reason },
+          after: { status: queued!.status, failure_reason: queued!.failure_reason },
+        });
+        return repo.toFileObject(queued!);
       });
     },
   };

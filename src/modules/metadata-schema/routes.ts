@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { auditContext } from '../audit/service.ts';
 import { MetadataSchema, SetMetadataSchemaBody } from './schemas.ts';
 import type { MetadataSchemaService } from './service.ts';
 
@@ -22,7 +23,8 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
           response: { 200: Ref(MetadataSchema), default: Ref(ErrorBody) },
         },
       },
-      async (request) => schemas.put(request.project.id, request.body.schema, request.body.is_active),
+      async (request) =>
+        schemas.put(request.project.id, request.body.schema, request.body.is_active, auditContext(request)),
     );
     app.get(
       '/projects/:project_id/metadata-schema',
@@ -51,7 +53,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
         },
       },
       async (request, reply) => {
-        await schemas.remove(request.project.id);
+        await schemas.remove(request.project.id, auditContext(request));
         return reply.code(204).send();
       },
     );

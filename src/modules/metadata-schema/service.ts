@@ -2,6 +2,8 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { notFound, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { changedFields, recordAudit } from '../audit/service.ts';
 import type { Project } from '../projects/schemas.ts';
 
 export interface MetadataSchema {
@@ -33,9 +35,13 @@ export function createMetadataSchemaService(db: Db) {
   // Compiled validators by project, reused while the stored schema is unchanged.
   const compiled = new Map<string, { updatedAt: string; validate: ValidateFunction }>();
 
-  async function find(q: Queryable, projectId: string): Promise<MetadataSchema | undefined> {
+  async function find(
+    q: Queryable,
+    projectId: string,
+    forUpdate = false,
+  ): Promise<MetadataSchema | undefined> {
     const [row] = await q.query<Row>(
-      'SELECT schema, is_active, created_at, updated_at FROM metadata_schemas WHERE project_id = $1',
+      `SELECT schema, is_active, created_at, updated_at FROM metadata_schemas WHERE project_id = $1${forUpdate ? ' FOR UPDATE' : ''}`,
       [projectId],
     );
     return row && toSchema(row);
@@ -52,6 +58,7 @@ export function createMetadataSchemaService(db: Db) {
       projectId: string,
       schema: Record<string, unknown>,
       isActive: boolean,
+      audit: AuditContext,
     ): Promise<MetadataSchema> {
       try {
         newAjv().compile(schema);
@@ -61,20 +68,41 @@ export function createMetadataSchemaService(db: Db) {
           reason: (error as Error).message,
         });
       }
-      const [row] = await db.query<Row>(
-        `INSERT INTO metadata_schemas (project_id, schema, is_active) VALUES ($1, $2::jsonb, $3)
-         ON CONFLICT (project_id) DO UPDATE SET schema = excluded.schema, is_active = excluded.is_active, updated_at = now()
-         RETURNING schema, is_active, created_at, updated_at`,
-        [projectId, JSON.stringify(schema), isActive],
-      );
-      return toSchema(row!);
+      return db.tx(async (q) => {
+        const current = await find(q, projectId, true);
+        const [row] = await q.query<Row>(
+          `INSERT INTO metadata_schemas (project_id, schema, is_active) VALUES ($1, $2::jsonb, $3)
+           ON CONFLICT (project_id) DO UPDATE SET schema = excluded.schema, is_active = excluded.is_active, updated_at = now()
+           RETURNING schema, is_active, created_at, updated_at`,
+          [projectId, JSON.stringify(schema), isActive],
+        );
+        const after = { schema: row!.schema, is_active: row!.is_active };
+        await recordAudit(q, audit, {
+          action: 'metadata_schema.set',
+          projectId,
+          targets: { project_id: projectId },
+          ...(current
+            ? changedFields({ schema: current.schema, is_active: current.is_active }, after)
+            : { after }),
+        });
+        return toSchema(row!);
+      });
     },
 
-    async remove(projectId: string): Promise<void> {
-      const rows = await db.query('DELETE FROM metadata_schemas WHERE project_id = $1 RETURNING project_id', [
-        projectId,
-      ]);
-      if (rows.length === 0) throw notFound('Metadata schema');
+    async remove(projectId: string, audit: AuditContext): Promise<void> {
+      await db.tx(async (q) => {
+        const [row] = await q.query<Pick<Row, 'schema' | 'is_active'>>(
+          'DELETE FROM metadata_schemas WHERE project_id = $1 RETURNING schema, is_active',
+          [projectId],
+        );
+        if (!row) throw notFound('Metadata schema');
+        await recordAudit(q, audit, {
+          action: 'metadata_schema.delete',
+          projectId,
+          targets: { project_id: projectId },
+          before: { schema: row.schema, is_active: row.is_active },
+        });
+      });
     },
 
     /**

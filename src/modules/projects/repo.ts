@@ -1,5 +1,12 @@
 import type { Queryable } from '../../infra/db.ts';
-import type { ApiKey, Organization, Project, Scope, Settings } from './schemas.ts';
+import {
+  type ApiKey,
+  DEFAULT_SETTINGS,
+  type Organization,
+  type Project,
+  type Scope,
+  type Settings,
+} from './schemas.ts';
 
 interface ProjectRow {
   id: string;
@@ -12,6 +19,8 @@ interface ProjectRow {
 
 const toProject = (row: ProjectRow): Project => ({
   ...row,
+  // Settings added since the project was stored read as their defaults.
+  settings: { ...DEFAULT_SETTINGS, ...row.settings },
   created_at: row.created_at.toISOString(),
   updated_at: row.updated_at.toISOString(),
 });
@@ -47,9 +56,20 @@ export async function insertProject(
   return toProject(row!);
 }
 
-export async function findProject(q: Queryable, id: string): Promise<Project | undefined> {
+/** The organization's projects, newest first. */
+export async function listProjects(q: Queryable, organizationId: string): Promise<Project[]> {
+  const rows = await q.query<ProjectRow>(
+    `SELECT id, organization_id, name, settings, created_at, updated_at FROM projects
+     WHERE organization_id = $1 ORDER BY id DESC`,
+    [organizationId],
+  );
+  return rows.map(toProject);
+}
+
+/** The project; `forUpdate` locks it until the transaction ends (not against key references). */
+export async function findProject(q: Queryable, id: string, forUpdate = false): Promise<Project | undefined> {
   const [row] = await q.query<ProjectRow>(
-    'SELECT id, organization_id, name, settings, created_at, updated_at FROM projects WHERE id = $1',
+    `SELECT id, organization_id, name, settings, created_at, updated_at FROM projects WHERE id = $1${forUpdate ? ' FOR NO KEY UPDATE' : ''}`,
     [id],
   );
   return row && toProject(row);
@@ -118,13 +138,18 @@ export async function revokeApiKey(
   return row?.key_hash;
 }
 
-export async function findActiveApiKeyByHash(
+/** The active key with this hash and its project, in one round trip. */
+export async function findActiveApiKeyWithProject(
   q: Queryable,
   hash: string,
-): Promise<{ id: string; project_id: string; scopes: Scope[] } | undefined> {
-  const [row] = await q.query<{ id: string; project_id: string; scopes: Scope[] }>(
-    'SELECT id, project_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+): Promise<{ key: { id: string; project_id: string; scopes: Scope[] }; project: Project } | undefined> {
+  const [row] = await q.query<ProjectRow & { key_id: string; scopes: Scope[] }>(
+    `SELECT k.id AS key_id, k.scopes, p.id, p.organization_id, p.name, p.settings, p.created_at, p.updated_at
+     FROM api_keys k JOIN projects p ON p.id = k.project_id
+     WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
     [hash],
   );
-  return row;
+  if (!row) return undefined;
+  const { key_id, scopes, ...project } = row;
+  return { key: { id: key_id, project_id: project.id, scopes }, project: toProject(project) };
 }

@@ -1,20 +1,28 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { adminOnlySetting } from '../../http/errors.ts';
 import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { auditContext } from '../audit/service.ts';
 import {
   ApiKeyList,
   CreateApiKeyBody,
   CreatedApiKey,
   CreateOrganizationBody,
   CreateProjectBody,
+  Identity,
   Organization,
   OrganizationList,
   Project,
+  ProjectList,
+  SCOPES,
   UpdateProjectBody,
 } from './schemas.ts';
 import type { ProjectService } from './service.ts';
 
 const errors = { default: Ref(ErrorBody) };
+
+/** Settings that bound a tenant: set by the operator (admin key), never by the project's own keys. */
+const OPERATOR_SETTINGS = ['rate_limit_per_minute', 'max_storage_bytes', 'max_files'] as const;
 
 export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -30,7 +38,8 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           response: { 201: Ref(Organization), ...errors },
         },
       },
-      async (request, reply) => reply.code(201).send(await projects.createOrganization(request.body.name)),
+      async (request, reply) =>
+        reply.code(201).send(await projects.createOrganization(request.body.name, auditContext(request))),
     );
 
     app.get(
@@ -67,8 +76,53 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         reply
           .code(201)
           .send(
-            await projects.createProject(request.params.org_id, request.body.name, request.body.settings),
+            await projects.createProject(
+              request.params.org_id,
+              request.body.name,
+              request.body.settings,
+              auditContext(request),
+            ),
           ),
+    );
+
+    app.get(
+      '/organizations/:org_id/projects',
+      {
+        config: { access: 'admin' },
+        schema: {
+          tags: ['Management'],
+          operationId: 'listProjects',
+          summary: "List an organization's projects",
+          description: 'Newest first.',
+          params: Type.Object({ org_id: Type.String() }),
+          response: { 200: Ref(ProjectList), ...errors },
+        },
+      },
+      async (request) => {
+        const items = await projects.listProjects(request.params.org_id);
+        return { items, total: items.length };
+      },
+    );
+
+    app.get(
+      '/whoami',
+      {
+        config: { access: 'authenticated', uploadToken: true },
+        schema: {
+          tags: ['Management'],
+          operationId: 'whoami',
+          summary: 'Describe the credential of the request',
+          description:
+            "Its kind, its project and its scopes: what a console or a CLI needs to know after signing in with a key. The project's IP allowlist applies.",
+          response: { 200: Ref(Identity), ...errors },
+        },
+      },
+      async (request) => {
+        const { principal } = request;
+        return principal.kind === 'admin'
+          ? { kind: principal.kind, project_id: null, scopes: [...SCOPES] }
+          : { kind: principal.kind, project_id: principal.projectId, scopes: principal.scopes };
+      },
     );
 
     app.get(
@@ -94,13 +148,24 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           tags: ['Management'],
           operationId: 'updateProject',
           summary: 'Update a project',
-          description: 'Partial update: only the given fields and settings change.',
+          description:
+            'Partial update: only the given fields and settings change. The limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).',
           params: ProjectParams,
           body: Ref(UpdateProjectBody),
           response: { 200: Ref(Project), ...errors },
         },
       },
-      async (request) => projects.updateProject(request.project.id, request.body),
+      async (request) => {
+        // A tenant does not lift its own limits: the operator sets them.
+        if (request.principal.kind !== 'admin') {
+          for (const name of OPERATOR_SETTINGS) {
+            const value = request.body.settings?.[name];
+            if (value !== undefined && value !== request.project.settings[name])
+              throw adminOnlySetting(`settings.${name}`);
+          }
+        }
+        return projects.updateProject(request.project.id, request.body, auditContext(request));
+      },
     );
 
     app.post(
@@ -120,7 +185,14 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
       async (request, reply) =>
         reply
           .code(201)
-          .send(await projects.createApiKey(request.project.id, request.body.name, request.body.scopes)),
+          .send(
+            await projects.createApiKey(
+              request.project.id,
+              request.body.name,
+              request.body.scopes,
+              auditContext(request),
+            ),
+          ),
     );
 
     app.get(
@@ -155,7 +227,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
         },
       },
       async (request, reply) => {
-        await projects.revokeApiKey(request.project.id, request.params.key_id);
+        await projects.revokeApiKey(request.project.id, request.params.key_id, auditContext(request));
         return reply.code(204).send();
       },
     );

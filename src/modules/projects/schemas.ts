@@ -10,11 +10,15 @@ export const SCOPES = [
   'files:delete',
   'projects:read',
   'projects:update',
+  'audit:read',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** The largest object S3 stores; no project ceiling can go beyond it. */
 export const MAX_OBJECT_BYTES = 5 * 1024 ** 4;
+
+/** The highest per-key rate limit a project may be given. */
+export const MAX_RATE_LIMIT_PER_MINUTE = 100_000_000;
 
 export const SettingsInput = Type.Object(
   {
@@ -27,6 +31,26 @@ export const SettingsInput = Type.Object(
       ),
     ),
     max_file_size_bytes: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_OBJECT_BYTES }))),
+    max_storage_bytes: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: Number.MAX_SAFE_INTEGER,
+          description:
+            'Quota: bytes the project may hold (files, earlier versions, deleted files not yet collected, uploads in flight); null: no limit',
+        }),
+      ),
+    ),
+    max_files: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: Number.MAX_SAFE_INTEGER,
+          description:
+            'Quota: files the project may hold (uploading, processing, ready, deleted not yet collected); null: no limit',
+        }),
+      ),
+    ),
     signed_url_ttl_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 86_400 })),
     require_signed_urls: Type.Optional(Type.Boolean()),
     virus_scan_enabled: Type.Optional(Type.Boolean()),
@@ -35,6 +59,16 @@ export const SettingsInput = Type.Object(
     ip_allowlist: Type.Optional(
       Nullable(
         Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100, description: 'IPv4 and IPv6 CIDRs' }),
+      ),
+    ),
+    rate_limit_per_minute: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 1,
+          maximum: MAX_RATE_LIMIT_PER_MINUTE,
+          description:
+            "Requests a minute each of the project's API keys may make; null: the server's default. Only the admin key may change it.",
+        }),
       ),
     ),
   },
@@ -46,12 +80,19 @@ export const Settings = Type.Object(
   {
     allowed_mime_types: Nullable(Type.String()),
     max_file_size_bytes: Nullable(Type.Integer()),
+    max_storage_bytes: Nullable(Type.Integer({ description: 'Quota of bytes; null: no limit' })),
+    max_files: Nullable(Type.Integer({ description: 'Quota of files; null: no limit' })),
     signed_url_ttl_seconds: Type.Integer(),
     require_signed_urls: Type.Boolean(),
     virus_scan_enabled: Type.Boolean(),
     versioning_enabled: Type.Boolean(),
     enforce_schema: Type.Boolean(),
     ip_allowlist: Nullable(Type.Array(Type.String())),
+    rate_limit_per_minute: Nullable(
+      Type.Integer({
+        description: "Requests a minute per API key of the project; null: the server's default",
+      }),
+    ),
   },
   { $id: 'ProjectSettings' },
 );
@@ -60,12 +101,15 @@ export type Settings = Static<typeof Settings>;
 export const DEFAULT_SETTINGS: Settings = {
   allowed_mime_types: null,
   max_file_size_bytes: null,
+  max_storage_bytes: null,
+  max_files: null,
   signed_url_ttl_seconds: 3600,
   require_signed_urls: false,
   virus_scan_enabled: false,
   versioning_enabled: false,
   enforce_schema: false,
   ip_allowlist: null,
+  rate_limit_per_minute: null,
 };
 
 export const Organization = Type.Object(
@@ -87,6 +131,7 @@ export const Project = Type.Object(
   { $id: 'Project' },
 );
 export type Project = Static<typeof Project>;
+export const ProjectList = ItemList(Project);
 
 export const ApiKey = Type.Object(
   {
@@ -100,6 +145,22 @@ export const ApiKey = Type.Object(
   { $id: 'ApiKey' },
 );
 export type ApiKey = Static<typeof ApiKey>;
+
+export const CREDENTIAL_KINDS = ['admin', 'api_key', 'upload_token'] as const;
+
+export const Identity = Type.Object(
+  {
+    kind: StringEnum(CREDENTIAL_KINDS),
+    project_id: Nullable(
+      Type.String({ description: 'The project of an API key or upload token; null for the admin key' }),
+    ),
+    scopes: Type.Array(StringEnum(SCOPES), {
+      description: 'What the credential may do on its project (the admin key: everything, on every project)',
+    }),
+  },
+  { $id: 'Identity', description: 'The credential a request was made with' },
+);
+export type Identity = Static<typeof Identity>;
 
 export const CreatedApiKey = Type.Object(
   { ...ApiKey.properties, key: Type.String({ description: 'coffer_live_…; shown only here' }) },
@@ -139,6 +200,8 @@ export const projectSchemas = [
   Organization,
   OrganizationList,
   Project,
+  ProjectList,
+  Identity,
   ApiKey,
   CreatedApiKey,
   ApiKeyList,

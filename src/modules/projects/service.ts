@@ -6,6 +6,8 @@ import { newId } from '../../lib/ids.ts';
 import { parseCidr } from '../../lib/ip.ts';
 import { parseMimeList } from '../../lib/mime.ts';
 import { randomSecret, sha256Hex } from '../../lib/secrets.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { changedFields, recordAudit } from '../audit/service.ts';
 import * as repo from './repo.ts';
 import {
   type ApiKey,
@@ -67,23 +69,56 @@ export function mergeSettings(base: Settings, input: SettingsInput = {}): Settin
 
 export function createProjectService(db: Db, cache: Cache) {
   return {
-    createOrganization(name: string): Promise<Organization> {
-      return repo.insertOrganization(db, newId('org'), checkName(name));
+    createOrganization(name: string, audit: AuditContext): Promise<Organization> {
+      checkName(name);
+      return db.tx(async (q) => {
+        const organization = await repo.insertOrganization(q, newId('org'), name);
+        await recordAudit(q, audit, {
+          action: 'organization.create',
+          organizationId: organization.id,
+          targets: { organization_id: organization.id },
+          after: { name },
+        });
+        return organization;
+      });
     },
 
     listOrganizations(): Promise<Organization[]> {
       return repo.listOrganizations(db);
     },
 
-    async createProject(organizationId: string, name: string, settings?: SettingsInput): Promise<Project> {
+    async createProject(
+      organizationId: string,
+      name: string,
+      settings: SettingsInput | undefined,
+      audit: AuditContext,
+    ): Promise<Project> {
       checkName(name);
-      if (!(await repo.organizationExists(db, organizationId))) throw notFound('Organization');
-      return repo.insertProject(db, {
-        id: newId('proj'),
-        organizationId,
-        name,
-        settings: mergeSettings(DEFAULT_SETTINGS, settings),
+      return db.tx(async (q) => {
+        if (!(await repo.organizationExists(q, organizationId))) throw notFound('Organization');
+        const project = await repo.insertProject(q, {
+          id: newId('proj'),
+          organizationId,
+          name,
+          settings: mergeSettings(DEFAULT_SETTINGS, settings),
+        });
+        await recordAudit(q, audit, {
+          action: 'project.create',
+          projectId: project.id,
+          targets: { project_id: project.id },
+          after: { name: project.name, settings: project.settings },
+        });
+        return project;
       });
+    },
+
+    organizationExists(id: string): Promise<boolean> {
+      return repo.organizationExists(db, id);
+    },
+
+    async listProjects(organizationId: string): Promise<Project[]> {
+      if (!(await repo.organizationExists(db, organizationId))) throw notFound('Organization');
+      return repo.listProjects(db, organizationId);
     },
 
     /** The project, served from the cache when possible (every authenticated request needs it). */
@@ -91,31 +126,59 @@ export function createProjectService(db: Db, cache: Cache) {
       return readThrough(cache, projectCacheKey(id), PROJECT_TTL_SECONDS, () => repo.findProject(db, id));
     },
 
-    async updateProject(id: string, changes: { name?: string; settings?: SettingsInput }): Promise<Project> {
+    async updateProject(
+      id: string,
+      changes: { name?: string; settings?: SettingsInput },
+      audit: AuditContext,
+    ): Promise<Project> {
       if (changes.name !== undefined) checkName(changes.name);
       const project = await db.tx(async (q) => {
-        const current = await repo.findProject(q, id);
+        const current = await repo.findProject(q, id, true);
         if (!current) throw notFound('Project');
-        return repo.updateProject(q, id, {
+        const updated = await repo.updateProject(q, id, {
           name: changes.name ?? current.name,
           settings: mergeSettings(current.settings, changes.settings),
         });
+        await recordAudit(q, audit, {
+          action: 'project.update',
+          projectId: id,
+          targets: { project_id: id },
+          ...changedFields(
+            { name: current.name, settings: current.settings },
+            { name: updated!.name, settings: updated!.settings },
+          ),
+        });
+        return updated;
       });
       await evict(cache, projectCacheKey(id));
       return project!;
     },
 
     /** Creates a key; the secret is in the result and nowhere else, only its hash is stored. */
-    async createApiKey(projectId: string, name: string, scopes: Scope[]): Promise<ApiKey & { key: string }> {
+    async createApiKey(
+      projectId: string,
+      name: string,
+      scopes: Scope[],
+      audit: AuditContext,
+    ): Promise<ApiKey & { key: string }> {
       checkName(name);
       const key = `${API_KEY_PREFIX}${randomSecret()}`;
-      const created = await repo.insertApiKey(db, {
-        id: newId('key'),
-        projectId,
-        name,
-        scopes,
-        hash: sha256Hex(key),
-        prefix: key.slice(0, API_KEY_PREFIX.length + 6),
+      const created = await db.tx(async (q) => {
+        const inserted = await repo.insertApiKey(q, {
+          id: newId('key'),
+          projectId,
+          name,
+          scopes,
+          hash: sha256Hex(key),
+          prefix: key.slice(0, API_KEY_PREFIX.length + 6),
+        });
+        await recordAudit(q, audit, {
+          action: 'api_key.create',
+          projectId,
+          targets: { api_key_id: inserted.id },
+          after: { name, scopes },
+        });
+        return inserted;
       });
       return { ...created, key };
     },
@@ -124,19 +187,42 @@ export function createProjectService(db: Db, cache: Cache) {
       return repo.listApiKeys(db, projectId);
     },
 
-    async revokeApiKey(projectId: string, keyId: string): Promise<void> {
-      const hash = await repo.revokeApiKey(db, projectId, keyId);
-      if (hash === undefined) throw notFound('API key');
+    async revokeApiKey(projectId: string, keyId: string, audit: AuditContext): Promise<void> {
+      const hash = await db.tx(async (q) => {
+        const revoked = await repo.revokeApiKey(q, projectId, keyId);
+        if (revoked === undefined) throw notFound('API key');
+        await recordAudit(q, audit, { action: 'api_key.revoke', projectId, targets: { api_key_id: keyId } });
+        return revoked;
+      });
       await evict(cache, apiKeyCacheKey(hash));
     },
 
-    /** The active key with this secret, looked up by its hash. */
-    resolveApiKey(secret: string): Promise<ApiKeyPrincipal | undefined> {
+    /**
+     * The active key with this secret and its project. Where neither is cached (PostgreSQL without
+     * Redis reads both for every request) they come in one round trip, and are cached as the two
+     * lookups would cache them.
+     */
+    async resolveApiKeyWithProject(
+      secret: string,
+    ): Promise<{ key: ApiKeyPrincipal; project: Project | undefined } | undefined> {
       const hash = sha256Hex(secret);
-      return readThrough(cache, apiKeyCacheKey(hash), API_KEY_TTL_SECONDS, async () => {
-        const row = await repo.findActiveApiKeyByHash(db, hash);
-        return row && { keyId: row.id, projectId: row.project_id, scopes: row.scopes };
-      });
+      const cached = await cache.get(apiKeyCacheKey(hash)).catch(() => undefined);
+      if (cached !== undefined) {
+        const key = JSON.parse(cached) as ApiKeyPrincipal;
+        return { key, project: await this.getProject(key.projectId) };
+      }
+      const row = await repo.findActiveApiKeyWithProject(db, hash);
+      if (!row) return undefined;
+      const key: ApiKeyPrincipal = {
+        keyId: row.key.id,
+        projectId: row.key.project_id,
+        scopes: row.key.scopes,
+      };
+      await Promise.all([
+        cache.set(apiKeyCacheKey(hash), JSON.stringify(key), API_KEY_TTL_SECONDS),
+        cache.set(projectCacheKey(row.project.id), JSON.stringify(row.project), PROJECT_TTL_SECONDS),
+      ]).catch(() => {});
+      return { key, project: row.project };
     },
   };
 }

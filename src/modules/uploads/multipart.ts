@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
 import { AppError, invalidState, notFound, partsTooLarge, validationError } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
+import type { Metrics } from '../../infra/metrics.ts';
 import {
   isStoreError,
   MAX_PART_NUMBER,
@@ -10,15 +11,13 @@ import {
   type PartInfo,
   STORED_PER_DECLARED_BYTE,
 } from '../../infra/storage/object-store.ts';
+import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { type Caller, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
-
-/** Assembly takes seconds per GiB: a session completing for longer lost its process. */
-const STUCK_AFTER_SECONDS = 3600;
 
 type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
 
@@ -112,8 +111,9 @@ export function createMultipartService(deps: {
   uploads: UploadService;
   projects: ProjectService;
   logger: Logger;
+  metrics?: Metrics;
 }) {
-  const { config, db, store, uploads, projects, logger } = deps;
+  const { config, db, store, uploads, projects, logger, metrics } = deps;
 
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
@@ -143,12 +143,14 @@ export function createMultipartService(deps: {
    */
   async function settle(session: SessionRow, project: Project, sha256: string | null) {
     try {
-      return await db.tx(async (q) => {
+      const file = await db.tx(async (q) => {
         if (!(await setStatus(q, session.id, 'completing', 'completed'))) {
           throw invalidState('The multipart upload is no longer completing');
         }
         return finishUpload(q, project, session.file_id, sha256);
       });
+      metrics?.uploads.inc({ outcome: 'completed' });
+      return file;
     } catch (error) {
       if (error instanceof AppError && error.code === 'INVALID_STATE') {
         await setStatus(db, session.id, 'completing', 'aborted');
@@ -207,7 +209,10 @@ export function createMultipartService(deps: {
       );
       return true;
     });
-    if (done) await release(session);
+    if (done) {
+      metrics?.uploads.inc({ outcome: to });
+      await release(session);
+    }
     return done;
   }
 
@@ -228,14 +233,32 @@ export function createMultipartService(deps: {
   }
 
   /**
-   * A session left `completing` by a process that died during assembly: finished when its object
-   * was stored (the file then moves on exactly as complete would have done), reopened otherwise.
+   * Keeps the claim of a session being assembled (its completing_since) fresh every third of a job
+   * lease, however long the store takes; returns the function that stops it.
+   */
+  function holdCompleting(id: string): () => void {
+    const renew = () =>
+      db
+        .query(
+          `UPDATE multipart_sessions SET completing_since = now() WHERE id = $1 AND status = 'completing'`,
+          [id],
+        )
+        .catch(() => undefined);
+    const timer = setInterval(() => void renew(), (config.jobLeaseSeconds * 1000) / 3);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /**
+   * A session left `completing` by a process that died during assembly (its claim not renewed for a
+   * lease): finished when its object was stored (the file then moves on exactly as complete would
+   * have done), reopened otherwise.
    */
   async function recoverStuck(): Promise<void> {
     const stuck = await db.query<SessionRow>(
       `SELECT ${COLUMNS} FROM multipart_sessions
        WHERE status = 'completing' AND completing_since < now() - make_interval(secs => $1) LIMIT 100`,
-      [STUCK_AFTER_SECONDS],
+      [config.jobLeaseSeconds],
     );
     for (const session of stuck) {
       try {
@@ -366,6 +389,7 @@ export function createMultipartService(deps: {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
+      const stopHolding = holdCompleting(session.id);
       try {
         object = await store.completeMultipart(
           session.storage_key,
@@ -384,7 +408,10 @@ export function createMultipartService(deps: {
           return files.toFileObject(await settle(session, caller.project, assembled.sha256 ?? null));
         if (assembled === null) await setStatus(db, session.id, 'completing', 'open');
         throw error;
+      } finally {
+        stopHolding();
       }
+      failpoint('multipart.complete.assembled');
       return files.toFileObject(await settle(session, caller.project, object.sha256 ?? null));
     },
 

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { MAX_PART_NUMBER, MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
+import { auditContext } from '../audit/service.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, UrlTtl } from '../files/schemas.ts';
 import type { MultipartService } from './multipart.ts';
 import {
@@ -40,7 +41,8 @@ export function uploadRoutes(
           response: { 201: Ref(UploadToken), default: Ref(ErrorBody) },
         },
       },
-      async (request, reply) => reply.code(201).send(await tokens.create(request.project, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await tokens.create(request.project, request.body, auditContext(request))),
     );
 
     app.post(
@@ -52,7 +54,7 @@ export function uploadRoutes(
           operationId: 'initiateUpload',
           summary: 'Initiate an upload',
           description:
-            'Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm.',
+            'Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm. size_bytes is reserved against the project quotas (403 QUOTA_EXCEEDED when it would pass max_storage_bytes or max_files).',
           params: ProjectParams,
           body: Ref(InitiateBody),
           response: { 201: Ref(InitiateResponse), default: Ref(ErrorBody) },

@@ -1,4 +1,3 @@
-import { ulid } from 'ulid';
 import type { Config } from '../../config.ts';
 import {
   fileTooLarge,
@@ -9,9 +8,11 @@ import {
   validationError,
 } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
-import { enqueueJob } from '../../infra/jobs.ts';
+import { enqueueJob } from '../../infra/jobs/index.ts';
+import type { Metrics } from '../../infra/metrics.ts';
 import { MAX_PART_SIZE, type ObjectStore } from '../../infra/storage/object-store.ts';
-import { newId } from '../../lib/ids.ts';
+import { failpoint } from '../../lib/failpoints.ts';
+import { newId, randomUlid } from '../../lib/ids.ts';
 import { mimeAllowed, normalizeMimeType, parseMimeList } from '../../lib/mime.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
@@ -20,6 +21,7 @@ import { type Caller, visibleFile } from '../files/service.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
+import { enforceQuotas } from '../usage/service.ts';
 import { recordVersion } from '../versions/repo.ts';
 import { consumeToken, findToken, type UploadTokenRow } from './token-repo.ts';
 
@@ -46,7 +48,7 @@ export interface UploadRequest {
 
 /** The storage key of a new object: generated ids only, so user input never reaches a path. */
 export function newObjectKey(projectId: string, fileId: string): string {
-  return `${projectId}/${fileId}/${ulid()}`;
+  return `${projectId}/${fileId}/${randomUlid()}`;
 }
 
 /** One PUT carries at most 5 GiB on every store (S3's limit); larger files go in parts. */
@@ -94,8 +96,9 @@ export function createUploadService(deps: {
   store: ObjectStore;
   folders: FolderService;
   schemas: MetadataSchemaService;
+  metrics?: Metrics;
 }) {
-  const { config, db, store, folders, schemas } = deps;
+  const { config, db, store, folders, schemas, metrics } = deps;
 
   async function tokenOf(q: Queryable, caller: Caller): Promise<UploadTokenRow | undefined> {
     if (caller.principal.kind !== 'upload_token') return undefined;
@@ -200,13 +203,18 @@ export function createUploadService(deps: {
       const planned = plan(caller, request, options.uploadExpiresAt);
       const made = await options.object.make(planned);
       try {
-        return await db.tx(async (q) => {
+        const result = await db.tx(async (q) => {
           const { file, token } = await admit(q, caller, request, planned);
           if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
+          // The event first: from the file's insert to the commit its project's usage row stays locked,
+          // and every upload of the project waits for it.
+          await recordEvent(q, caller.project, 'file.uploaded', file);
           const created = await files.insertFile(q, file);
-          await recordEvent(q, caller.project, 'file.uploaded', created);
+          await enforceQuotas(q, caller.project, { bytes: created.size_bytes, files: 1 });
           return { file: created, made, extra: await options.also?.(q, created, made) };
         });
+        metrics?.uploads.inc({ outcome: 'initiated' });
+        return result;
       } catch (error) {
         await options.object.undo(made, planned).catch(() => undefined);
         throw error;
@@ -231,23 +239,20 @@ export function createUploadService(deps: {
 
     /** Checks the uploaded object against the declaration, then moves the file out of `uploading`. */
     async confirm(caller: Caller, fileId: string) {
-      const uploadingFile = async (q: Queryable, lock: boolean) => {
-        const file = visibleFile(caller, await files.findFile(q, caller.project.id, fileId, lock));
+      const uploadingFile = async () => {
+        const found = await files.findFileAndSession(db, caller.project.id, fileId);
+        const file = visibleFile(caller, found?.file);
         if (file.status !== 'uploading') {
           throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
         }
-        const [session] = await q.query<{ id: string }>(
-          'SELECT id FROM multipart_sessions WHERE file_id = $1',
-          [file.id],
-        );
-        if (session) {
+        if (found!.sessionId) {
           throw invalidState('This file is uploaded in parts: complete its multipart upload', {
-            upload_id: session.id,
+            upload_id: found!.sessionId,
           });
         }
         return file;
       };
-      const file = await uploadingFile(db, false);
+      const file = await uploadingFile();
       // Sealed outside any transaction, so that no database connection waits on the store; sealing
       // is idempotent, so concurrent confirms agree. From here on no URL can change the bytes.
       const object = await store.seal(file.storage_key);
@@ -261,11 +266,18 @@ export function createUploadService(deps: {
           },
         );
       }
-      // Locked while it moves on: a concurrent delete or confirm came first (and this one sees it) or waits.
-      const confirmed = await db.tx(async (q) => {
-        await uploadingFile(q, true);
-        return finishUpload(q, caller.project, file.id, object.sha256 ?? null);
-      });
+      failpoint('upload.confirm.sealed');
+      // The update moves the file on only while it is uploading and not deleted (a multipart session is
+      // made with its file, never later): a concurrent delete or confirm that came first makes it fail,
+      // and the file as it is now tells why.
+      const confirmed = await db
+        .tx((q) => finishUpload(q, caller.project, file.id, object.sha256 ?? null))
+        .catch(async (error: unknown) => {
+          await uploadingFile();
+          throw error;
+        });
+      failpoint('upload.confirm.committed');
+      metrics?.uploads.inc({ outcome: 'completed' });
       return files.toFileObject(confirmed);
     },
   };

@@ -4,6 +4,8 @@ import type { Db } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
 import { isMimePattern, mimeCovers, parseMimeList } from '../../lib/mime.ts';
 import { randomSecret, sha256Hex } from '../../lib/secrets.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { recordAudit } from '../audit/service.ts';
 import { checkMetadataSize, normalizeTags } from '../files/rules.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { Project } from '../projects/schemas.ts';
@@ -76,7 +78,7 @@ export function createUploadTokenService(deps: { db: Db; folders: FolderService 
      * Issues a token whose constraints never exceed the project's. The token itself is in the
      * result only; what is stored is its hash.
      */
-    async create(project: Project, request: TokenRequest) {
+    async create(project: Project, request: TokenRequest, audit: AuditContext) {
       const constraints = {
         max_size: maxSize(project, request.max_size),
         allowed_mime_types: mimeTypes(project, request.allowed_mime_types),
@@ -96,17 +98,30 @@ export function createUploadTokenService(deps: { db: Db; folders: FolderService 
       }
       const token = `${UPLOAD_TOKEN_PREFIX}${randomSecret()}`;
       const expiresAt = new Date(Date.now() + (request.expires_in ?? TOKEN_DEFAULTS.expires_in) * 1000);
-      await insertToken(db, {
-        id: newId('tok'),
-        project_id: project.id,
-        hash: sha256Hex(token),
-        ...constraints,
-        folder_id: folderId,
-        metadata,
-        tags,
+      const id = newId('tok');
+      const owners = {
         owner_user_id: request.owner_user_id ?? null,
         owner_org_id: request.owner_org_id ?? null,
-        expires_at: expiresAt,
+      };
+      await db.tx(async (q) => {
+        await insertToken(q, {
+          id,
+          project_id: project.id,
+          hash: sha256Hex(token),
+          ...constraints,
+          folder_id: folderId,
+          metadata,
+          tags,
+          ...owners,
+          expires_at: expiresAt,
+        });
+        // What the token may do, for whom, until when: never the token itself.
+        await recordAudit(q, audit, {
+          action: 'upload_token.create',
+          projectId: project.id,
+          targets: { upload_token_id: id },
+          after: { ...constraints, folder_id: folderId, ...owners, expires_at: expiresAt.toISOString() },
+        });
       });
       return { token, expires_at: expiresAt.toISOString(), constraints, folder_id: folderId };
     },

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, Ref } from '../../http/schemas.ts';
+import { auditContext } from '../audit/service.ts';
 import { DownloadQuery, DownloadResponse, FileObject } from '../files/schemas.ts';
 import {
   ConfirmedVersionUpload,
@@ -68,7 +69,8 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
         },
       },
-      async (request) => versions.restore(request, request.params.file_id, request.params.version_id),
+      async (request) =>
+        versions.restore(request, request.params.file_id, request.params.version_id, auditContext(request)),
     );
 
     app.post(
@@ -79,7 +81,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           tags,
           operationId: 'initiateVersionUpload',
           summary: 'Upload new content for a file',
-          description: `Returns a presigned URL for the new bytes (PUT them with the given Content-Type), then call the confirm endpoint with version_id. The current content stays downloadable until the new content is confirmed and, when the project scans uploads, has passed the pipeline; it then becomes the current content and a version. Only for ready files. ${versioning}`,
+          description: `Returns a presigned URL for the new bytes (PUT them with the given Content-Type), then call the confirm endpoint with version_id. The current content stays downloadable until the new content is confirmed and, when the project scans uploads, has passed the pipeline; it then becomes the current content and a version. Only for ready files; size_bytes is reserved against max_storage_bytes (403 QUOTA_EXCEEDED). ${versioning}`,
           params: FileParams,
           body: Ref(InitiateVersionUploadBody),
           response: { 201: Ref(InitiatedVersionUpload), default: Ref(ErrorBody) },

@@ -1,10 +1,13 @@
 import type { Config } from '../../config.ts';
 import { invalidState, notFound, validationError, versioningDisabled } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
-import { enqueueJob } from '../../infra/jobs.ts';
+import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import { normalizeMimeType } from '../../lib/mime.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { changedFields, recordAudit } from '../audit/service.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
 import { categoryOf } from '../files/rules.ts';
@@ -19,6 +22,7 @@ import {
 } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { checkProjectRules, checkSingleUploadSize, newObjectKey } from '../uploads/service.ts';
+import { enforceQuotas } from '../usage/service.ts';
 import { type FileVersion, findVersion, hasVersions, listVersions, recordVersion } from './repo.ts';
 
 export type ContentStatus = 'uploading' | 'processing' | 'committed' | 'failed' | 'quarantined';
@@ -123,7 +127,12 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
     },
 
     /** Copies the version's content onto the file and records the restore as a new version; status unchanged. */
-    async restore(caller: Caller, fileId: string, versionId: string): Promise<FileObject> {
+    async restore(
+      caller: Caller,
+      fileId: string,
+      versionId: string,
+      audit: AuditContext,
+    ): Promise<FileObject> {
       return db.tx(async (q) => {
         const file = await fileOf(caller, fileId, q, true);
         const version = await versionOf(q, file.id, versionId);
@@ -138,6 +147,17 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
           content_type: version.content_type,
           category: categoryOf(version.content_type),
           checksum_sha256: version.checksum_sha256,
+        });
+        const content = (row: typeof file) => ({
+          size_bytes: row.size_bytes,
+          content_type: row.content_type,
+          checksum_sha256: row.checksum_sha256,
+        });
+        await recordAudit(q, audit, {
+          action: 'file.restore',
+          projectId: caller.project.id,
+          targets: { file_id: file.id, version_id: version.id },
+          ...changedFields(content(file), content(updated!)),
         });
         return files.toFileObject(updated!);
       });
@@ -166,11 +186,14 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
       // The URL first: one that cannot be made leaves no content behind.
       const url = await store.presignUpload(storageKey, { size: request.size_bytes, contentType, expiresAt });
       try {
-        await db.query(
-          `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-          [id, caller.project.id, file.id, storageKey, request.size_bytes, contentType, expiresAt],
-        );
+        await db.tx(async (q) => {
+          await q.query(
+            `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+            [id, caller.project.id, file.id, storageKey, request.size_bytes, contentType, expiresAt],
+          );
+          await enforceQuotas(q, caller.project, { bytes: request.size_bytes, files: 0 });
+        });
       } catch (error) {
         await store.delete(storageKey).catch(() => undefined);
         throw error;
@@ -193,6 +216,7 @@ export function createVersionService(deps: { config: Config; db: Db; store: Obje
           uploaded_size_bytes: object?.size ?? null,
         });
       }
+      failpoint('version.confirm.sealed');
       const scan = caller.project.settings.virus_scan_enabled;
       return db.tx(async (q) => {
         // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, NoContent, ProjectParams, Ref, StringEnum } from '../../http/schemas.ts';
+import { auditContext } from '../audit/service.ts';
 import {
   CreatedWebhook,
   CreateWebhookBody,
@@ -50,7 +51,8 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           response: { 201: Ref(CreatedWebhook), default: Ref(ErrorBody) },
         },
       },
-      async (request, reply) => reply.code(201).send(await webhooks.create(request.project.id, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await webhooks.create(request.project.id, request.body, auditContext(request))),
     );
 
     app.get(
@@ -82,7 +84,8 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           response: { 200: Ref(Webhook), default: Ref(ErrorBody) },
         },
       },
-      async (request) => webhooks.update(request.project.id, request.params.webhook_id, request.body),
+      async (request) =>
+        webhooks.update(request.project.id, request.params.webhook_id, request.body, auditContext(request)),
     );
 
     app.delete(
@@ -99,7 +102,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
         },
       },
       async (request, reply) => {
-        await webhooks.remove(request.project.id, request.params.webhook_id);
+        await webhooks.remove(request.project.id, request.params.webhook_id, auditContext(request));
         return reply.code(204).send();
       },
     );
@@ -147,6 +150,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
               request.project.id,
               request.params.webhook_id,
               request.params.delivery_id,
+              auditContext(request),
             ),
           ),
     );

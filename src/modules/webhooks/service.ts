@@ -1,8 +1,10 @@
 import { invalidState, invalidUrl, notFound, validationError, webhookNotFound } from '../../http/errors.ts';
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import { webhookUrlProblem } from '../../infra/http/safe-agent.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { randomSecret } from '../../lib/secrets.ts';
+import type { AuditContext } from '../audit/schemas.ts';
+import { changedFields, recordAudit } from '../audit/service.ts';
 import { EVENT_TYPES, type EventType } from '../events/outbox.ts';
 
 export interface Webhook {
@@ -46,6 +48,9 @@ const WEBHOOK_COLUMNS = 'id, url, events, is_active, created_at, updated_at';
 const DELIVERY_COLUMNS =
   'id, webhook_id, event, event_id, status, attempts, next_attempt_at, last_response_status, last_error, created_at, updated_at';
 
+/** What an audit entry shows of a webhook: never its signing secret (not even selected). */
+const settingsOf = (row: WebhookRow) => ({ url: row.url, events: row.events, is_active: row.is_active });
+
 const toWebhook = (row: WebhookRow): Webhook => ({
   ...row,
   created_at: row.created_at.toISOString(),
@@ -87,10 +92,11 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
     }
   }
 
-  async function find(projectId: string, id: string): Promise<WebhookRow> {
+  /** The webhook (404 when missing or deleted); with a transaction `q`, locked until it ends. */
+  async function find(projectId: string, id: string, q?: Queryable): Promise<WebhookRow> {
     const [row] = isId('wh', id)
-      ? await db.query<WebhookRow>(
-          `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 AND id = $2 AND deleted_at IS NULL`,
+      ? await (q ?? db).query<WebhookRow>(
+          `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 AND id = $2 AND deleted_at IS NULL${q ? ' FOR UPDATE' : ''}`,
           [projectId, id],
         )
       : [];
@@ -99,15 +105,28 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
   }
 
   return {
-    async create(projectId: string, input: Required<Pick<WebhookInput, 'url' | 'events'>> & WebhookInput) {
+    async create(
+      projectId: string,
+      input: Required<Pick<WebhookInput, 'url' | 'events'>> & WebhookInput,
+      audit: AuditContext,
+    ) {
       await checkInput(input);
       const secret = `whsec_${randomSecret()}`;
-      const [row] = await db.query<WebhookRow>(
-        `INSERT INTO webhooks (id, project_id, url, events, is_active, signing_secret) VALUES ($1, $2, $3, $4, $5, $6)
-         RETURNING ${WEBHOOK_COLUMNS}`,
-        [newId('wh'), projectId, input.url, [...new Set(input.events)], input.is_active ?? true, secret],
-      );
-      return { ...toWebhook(row!), signing_secret: secret };
+      const row = await db.tx(async (q) => {
+        const [inserted] = await q.query<WebhookRow>(
+          `INSERT INTO webhooks (id, project_id, url, events, is_active, signing_secret) VALUES ($1, $2, $3, $4, $5, $6)
+           RETURNING ${WEBHOOK_COLUMNS}`,
+          [newId('wh'), projectId, input.url, [...new Set(input.events)], input.is_active ?? true, secret],
+        );
+        await recordAudit(q, audit, {
+          action: 'webhook.create',
+          projectId,
+          targets: { webhook_id: inserted!.id },
+          after: settingsOf(inserted!),
+        });
+        return inserted!;
+      });
+      return { ...toWebhook(row), signing_secret: secret };
     },
 
     async list(projectId: string): Promise<Webhook[]> {
@@ -123,28 +142,36 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
     },
 
     /** Changes what is given; the signing secret never rotates here. */
-    async update(projectId: string, id: string, input: WebhookInput): Promise<Webhook> {
-      const current = await find(projectId, id);
+    async update(projectId: string, id: string, input: WebhookInput, audit: AuditContext): Promise<Webhook> {
+      await find(projectId, id);
       await checkInput(input);
-      const [row] = await db.query<WebhookRow>(
-        `UPDATE webhooks SET url = $3, events = $4, is_active = $5, updated_at = now()
-         WHERE project_id = $1 AND id = $2 AND deleted_at IS NULL RETURNING ${WEBHOOK_COLUMNS}`,
-        [
+      return db.tx(async (q) => {
+        const current = await find(projectId, id, q);
+        const [row] = await q.query<WebhookRow>(
+          `UPDATE webhooks SET url = $3, events = $4, is_active = $5, updated_at = now()
+           WHERE project_id = $1 AND id = $2 RETURNING ${WEBHOOK_COLUMNS}`,
+          [
+            projectId,
+            id,
+            input.url ?? current.url,
+            input.events ? [...new Set(input.events)] : current.events,
+            input.is_active ?? current.is_active,
+          ],
+        );
+        await recordAudit(q, audit, {
+          action: 'webhook.update',
           projectId,
-          id,
-          input.url ?? current.url,
-          input.events ? [...new Set(input.events)] : current.events,
-          input.is_active ?? current.is_active,
-        ],
-      );
-      if (!row) throw webhookNotFound();
-      return toWebhook(row);
+          targets: { webhook_id: id },
+          ...changedFields(settingsOf(current), settingsOf(row!)),
+        });
+        return toWebhook(row!);
+      });
     },
 
     /** Deletes the webhook and cancels its pending deliveries, in one transaction. */
-    async remove(projectId: string, id: string): Promise<void> {
-      await find(projectId, id);
+    async remove(projectId: string, id: string, audit: AuditContext): Promise<void> {
       await db.tx(async (q) => {
+        const current = await find(projectId, id, q);
         await q.query(
           'UPDATE webhooks SET deleted_at = now(), updated_at = now() WHERE project_id = $1 AND id = $2',
           [projectId, id],
@@ -153,6 +180,12 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
           "UPDATE deliveries SET status = 'cancelled', updated_at = now() WHERE webhook_id = $1 AND status = 'pending'",
           [id],
         );
+        await recordAudit(q, audit, {
+          action: 'webhook.delete',
+          projectId,
+          targets: { webhook_id: id },
+          before: settingsOf(current),
+        });
       });
     },
 
@@ -170,20 +203,32 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
     },
 
     /** Sends a finished delivery again, from its first attempt, with the same event id. */
-    async redeliver(projectId: string, webhookId: string, deliveryId: string): Promise<Delivery> {
+    async redeliver(
+      projectId: string,
+      webhookId: string,
+      deliveryId: string,
+      audit: AuditContext,
+    ): Promise<Delivery> {
       await find(projectId, webhookId);
       const [current] = await db.query<{ status: DeliveryStatus }>(
         'SELECT status FROM deliveries WHERE webhook_id = $1 AND id = $2',
         [webhookId, deliveryId],
       );
       if (!current) throw notFound('Delivery');
-      const [row] = await db.query<DeliveryRow>(
-        `UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
-         WHERE webhook_id = $1 AND id = $2 AND status <> 'pending' RETURNING ${DELIVERY_COLUMNS}`,
-        [webhookId, deliveryId],
-      );
-      if (!row) throw invalidState('The delivery is still pending', { status: current.status });
-      return toDelivery(row);
+      return db.tx(async (q) => {
+        const [row] = await q.query<DeliveryRow>(
+          `UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+           WHERE webhook_id = $1 AND id = $2 AND status <> 'pending' RETURNING ${DELIVERY_COLUMNS}`,
+          [webhookId, deliveryId],
+        );
+        if (!row) throw invalidState('The delivery is still pending', { status: current.status });
+        await recordAudit(q, audit, {
+          action: 'webhook.redeliver',
+          projectId,
+          targets: { webhook_id: webhookId, delivery_id: deliveryId },
+        });
+        return toDelivery(row);
+      });
     },
   };
 }

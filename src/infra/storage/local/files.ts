@@ -1,8 +1,9 @@
-import { mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { type FileHandle, mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomSecret } from '../../../lib/secrets.ts';
 import { StoreError } from '../object-store.ts';
-import { writers } from '../writer-pool.ts';
+import { type FileSink, writers } from '../writer-pool.ts';
 
 /**
  * Files written by the local store: through a temp file in its `.tmp` folder (on the same filesystem,
@@ -15,10 +16,72 @@ export interface Limits {
   max: number;
 }
 
+/** Temp files this process is writing: never stale, however long their writer waits for bytes. */
+const writing = new Set<string>();
+
+/** Whether this process is writing the temp file at `path`. */
+export const isBeingWritten = (path: string): boolean => writing.has(path);
+
+/**
+ * Creates a file in the temp folder, making the folder only when it is missing: looking for it before
+ * every write cost a system call per upload, and it is only ever missing once.
+ */
+async function inTempFolder<T>(folder: string, create: () => Promise<T>): Promise<T> {
+  try {
+    return await create();
+  } catch (error) {
+    if (!isMissing(error)) throw error;
+    await mkdir(folder, { recursive: true });
+    return create();
+  }
+}
+
 /** Whether a filesystem error says the path (or a folder on the way) does not exist. */
 export function isMissing(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** A full disk, or the owner's quota spent. */
+const NO_SPACE = new Set(['ENOSPC', 'EDQUOT']);
+
+/**
+ * What the store throws for a failure of the filesystem: InsufficientStorage when there is no space
+ * left, Unavailable for any other system error (EIO, EACCES, EROFS…), with the system error as the
+ * cause (for the log, never for the answer: it names paths). Other errors pass unchanged.
+ */
+export function storeFailure(error: unknown): unknown {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (error instanceof StoreError || typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return error;
+  if (NO_SPACE.has(code)) {
+    return new StoreError('InsufficientStorage', 'The store has no space left', undefined, { cause: error });
+  }
+  return new StoreError('Unavailable', 'The store folder cannot be read or written', undefined, {
+    cause: error,
+  });
+}
+
+/** Bodies declared at most this long are written from the main thread (see smallSink). */
+const SMALL_BODY = 64 * 1024;
+
+/**
+ * A small body, gathered and then written, synced and hashed from this thread: handing it to a
+ * writer thread (three messages there and three back) cost more than all of that.
+ */
+function smallSink(file: FileHandle, algorithm: 'sha256' | 'md5'): FileSink {
+  const chunks: Buffer[] = [];
+  return {
+    async write(chunk) {
+      chunks.push(chunk);
+    },
+    async finish() {
+      const data = Buffer.concat(chunks);
+      await file.writeFile(data);
+      await file.datasync();
+      return createHash(algorithm).update(data).digest('hex');
+    },
+    async abort() {},
+  };
 }
 
 /** Makes renames in `folder` durable; best effort (not every platform can fsync a folder). */
@@ -49,10 +112,25 @@ export async function writeStream(
   place: (tmp: string, digest: string, size: number) => Promise<void>,
 ): Promise<{ size: number; digest: string }> {
   const tmp = join(tmpFolder, randomSecret(12));
-  await mkdir(tmpFolder, { recursive: true });
+  writing.add(tmp);
+  try {
+    return await writeTemp(tmp, source, limits, algorithm, place);
+  } finally {
+    writing.delete(tmp);
+  }
+}
+
+async function writeTemp(
+  tmp: string,
+  source: AsyncIterable<Buffer>,
+  limits: Limits,
+  algorithm: 'sha256' | 'md5',
+  place: (tmp: string, digest: string, size: number) => Promise<void>,
+): Promise<{ size: number; digest: string }> {
   // Created before anything can fail, so that the cleanup below always finds it.
-  const file = await open(tmp, 'wx');
-  const sink = writers.open(file.fd, algorithm);
+  const file = await inTempFolder(dirname(tmp), () => open(tmp, 'wx'));
+  const small = limits.exact !== undefined && limits.exact <= SMALL_BODY;
+  const sink = small ? smallSink(file, algorithm) : writers.open(file.fd, algorithm);
   let size = 0;
   try {
     let digest: string;
@@ -92,13 +170,15 @@ export async function writeStream(
 /** Writes a small file so that readers see the old content or the new, never a partial one. */
 export async function writeAtomic(tmpFolder: string, path: string, content: string): Promise<void> {
   const tmp = join(tmpFolder, randomSecret(12));
-  await mkdir(tmpFolder, { recursive: true });
+  writing.add(tmp);
   try {
-    await writeFile(tmp, content, { flag: 'wx', flush: true });
+    await inTempFolder(tmpFolder, () => writeFile(tmp, content, { flag: 'wx', flush: true }));
     await rename(tmp, path);
   } catch (error) {
     await rm(tmp, { force: true });
     throw error;
+  } finally {
+    writing.delete(tmp);
   }
   await syncFolder(dirname(path));
 }

@@ -1,5 +1,5 @@
 import { constants, createReadStream } from 'node:fs';
-import { access, link, mkdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { access, link, mkdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomSecret } from '../../../lib/secrets.ts';
@@ -16,10 +16,12 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { writers } from '../writer-pool.ts';
-import { isMissing, type Limits, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { DeleteHold } from './delete-hold.ts';
+import { isMissing, type Limits, storeFailure, syncFolder, writeAtomic, writeStream } from './files.ts';
 import { checkPartSize, dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
 import { RunningDigests } from './running-digest.ts';
 import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
+import { entries, isStaleUpload, removeStaleTemps } from './stale.ts';
 
 /**
  * The local filesystem store. Layout under `dir`:
@@ -64,6 +66,13 @@ export interface LocalObjectStore extends ObjectStore {
    * `body` must stop being read, not be destroyed, when the store stops iterating it.
    */
   receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string>;
+  /**
+   * The files that hold the object `key`, relative to `dir` (its bytes or its segments, then its
+   * sidecar); none when it does not exist. They never change while the object exists.
+   */
+  objectFiles(key: string): Promise<string[]>;
+  /** Makes delete() wait until the returned function is called (a backup copying the objects). */
+  holdDeletes(): () => void;
 }
 
 export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
@@ -83,6 +92,7 @@ class LocalStore implements LocalObjectStore {
   readonly #tmp: string;
   readonly #digests = new RunningDigests((uploadId) => this.#forget(uploadId));
   readonly #parts = new PartLedger();
+  readonly #deletes = new DeleteHold();
 
   constructor(options: { dir: string; publicUrl: string; secret: string }) {
     this.dir = resolve(options.dir);
@@ -194,9 +204,27 @@ class LocalStore implements LocalObjectStore {
     );
   }
 
+  async objectFiles(key: string): Promise<string[]> {
+    assertKey(key);
+    let meta: { segments?: number[] };
+    try {
+      meta = JSON.parse(await readFile(this.#path(key) + META, 'utf8'));
+    } catch (error) {
+      if (isMissing(error)) return [];
+      throw error;
+    }
+    const bytes = meta.segments ? meta.segments.map((_, index) => `${key}${PARTS}/${index}`) : [key];
+    return [...bytes, key + META];
+  }
+
+  holdDeletes(): () => void {
+    return this.#deletes.hold();
+  }
+
   /** Multipart uploads live apart from the key (under their id) and end only by complete or abort. */
   async delete(key: string): Promise<void> {
     assertKey(key);
+    await this.#deletes.released();
     const path = this.#path(key);
     await rm(path + META, { force: true });
     await rm(path, { force: true });
@@ -213,6 +241,14 @@ class LocalStore implements LocalObjectStore {
   }
 
   async receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
+    try {
+      return await this.#receive(url, body);
+    } catch (error) {
+      throw storeFailure(error);
+    }
+  }
+
+  async #receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
     if (url.kind === 'put') {
       await this.#refuseExisting(url.key);
       const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
@@ -234,6 +270,14 @@ class LocalStore implements LocalObjectStore {
   }
 
   async createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
+    try {
+      return await this.#createMultipart(key, options);
+    } catch (error) {
+      throw storeFailure(error);
+    }
+  }
+
+  async #createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
     assertKey(key);
     checkContentType(options.contentType);
     if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
@@ -259,6 +303,18 @@ class LocalStore implements LocalObjectStore {
   }
 
   async completeMultipart(
+    key: string,
+    uploadId: string,
+    parts: { partNumber: number; etag: string }[],
+  ): Promise<ObjectInfo> {
+    try {
+      return await this.#completeMultipart(key, uploadId, parts);
+    } catch (error) {
+      throw storeFailure(error);
+    }
+  }
+
+  async #completeMultipart(
     key: string,
     uploadId: string,
     parts: { partNumber: number; etag: string }[],
@@ -333,6 +389,20 @@ class LocalStore implements LocalObjectStore {
     await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
   }
 
+  /** Temp files by when they were last written; multipart uploads by start, or untouched once over. */
+  async removeStale(olderThan: Date, keep: (key: string) => Promise<boolean>): Promise<number> {
+    const cutoff = olderThan.getTime();
+    let removed = await removeStaleTemps(this.#tmp, cutoff);
+    for (const uploadId of await entries(join(this.dir, '.multipart'))) {
+      const folder = this.#uploadPath(uploadId);
+      if (!UPLOAD_ID.test(uploadId) || !(await isStaleUpload(folder, MANIFEST, cutoff, keep))) continue;
+      await this.#forget(uploadId);
+      await rm(folder, { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
+  }
+
   /** Ready when the root folder exists (it is created when missing) and can be written to. */
   async check(): Promise<void> {
     try {
@@ -390,10 +460,18 @@ class LocalStore implements LocalObjectStore {
     throw new StoreError('NoSuchUpload', 'Upload not found');
   }
 
-  /** Keys name one immutable object: an uploaded one is never replaced through a still-valid URL. */
+  /**
+   * Keys name one immutable object: an uploaded one is never replaced through a still-valid URL.
+   * Only whether its sidecar exists (a read of it cost four system calls per PUT).
+   */
   async #refuseExisting(key: string): Promise<void> {
-    if (await this.head(key))
-      throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
+    try {
+      await access(this.#path(key) + META);
+    } catch (error) {
+      if (isMissing(error)) return;
+      throw error;
+    }
+    throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
   }
 
   /**
@@ -405,8 +483,9 @@ class LocalStore implements LocalObjectStore {
     const path = this.#path(key);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
       // The folder may be pruned by a concurrent delete between its creation and the link: retry once.
+      // An object stored meanwhile makes the link fail (its bytes are linked before its sidecar is
+      // written, and deleted after it).
       for (let attempt = 1; ; attempt++) {
-        await this.#refuseExisting(key);
         await mkdir(dirname(path), { recursive: true });
         try {
           await link(tmp, path);
@@ -418,11 +497,19 @@ class LocalStore implements LocalObjectStore {
           if (attempt > 1 || !isMissing(error)) throw error;
         }
       }
-      await rm(tmp, { force: true });
+      await unlink(tmp).catch((error: unknown) => {
+        if (!isMissing(error)) throw error;
+      });
       await syncFolder(dirname(path));
     });
     const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
-    await writeAtomic(this.#tmp, path + META, JSON.stringify(info));
+    try {
+      await writeAtomic(this.#tmp, path + META, JSON.stringify(info));
+    } catch (error) {
+      // Without its sidecar the object does not exist: its bytes go too, so that the URL can be used again.
+      await rm(path, { force: true }).catch(() => undefined);
+      throw error;
+    }
     return info;
   }
 }
