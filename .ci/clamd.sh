@@ -6,7 +6,7 @@
 # Runs as root on Debian 12 without internet: installs Debian's clamav-daemon when clamd is missing,
 # and downloads nothing (no freshclam). Its only signature database is a hash signature of the
 # 68-byte EICAR test file, so clamd reports EICAR (whole-file MD5 match) and nothing else.
-# StreamMaxLength is 10M, so a test can exceed it with a larger stream. Idempotent: a clamd that an
+# StreamMaxLength is 24M, so a test can exceed it with a larger stream (and a 17 MiB multipart file passes). Idempotent: a clamd that an
 # earlier run started (found by its pidfile) is stopped first. Logs: $COFFER_CLAMD_DIR/clamd.log.
 set -euo pipefail
 
@@ -77,9 +77,9 @@ PidFile $pidfile
 Foreground no
 User root
 # A test sends more than 10 MiB to see clamd refuse it.
-StreamMaxLength 10M
+StreamMaxLength 24M
 # Whole streams are scanned: the file limits are not below StreamMaxLength.
-MaxFileSize 10M
+MaxFileSize 24M
 MaxScanSize 40M
 ReadTimeout 30
 CommandReadTimeout 30

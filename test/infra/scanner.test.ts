@@ -55,7 +55,7 @@ function consumed(stream: Readable): boolean {
 type Contract = { name: string; create: () => Scanner; largeClean: number };
 const contracts: Contract[] = [{ name: 'eicar', create: createEicarScanner, largeClean: 20 * MiB }];
 if (clamdUrl) {
-  // Under the 10M StreamMaxLength that .ci/clamd.sh configures.
+  // Under the 24M StreamMaxLength that .ci/clamd.sh configures.
   contracts.push({
     name: 'clamd',
     create: () => createClamdScanner(clamdUrl, { timeoutMs: 30_000 }),
@@ -512,7 +512,7 @@ describe.runIf(clamdUrl)('a real clamd (COFFER_TEST_CLAMD_URL)', () => {
   const scanner = () => createClamdScanner(clamdUrl!, { timeoutMs: 30_000 });
 
   it('refuses a stream above its StreamMaxLength, and still answers after', async () => {
-    const stream = nearMisses(12 * MiB, 65_536);
+    const stream = nearMisses(26 * MiB, 65_536);
     await expect(scanner().scan(stream)).rejects.toBeInstanceOf(ScanRejectedError);
     expect(stream.destroyed).toBe(true);
     await expect(scanner().ping(2_000)).resolves.toBeUndefined();
