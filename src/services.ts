@@ -117,6 +117,14 @@ export function createServices(infra: Infra) {
           everySeconds: config.gcIntervalSeconds,
           run: async () => (await multipart.reap()) > 0,
         },
+        {
+          name: 'fold-usage',
+          everySeconds: config.gcIntervalSeconds,
+          run: async () => {
+            await usage.fold();
+            return false; // one pass folds every project
+          },
+        },
         { name: 'audit-retention', everySeconds: 3600, run: () => audit.prune() },
         {
           name: 'reconcile-usage',

@@ -505,10 +505,28 @@ describe('reconcile', () => {
     expect(total('files')).toBe(1);
   });
 
+  it('keeps the numbers of changes as deltas, and folding them changes nothing of what is reported', async () => {
+    const project = await coffer.newProject();
+    await upload(project, { bytes: 'a'.repeat(10) });
+    await upload(project, { bytes: 'b'.repeat(20) });
+    const before = await usageOf(project);
+    expect(before.storage.used_bytes).toBe(30);
+    const deltas = () =>
+      coffer.services.db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM project_usage_deltas WHERE project_id = $1',
+        [project.id],
+      );
+    expect((await deltas())[0]!.n).toBeGreaterThan(0);
+    expect(await coffer.services.usage.fold()).toBeGreaterThan(0);
+    expect((await deltas())[0]!.n).toBe(0);
+    expect(await usageOf(project)).toEqual(before);
+  });
+
   it('rebuilds the numbers of a project whose row is missing', async () => {
     const project = await coffer.newProject();
     await upload(project, { bytes: 'a'.repeat(42) });
     const expected = await usageOf(project);
+    await coffer.services.usage.fold(); // the numbers are all in the row, then the row goes
     await coffer.services.db.query('DELETE FROM project_usage WHERE project_id = $1', [project.id]);
     expect((await usageOf(project)).storage.used_bytes).toBe(0);
     expect((await coffer.services.usage.reconcile()).projects).toBe(1);

@@ -1,6 +1,9 @@
 -- What each project holds, kept by the triggers below in the transaction of every change to the rows
--- it sums, so that it never lags them and no code path can forget it; uploads are admitted against
--- the project's quotas by reading it right after their row is written (which locks it).
+-- it sums, so that it never lags them and no code path can forget it. A change appends its
+-- differences to project_usage_deltas (an insert: uploads never wait on each other for it); what a
+-- project holds is its project_usage row plus its deltas (view project_usage_kept), and deltas are
+-- folded into the row from time to time. Uploads to a project with quotas are admitted one at a time
+-- (an advisory lock) against those sums, read right after their own row is written.
 --
 -- A file is in one bucket: its status while it is not deleted; `deleted` once deleted, until the
 -- collector purges it (failed and quarantined files count for nothing, deleted or not).
@@ -23,6 +26,26 @@ CREATE TABLE project_usage (
   versions_bytes bigint NOT NULL DEFAULT 0,
   versions_reserved_bytes bigint NOT NULL DEFAULT 0
 );
+
+CREATE TABLE project_usage_deltas (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id text COLLATE "C" NOT NULL,
+  uploading_files bigint NOT NULL DEFAULT 0,
+  uploading_bytes bigint NOT NULL DEFAULT 0,
+  processing_files bigint NOT NULL DEFAULT 0,
+  processing_bytes bigint NOT NULL DEFAULT 0,
+  ready_files bigint NOT NULL DEFAULT 0,
+  ready_bytes bigint NOT NULL DEFAULT 0,
+  failed_files bigint NOT NULL DEFAULT 0,
+  failed_bytes bigint NOT NULL DEFAULT 0,
+  quarantined_files bigint NOT NULL DEFAULT 0,
+  quarantined_bytes bigint NOT NULL DEFAULT 0,
+  deleted_files bigint NOT NULL DEFAULT 0,
+  deleted_bytes bigint NOT NULL DEFAULT 0,
+  versions_bytes bigint NOT NULL DEFAULT 0,
+  versions_reserved_bytes bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX project_usage_deltas_project ON project_usage_deltas (project_id);
 
 CREATE FUNCTION usage_bucket(status text, deleted_at timestamptz, purged_at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
@@ -48,7 +71,7 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN bucket = wanted THEN value ELSE 0 END
 $$;
 
--- Every project has its row from the start, so that the triggers only ever update it.
+-- Every project has its row from the start, which the folds of its deltas add to.
 CREATE FUNCTION usage_track_project() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO project_usage (project_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
@@ -86,21 +109,21 @@ BEGIN
     IF NEW.purged_at IS NULL THEN versions := usage_earlier_versions_bytes(NEW.id, NEW.storage_key); END IF;
     IF OLD.purged_at IS NULL THEN versions := versions - usage_earlier_versions_bytes(OLD.id, OLD.storage_key); END IF;
   END IF;
-  UPDATE project_usage SET
-    uploading_files = uploading_files + usage_part(new_bucket, 'uploading', 1) - usage_part(old_bucket, 'uploading', 1),
-    uploading_bytes = uploading_bytes + usage_part(new_bucket, 'uploading', new_size) - usage_part(old_bucket, 'uploading', old_size),
-    processing_files = processing_files + usage_part(new_bucket, 'processing', 1) - usage_part(old_bucket, 'processing', 1),
-    processing_bytes = processing_bytes + usage_part(new_bucket, 'processing', new_size) - usage_part(old_bucket, 'processing', old_size),
-    ready_files = ready_files + usage_part(new_bucket, 'ready', 1) - usage_part(old_bucket, 'ready', 1),
-    ready_bytes = ready_bytes + usage_part(new_bucket, 'ready', new_size) - usage_part(old_bucket, 'ready', old_size),
-    failed_files = failed_files + usage_part(new_bucket, 'failed', 1) - usage_part(old_bucket, 'failed', 1),
-    failed_bytes = failed_bytes + usage_part(new_bucket, 'failed', new_size) - usage_part(old_bucket, 'failed', old_size),
-    quarantined_files = quarantined_files + usage_part(new_bucket, 'quarantined', 1) - usage_part(old_bucket, 'quarantined', 1),
-    quarantined_bytes = quarantined_bytes + usage_part(new_bucket, 'quarantined', new_size) - usage_part(old_bucket, 'quarantined', old_size),
-    deleted_files = deleted_files + usage_part(new_bucket, 'deleted', 1) - usage_part(old_bucket, 'deleted', 1),
-    deleted_bytes = deleted_bytes + usage_part(new_bucket, 'deleted', new_size) - usage_part(old_bucket, 'deleted', old_size),
-    versions_bytes = versions_bytes + versions
-  WHERE project_id = project;
+  INSERT INTO project_usage_deltas (project_id, uploading_files, uploading_bytes, processing_files, processing_bytes, ready_files, ready_bytes, failed_files, failed_bytes, quarantined_files, quarantined_bytes, deleted_files, deleted_bytes, versions_bytes)
+  VALUES (project,
+    usage_part(new_bucket, 'uploading', 1) - usage_part(old_bucket, 'uploading', 1),
+    usage_part(new_bucket, 'uploading', new_size) - usage_part(old_bucket, 'uploading', old_size),
+    usage_part(new_bucket, 'processing', 1) - usage_part(old_bucket, 'processing', 1),
+    usage_part(new_bucket, 'processing', new_size) - usage_part(old_bucket, 'processing', old_size),
+    usage_part(new_bucket, 'ready', 1) - usage_part(old_bucket, 'ready', 1),
+    usage_part(new_bucket, 'ready', new_size) - usage_part(old_bucket, 'ready', old_size),
+    usage_part(new_bucket, 'failed', 1) - usage_part(old_bucket, 'failed', 1),
+    usage_part(new_bucket, 'failed', new_size) - usage_part(old_bucket, 'failed', old_size),
+    usage_part(new_bucket, 'quarantined', 1) - usage_part(old_bucket, 'quarantined', 1),
+    usage_part(new_bucket, 'quarantined', new_size) - usage_part(old_bucket, 'quarantined', old_size),
+    usage_part(new_bucket, 'deleted', 1) - usage_part(old_bucket, 'deleted', 1),
+    usage_part(new_bucket, 'deleted', new_size) - usage_part(old_bucket, 'deleted', old_size),
+    versions);
   RETURN NULL;
 END $$;
 
@@ -123,7 +146,7 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM files WHERE id = v.file_id AND (purged_at IS NOT NULL OR storage_key = v.storage_key))
     AND NOT EXISTS (SELECT 1 FROM file_versions WHERE file_id = v.file_id AND storage_key = v.storage_key AND id <> v.id)
   THEN
-    UPDATE project_usage SET versions_bytes = versions_bytes + sign * v.size_bytes WHERE project_id = v.project_id;
+    INSERT INTO project_usage_deltas (project_id, versions_bytes) VALUES (v.project_id, sign * v.size_bytes);
   END IF;
   RETURN NULL;
 END $$;
@@ -143,12 +166,9 @@ DECLARE
 BEGIN
   IF TG_OP <> 'INSERT' THEN old_status := OLD.status; old_size := OLD.size_bytes; project := OLD.project_id; END IF;
   IF TG_OP <> 'DELETE' THEN new_status := NEW.status; new_size := NEW.size_bytes; project := NEW.project_id; END IF;
-  UPDATE project_usage SET
-    versions_reserved_bytes = versions_reserved_bytes
-      + usage_part(new_status, 'uploading', new_size) - usage_part(old_status, 'uploading', old_size),
-    versions_bytes = versions_bytes
-      + usage_part(new_status, 'processing', new_size) - usage_part(old_status, 'processing', old_size)
-  WHERE project_id = project;
+  INSERT INTO project_usage_deltas (project_id, versions_reserved_bytes, versions_bytes) VALUES (project,
+    usage_part(new_status, 'uploading', new_size) - usage_part(old_status, 'uploading', old_size),
+    usage_part(new_status, 'processing', new_size) - usage_part(old_status, 'processing', old_size));
   RETURN NULL;
 END $$;
 
@@ -214,3 +234,13 @@ LEFT JOIN earlier_versions e ON e.project_id = p.id
 LEFT JOIN contents c ON c.project_id = p.id;
 
 INSERT INTO project_usage SELECT * FROM project_usage_actual;
+
+-- What the triggers keep: each project's row plus its deltas not folded yet.
+CREATE VIEW project_usage_kept AS
+SELECT project_id, sum(uploading_files)::bigint AS uploading_files, sum(uploading_bytes)::bigint AS uploading_bytes, sum(processing_files)::bigint AS processing_files, sum(processing_bytes)::bigint AS processing_bytes, sum(ready_files)::bigint AS ready_files, sum(ready_bytes)::bigint AS ready_bytes, sum(failed_files)::bigint AS failed_files, sum(failed_bytes)::bigint AS failed_bytes, sum(quarantined_files)::bigint AS quarantined_files, sum(quarantined_bytes)::bigint AS quarantined_bytes, sum(deleted_files)::bigint AS deleted_files, sum(deleted_bytes)::bigint AS deleted_bytes, sum(versions_bytes)::bigint AS versions_bytes, sum(versions_reserved_bytes)::bigint AS versions_reserved_bytes
+FROM (
+  SELECT project_id, uploading_files, uploading_bytes, processing_files, processing_bytes, ready_files, ready_bytes, failed_files, failed_bytes, quarantined_files, quarantined_bytes, deleted_files, deleted_bytes, versions_bytes, versions_reserved_bytes FROM project_usage
+  UNION ALL
+  SELECT project_id, uploading_files, uploading_bytes, processing_files, processing_bytes, ready_files, ready_bytes, failed_files, failed_bytes, quarantined_files, quarantined_bytes, deleted_files, deleted_bytes, versions_bytes, versions_reserved_bytes FROM project_usage_deltas
+) AS parts
+GROUP BY project_id;

@@ -2,7 +2,7 @@ import { Gauge, type Registry } from 'prom-client';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db, PoolStats } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
-import type { UsageRow } from '../usage/repo.ts';
+import { findAllUsage } from '../usage/repo.ts';
 import { checkReadiness } from './readiness.ts';
 
 /** The database is read at most this often by one process, however many scrapers ask. */
@@ -55,7 +55,7 @@ function latest<T>(maxAgeMs: number, load: () => Promise<T>): () => Promise<T | 
 }
 
 /** The numbers the database keeps per project in every change (no count over the files). */
-const projectUsage = (db: Db) => db.query<UsageRow>('SELECT * FROM project_usage');
+const projectUsage = (db: Db) => findAllUsage(db);
 
 async function queueState(db: Db): Promise<QueueState> {
   const age = 'coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_seconds';

@@ -1,6 +1,6 @@
 import type { Queryable } from '../../infra/db.ts';
 
-/** The kept numbers of a project (table project_usage); see migration 011 for what each counts. */
+/** The kept numbers of a project (view project_usage_kept); see migration 011 for what each counts. */
 export interface UsageRow {
   project_id: string;
   uploading_files: number;
@@ -52,12 +52,39 @@ export function totals(row: UsageRow) {
   };
 }
 
+/** What the triggers keep for the project: its row plus the deltas not folded into it yet. */
 export async function findUsage(q: Queryable, projectId: string): Promise<UsageRow> {
   const [row] = await q.query<UsageRow>(
-    `SELECT project_id, ${COUNTERS.join(', ')} FROM project_usage WHERE project_id = $1`,
+    `SELECT project_id, ${COUNTERS.join(', ')} FROM project_usage_kept WHERE project_id = $1`,
     [projectId],
   );
   return row ?? emptyUsage(projectId);
+}
+
+/** Every project's kept numbers (metrics). */
+export const findAllUsage = (q: Queryable): Promise<UsageRow[]> =>
+  q.query<UsageRow>(`SELECT project_id, ${COUNTERS.join(', ')} FROM project_usage_kept`);
+
+/**
+ * Moves the deltas of every project into its row; answers how many it moved. Each delta moves once
+ * even when two folds run at once (the second finds it deleted), and a change made meanwhile only
+ * adds a delta, so nothing waits on the fold but another fold of the same project.
+ */
+export async function foldUsage(q: Queryable): Promise<number> {
+  const [result] = await q.query<{ folded: number }>(
+    `WITH moved AS (DELETE FROM project_usage_deltas RETURNING *),
+     summed AS (
+       SELECT project_id, count(*) AS deltas, ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
+       FROM moved GROUP BY project_id
+     ),
+     added AS (
+       INSERT INTO project_usage AS u (project_id, ${COUNTERS.join(', ')})
+       SELECT project_id, ${COUNTERS.join(', ')} FROM summed
+       ON CONFLICT (project_id) DO UPDATE SET ${COUNTERS.map((c) => `${c} = u.${c} + excluded.${c}`).join(', ')}
+     )
+     SELECT coalesce(sum(deltas), 0)::bigint AS folded FROM summed`,
+  );
+  return result?.folded ?? 0;
 }
 
 /**
@@ -70,7 +97,7 @@ export async function findDrift(q: Queryable): Promise<UsageRow[]> {
   return q.query<UsageRow>(
     `SELECT * FROM (
        SELECT a.project_id, ${differences.join(', ')}
-       FROM project_usage_actual a LEFT JOIN project_usage u ON u.project_id = a.project_id
+       FROM project_usage_actual a LEFT JOIN project_usage_kept u ON u.project_id = a.project_id
      ) AS drift
      WHERE ${COUNTERS.map((counter) => `${counter} <> 0`).join(' OR ')}`,
   );

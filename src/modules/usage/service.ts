@@ -3,11 +3,13 @@ import { quotaExceeded } from '../../http/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { Project } from '../projects/schemas.ts';
-import { addToUsage, COUNTERS, findDrift, findUsage, totals } from './repo.ts';
+import { addToUsage, COUNTERS, findDrift, findUsage, foldUsage, totals } from './repo.ts';
 import type { Usage } from './schemas.ts';
 
 // Any constant but the migrations' works; it only has to be the same for every Coffer process.
 const RECONCILE_LOCK = 7_302_431_119;
+/** The first key of the per-project admission locks (the second is the project id's hash). */
+const QUOTA_LOCK = 730_243;
 
 /** What one reconcile pass corrected: projects, and the absolute differences of their counters. */
 export interface Drift {
@@ -18,9 +20,10 @@ export interface Drift {
 
 /**
  * Refuses (403 QUOTA_EXCEEDED, rolling the transaction back) an upload that took its project past a
- * quota. Called in the transaction that wrote the upload's row, after it: that write counted the
- * upload and locked the project's usage row, so concurrent uploads are admitted one after the other
- * and can never overshoot together. `requested`: what the upload added.
+ * quota. Called in the transaction that wrote the upload's row, after it (that write counted the
+ * upload); for a project with quotas, admissions take a per-project lock until commit, so concurrent
+ * uploads are admitted one after the other and can never overshoot together. Projects without
+ * quotas take no lock. `requested`: what the upload added.
  */
 export async function enforceQuotas(
   q: Queryable,
@@ -30,6 +33,8 @@ export async function enforceQuotas(
   const maxBytes = project.settings.max_storage_bytes ?? null;
   const maxFiles = project.settings.max_files ?? null;
   if (maxBytes === null && maxFiles === null) return;
+  // One admission at a time per project, until commit; the sums then see every upload admitted before.
+  await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [QUOTA_LOCK, project.id]);
   const held = totals(await findUsage(q, project.id));
   if (maxFiles !== null && requested.files > 0 && held.files > maxFiles) {
     throw quotaExceeded('max_files', maxFiles, held.files - requested.files, requested.files);
@@ -76,6 +81,9 @@ export function createUsageService(deps: { db: Db; logger: Logger; metrics?: Pic
       };
     },
 
+    /** Moves the deltas the triggers appended into each project's row, so that reading it stays cheap. */
+    fold: () => foldUsage(db),
+
     /**
      * Recomputes every project's numbers from its files, versions and new contents, and corrects the
      * kept ones where they drifted (they should not: only a change made around Coffer, or a defect,
@@ -86,6 +94,7 @@ export function createUsageService(deps: { db: Db; logger: Logger; metrics?: Pic
       const corrected = await db.tx(async (q) => {
         // A second pass waits for the first, then finds what the first corrected already corrected.
         await q.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
+        await foldUsage(q);
         const drift = await findDrift(q);
         for (const delta of drift) await addToUsage(q, delta);
         return drift;
