@@ -7,11 +7,16 @@
  * Traffic (COFFER_BENCH_SOAK_CONCURRENCY lanes, default 8), each lane picking at random:
  *   40% upload (initiate + PUT 1–64 KiB + confirm), 25% list (first page, or a search),
  *   20% download (download URL + GET, length checked), 15% delete of a file it uploaded.
+ * Once the project holds COFFER_BENCH_SOAK_FILES live files (default 2,000, reached in the warm-up
+ * interval) a lane deletes where it would upload, so the working set stays near that size and what
+ * grows over the run is history: events, deliveries, deleted and collected files, audit entries. A
+ * search with its exact total costs more as the files it matches grow in number (see `list`); that is
+ * the data growing, not the service wearing out, which is what a soak looks for.
  * A webhook subscribed to file.ready and file.deleted posts to a local HTTPS receiver that checks every
  * signature; at the end every event must have arrived exactly once.
  *
  * Environment: COFFER_BENCH_SOAK_SECONDS (default 600), COFFER_BENCH_SOAK_INTERVAL_SECONDS (60),
- * COFFER_BENCH_SOAK_CONCURRENCY (8). The server is a Coffer of its own (webhooks to the loopback
+ * COFFER_BENCH_SOAK_CONCURRENCY (8), COFFER_BENCH_SOAK_FILES (2000). The server is a Coffer of its own (webhooks to the loopback
  * receiver allowed, its certificate trusted), with the run's database.
  */
 import { randomBytes, randomInt } from 'node:crypto';
@@ -62,11 +67,12 @@ interface Sample {
   p99: Record<Operation, number>;
 }
 
-function pick(): Operation {
+/** An operation at random by WEIGHTS; at the working set's size, a delete in place of an upload. */
+function pick(live: number, workingSet: number): Operation {
   let roll = randomInt(100);
   for (const operation of OPERATIONS) {
     roll -= WEIGHTS[operation];
-    if (roll < 0) return operation;
+    if (roll < 0) return operation === 'upload' && live >= workingSet ? 'delete' : operation;
   }
   return 'upload';
 }
@@ -115,6 +121,7 @@ export const soak: Bench = {
     const seconds = envInteger('COFFER_BENCH_SOAK_SECONDS', 600);
     const interval = envInteger('COFFER_BENCH_SOAK_INTERVAL_SECONDS', 60);
     const concurrency = envInteger('COFFER_BENCH_SOAK_CONCURRENCY', 8);
+    const workingSet = envInteger('COFFER_BENCH_SOAK_FILES', 2000);
     const dir = join(context.scratch, 'soak');
     const receiver = await startWebhookReceiver(join(dir, 'receiver'));
     const env = { COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
@@ -132,12 +139,18 @@ export const soak: Bench = {
       receiver.setSecret(WEBHOOK_PATH, hook.body.signing_secret);
 
       const dbPort = dbUrl === undefined ? undefined : Number(new URL(dbUrl).port || 5432);
-      const traffic = await runTraffic(server, project, { seconds, interval, concurrency, dbPort });
+      const traffic = await runTraffic(server, project, {
+        seconds,
+        interval,
+        concurrency,
+        workingSet,
+        dbPort,
+      });
       progress(`soak: waiting for ${traffic.events} webhook deliveries`);
       const delivered = await waitForDeliveries(receiver, traffic.events);
       return [
         {
-          title: `Soak: ${seconds} s of mixed traffic, ${concurrency} in flight`,
+          title: `Soak: ${seconds} s of mixed traffic, ${concurrency} in flight, about ${workingSet} live files`,
           ...report(traffic, delivered),
         },
       ];
@@ -157,7 +170,13 @@ interface Traffic {
 async function runTraffic(
   server: CofferServer,
   project: Project,
-  options: { seconds: number; interval: number; concurrency: number; dbPort: number | undefined },
+  options: {
+    seconds: number;
+    interval: number;
+    concurrency: number;
+    workingSet: number;
+    dbPort: number | undefined;
+  },
 ): Promise<Traffic> {
   const { dbPort } = options;
   const live: string[] = [];
@@ -202,7 +221,7 @@ async function runTraffic(
 
   const lane = async () => {
     while (Date.now() < end) {
-      const operation = pick();
+      const operation = pick(live.length, options.workingSet);
       const start = performance.now();
       try {
         await operations[operation]();

@@ -3,6 +3,7 @@ import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
 import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
+import { vacuumChurned } from './infra/embedded-vacuum.ts';
 import { createPeriodicRunner } from './infra/jobs/index.ts';
 import { createMetrics } from './infra/metrics.ts';
 import type { Scanner } from './infra/scanner/index.ts';
@@ -35,6 +36,9 @@ export interface Infra {
   logger: Logger;
   adminKeyHash: string;
 }
+
+/** How often the embedded database looks for tables to vacuum (autovacuum's naptime). */
+const VACUUM_CHECK_SECONDS = 60;
 
 /** The composition root: every service, wired to the infrastructure it was given. */
 export function createServices(infra: Infra) {
@@ -126,6 +130,16 @@ export function createServices(infra: Infra) {
           },
         },
         { name: 'audit-retention', everySeconds: 3600, run: () => audit.prune() },
+        // PostgreSQL's autovacuum does this on a server; the embedded engine has none.
+        ...(db.kind === 'pglite'
+          ? [
+              {
+                name: 'vacuum',
+                everySeconds: VACUUM_CHECK_SECONDS,
+                run: async () => vacuumChurned(db).then(() => false),
+              },
+            ]
+          : []),
         {
           name: 'reconcile-usage',
           everySeconds: 3600,
