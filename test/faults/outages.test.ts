@@ -217,20 +217,31 @@ async function upload(api: ProjectApi, bytes: Buffer, status = 'ready'): Promise
   return started.body.file_id;
 }
 
-/** Every file of `expected` reaches its status, then the invariants of test/faults hold. */
+/** [file_id, event] for the webhooks of a file uploaded that reached `status`. */
+const settledEvents = (id: string, status: string): [string, string][] => [
+  [id, 'file.uploaded'],
+  [id, `file.${status}`],
+];
+
+/**
+ * Every file reaches its status (by default, every file `uploaded` is ready) and its webhooks, with
+ * `moreEvents`, are delivered; then the invariants of test/faults hold.
+ */
 async function expectSettled(
-  api: ProjectApi,
-  webhookId: string,
-  endpoint: Endpoint,
+  project: { api: ProjectApi; webhookId: string; endpoint: Endpoint },
   uploaded: Map<string, Buffer>,
-  expected: Map<string, string>,
-  events: [string, string][],
+  {
+    statuses = new Map([...uploaded.keys()].map((id) => [id, 'ready'])),
+    moreEvents = [],
+  }: { statuses?: Map<string, string>; moreEvents?: [string, string][] } = {},
 ): Promise<void> {
+  const { api, webhookId, endpoint } = project;
   await until('every file to be settled', async () => {
     const files = await expectReadyBytes(api, uploaded);
-    return [...expected].every(([id, status]) => files.get(id)?.status === status);
+    return [...statuses].every(([id, status]) => files.get(id)?.status === status);
   });
-  await expectEventsDelivered(api, webhookId, endpoint, events);
+  const events = [...statuses].flatMap(([id, status]) => settledEvents(id, status));
+  await expectEventsDelivered(api, webhookId, endpoint, [...events, ...moreEvents]);
   await expectQueuesEmpty();
   await expectNothingLeft(objects, liveKeys);
 }
@@ -247,13 +258,6 @@ async function without(
     await service.start();
   }
 }
-
-/** [file_id, event] for each file uploaded that became ready. */
-const readyEvents = (ids: Iterable<string>) =>
-  [...ids].flatMap((id) => [
-    [id, 'file.uploaded'],
-    [id, 'file.ready'],
-  ]) as [string, string][];
 
 describe.skipIf(!enabled)('dependencies down and back under a running coffer serve', () => {
   it('PostgreSQL restarted under load: requests fail closed with 503 DATABASE_UNAVAILABLE while it is down, nothing confirmed is lost, and the server recovers by itself', async () => {
@@ -294,14 +298,7 @@ describe.skipIf(!enabled)('dependencies down and back under a running coffer ser
     expect(new Set(refusals.map((reply) => `${reply.status} ${reply.body?.error?.code}`))).toEqual(
       new Set(['503 DATABASE_UNAVAILABLE']),
     );
-    await expectSettled(
-      api,
-      webhookId,
-      endpoint,
-      uploaded,
-      new Map([...uploaded.keys()].map((id) => [id, 'ready'])),
-      readyEvents(uploaded.keys()),
-    );
+    await expectSettled({ api, webhookId, endpoint }, uploaded);
   }, 120_000);
 
   it('Redis down and back: requests keep working without it, a key revoked meanwhile stays refused, and rate limits count again once it is back', async () => {
@@ -349,14 +346,7 @@ describe.skipIf(!enabled)('dependencies down and back under a running coffer ser
     });
     expectStatus(await asRevoked(), 401);
     await add();
-    await expectSettled(
-      api,
-      webhookId,
-      endpoint,
-      uploaded,
-      new Map([...uploaded.keys()].map((id) => [id, 'ready'])),
-      readyEvents(uploaded.keys()),
-    );
+    await expectSettled({ api, webhookId, endpoint }, uploaded);
   }, 60_000);
 
   it('clamd down and back: files wait in processing, none becomes ready without a scan, and all are scanned once it is back', async () => {
@@ -366,20 +356,17 @@ describe.skipIf(!enabled)('dependencies down and back under a running coffer ser
     });
     const uploaded = new Map<string, Buffer>();
     const expected = new Map<string, string>();
-    const events: [string, string][] = [];
     await without({ stop: () => clamd.proxy.cut(), start: () => clamd.proxy.restore() }, async () => {
       for (let i = 0; i < 3; i++) {
         const bytes = randomBytes(8 * KiB);
         const id = await upload(api, bytes, 'processing');
         uploaded.set(id, bytes);
         expected.set(id, 'ready');
-        events.push(...readyEvents([id]));
       }
       // With a real clamd, a file it must flag: scanned for real once it is back.
       if (clamd.real) {
         const infected = await upload(api, eicarTestFile(), 'processing');
         expected.set(infected, 'quarantined');
-        events.push([infected, 'file.uploaded'], [infected, 'file.quarantined']);
       }
       // Every scan failed for now and waits for its retry; no file moved on meanwhile.
       await until('every scan to have failed once', async () => {
@@ -394,7 +381,7 @@ describe.skipIf(!enabled)('dependencies down and back under a running coffer ser
       });
     });
     const restoredAt = Date.now();
-    await expectSettled(api, webhookId, endpoint, uploaded, expected, events);
+    await expectSettled({ api, webhookId, endpoint }, uploaded, { statuses: expected });
     // Each verdict came after clamd was back.
     const verdicts = endpoint.requests.filter((r) => r.json?.event !== 'file.uploaded');
     expect(verdicts).toHaveLength(expected.size);
@@ -442,13 +429,8 @@ describe.skipIf(!enabled)('dependencies down and back under a running coffer ser
     const uploaded = new Map([[started.body.file_id as string, large]]);
     const small = randomBytes(4 * KiB);
     uploaded.set(await upload(api, small), small);
-    await expectSettled(
-      api,
-      webhookId,
-      endpoint,
-      uploaded,
-      new Map([...uploaded.keys()].map((id) => [id, 'ready'])),
-      [...readyEvents(uploaded.keys()), ...readyEvents([fillerId]), [fillerId, 'file.deleted']],
-    );
+    await expectSettled({ api, webhookId, endpoint }, uploaded, {
+      moreEvents: [...settledEvents(fillerId, 'ready'), [fillerId, 'file.deleted']],
+    });
   }, 60_000);
 });

@@ -17,11 +17,12 @@ import * as files from '../files/repo.ts';
 import { type Caller, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
+import { createMultipartReaper } from './multipart-reaper.ts';
 import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
 
 type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
 
-interface SessionRow {
+export interface SessionRow {
   id: string;
   project_id: string;
   file_id: string;
@@ -115,15 +116,16 @@ export function createMultipartService(deps: {
 }) {
   const { config, db, store, uploads, projects, logger, metrics } = deps;
 
+  /** The sessions `where` selects: an SQL condition on `multipart_sessions s`, then any ORDER BY and LIMIT. */
+  const select = (where: string, params?: unknown[]) =>
+    db.query<SessionRow>(`SELECT ${COLUMNS} FROM multipart_sessions s WHERE ${where}`, params);
+
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
    */
   async function load(caller: Caller, uploadId: string) {
-    const [session] = await db.query<SessionRow>(
-      `SELECT ${COLUMNS} FROM multipart_sessions WHERE project_id = $1 AND id = $2`,
-      [caller.project.id, uploadId],
-    );
+    const [session] = await select('project_id = $1 AND id = $2', [caller.project.id, uploadId]);
     if (!session) throw notFound('Multipart upload');
     const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id), {
       ofSameOwner: true,
@@ -249,33 +251,16 @@ export function createMultipartService(deps: {
     return () => clearInterval(timer);
   }
 
-  /**
-   * A session left `completing` by a process that died during assembly (its claim not renewed for a
-   * lease): finished when its object was stored (the file then moves on exactly as complete would
-   * have done), reopened otherwise.
-   */
-  async function recoverStuck(): Promise<void> {
-    const stuck = await db.query<SessionRow>(
-      `SELECT ${COLUMNS} FROM multipart_sessions
-       WHERE status = 'completing' AND completing_since < now() - make_interval(secs => $1) LIMIT 100`,
-      [config.jobLeaseSeconds],
-    );
-    for (const session of stuck) {
-      try {
-        const object = await store.head(session.storage_key);
-        const project = await projects.getProject(session.project_id);
-        if (!object || !project) {
-          await setStatus(db, session.id, 'completing', 'open');
-          continue;
-        }
-        await settle(session, project, object.sha256 ?? null);
-        logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
-      } catch (error) {
-        // One session that cannot be settled must not hold back the others (nor the reaper).
-        logger.warn({ err: error, upload_id: session.id }, 'multipart upload left completing not recovered');
-      }
-    }
-  }
+  const reap = createMultipartReaper(
+    { config, store, projects, logger },
+    {
+      select,
+      settle,
+      reopen: (session) => setStatus(db, session.id, 'completing', 'open'),
+      expire: (session) => discard(session, 'expired'),
+      release,
+    },
+  );
 
   return {
     async start(caller: Caller, request: Omit<UploadRequest, 'size_bytes'> & { total_size_bytes: number }) {
@@ -422,27 +407,7 @@ export function createMultipartService(deps: {
     },
 
     /** Aborts sessions left open past COFFER_MULTIPART_EXPIRY_SECONDS and removes their parts. */
-    async reap(): Promise<number> {
-      await recoverStuck();
-      const expired = await db.query<SessionRow>(
-        // A file under legal hold keeps its parts (its session stays expired) until the hold is released.
-        `SELECT ${COLUMNS} FROM multipart_sessions s
-         WHERE status = 'open' AND expires_at <= now()
-           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = s.file_id AND f.legal_hold)
-         ORDER BY expires_at LIMIT 100`,
-      );
-      let count = 0;
-      for (const session of expired) if (await discard(session, 'expired')) count++;
-      if (count > 0) logger.info({ sessions: count }, 'expired multipart uploads aborted');
-      const unreleased = await db.query<SessionRow>(
-        `SELECT ${COLUMNS} FROM multipart_sessions
-         WHERE status IN ('aborted', 'expired') AND store_released_at IS NULL
-           AND finished_at < now() - interval '1 minute'
-         ORDER BY finished_at LIMIT 100`,
-      );
-      for (const session of unreleased) await release(session);
-      return count;
-    },
+    reap,
   };
 }
 

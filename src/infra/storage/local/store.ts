@@ -1,27 +1,22 @@
 import { constants, createReadStream } from 'node:fs';
-import { access, link, mkdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { access, link, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
-import { randomSecret } from '../../../lib/secrets.ts';
-import { fileIdentity } from '../file-identity.ts';
 import {
   assertKey,
   type ByteRange,
   checkPartNumber,
-  isStoreError,
-  MAX_PART_SIZE,
   type ObjectInfo,
   type ObjectStore,
   type PartInfo,
   StoreError,
 } from '../object-store.ts';
-import { writers } from '../writer-pool.ts';
 import { DeleteHold } from './delete-hold.ts';
 import { isMissing, type Limits, storeFailure, syncFolder, writeAtomic, writeStream } from './files.ts';
-import { checkPartSize, dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
-import { RunningDigests } from './running-digest.ts';
+import { checkUploadId, LocalMultipart } from './multipart.ts';
+import { checkPartSize } from './parts.ts';
 import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
-import { entries, isStaleUpload, removeStaleTemps } from './stale.ts';
+import { removeStaleTemps } from './stale.ts';
 
 /**
  * The local filesystem store. Layout under `dir`:
@@ -35,11 +30,9 @@ import { entries, isStaleUpload, removeStaleTemps } from './stale.ts';
  * a part answers its quoted MD5 hex and an assembled object `"md5(part md5s)-N"`, as S3 does.
  */
 
-const UPLOAD_ID = /^[A-Za-z0-9_-]{16,64}$/;
 const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
 const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
-const MANIFEST = 'upload.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
 
@@ -90,8 +83,7 @@ class LocalStore implements LocalObjectStore {
   readonly #secret: string;
   /** Where files are written before they are renamed into place. */
   readonly #tmp: string;
-  readonly #digests = new RunningDigests((uploadId) => this.#forget(uploadId));
-  readonly #parts = new PartLedger();
+  readonly #multipart: LocalMultipart;
   readonly #deletes = new DeleteHold();
 
   constructor(options: { dir: string; publicUrl: string; secret: string }) {
@@ -99,6 +91,15 @@ class LocalStore implements LocalObjectStore {
     this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
     this.#secret = options.secret;
     this.#tmp = join(this.dir, '.tmp');
+    this.#multipart = new LocalMultipart({
+      dir: this.dir,
+      tmp: this.#tmp,
+      objects: {
+        segmentsFolder: (key) => this.#path(key) + PARTS,
+        refuseExisting: (key) => this.#refuseExisting(key),
+        writeSidecar: (key, meta) => this.#writeSidecar(key, meta),
+      },
+    });
   }
 
   async presignUpload(
@@ -135,12 +136,12 @@ class LocalStore implements LocalObjectStore {
     options: { expiresAt: Date; size?: number },
   ): Promise<string> {
     assertKey(key);
-    if (!UPLOAD_ID.test(uploadId)) throw new StoreError('InvalidArgument', 'Invalid upload id');
+    checkUploadId(uploadId);
     checkPartNumber(partNumber);
     const expires = unixSeconds(options.expiresAt);
     const { size } = options;
     if (size === undefined) return this.#url({ kind: 'part', key, expires, uploadId, partNumber });
-    checkPartSize(size, (await this.#upload(key, uploadId)).totalSize);
+    checkPartSize(size, await this.#multipart.totalSize(key, uploadId));
     return this.#url({ kind: 'part', key, expires, uploadId, partNumber, size });
   }
 
@@ -254,52 +255,21 @@ class LocalStore implements LocalObjectStore {
       const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
       return info.etag;
     }
-    const { folder, totalSize } = await this.#upload(url.key, url.uploadId);
-    const partFolder = join(folder, String(url.partNumber));
-    const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
-    // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
-    const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
-    const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
-      const part = { partNumber: url.partNumber, md5, size, tmp };
-      await this.#parts.place(url.uploadId, folder, part, totalSize);
-      await syncFolder(partFolder);
-    });
-    await dropOlderVersions(partFolder, digest);
-    this.#digests.advance(url.uploadId, dirname(partFolder));
-    return `"${digest}"`;
+    return this.#multipart.receivePart(url, body);
   }
 
   async createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
     try {
-      return await this.#createMultipart(key, options);
+      assertKey(key);
+      checkContentType(options.contentType);
+      return await this.#multipart.create(key, options);
     } catch (error) {
       throw storeFailure(error);
     }
   }
 
-  async #createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
-    assertKey(key);
-    checkContentType(options.contentType);
-    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
-      throw new StoreError('InvalidArgument', 'Invalid total size');
-    const uploadId = randomSecret(18);
-    const folder = this.#uploadPath(uploadId);
-    await mkdir(folder, { recursive: true });
-    await writeAtomic(
-      this.#tmp,
-      join(folder, MANIFEST),
-      JSON.stringify({ key, contentType: options.contentType, totalSize: options.totalSize }),
-    );
-    return uploadId;
-  }
-
-  async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
-    const { folder } = await this.#upload(key, uploadId);
-    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
-      partNumber,
-      etag: `"${md5}"`,
-      size,
-    }));
+  listParts(key: string, uploadId: string): Promise<PartInfo[]> {
+    return this.#multipart.listParts(key, uploadId);
   }
 
   async completeMultipart(
@@ -308,99 +278,21 @@ class LocalStore implements LocalObjectStore {
     parts: { partNumber: number; etag: string }[],
   ): Promise<ObjectInfo> {
     try {
-      return await this.#completeMultipart(key, uploadId, parts);
+      return await this.#multipart.complete(key, uploadId, parts);
     } catch (error) {
       throw storeFailure(error);
     }
   }
 
-  async #completeMultipart(
-    key: string,
-    uploadId: string,
-    parts: { partNumber: number; etag: string }[],
-  ): Promise<ObjectInfo> {
-    const { folder } = await this.#upload(key, uploadId);
-    const { files, etag } = await partFiles(folder, parts);
-    await this.#refuseExisting(key);
-    // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
-    let running = await this.#digests.stop(uploadId);
-    if (running && !running.parts.every((part, index) => part.path === files[index])) {
-      await running.digest.abort();
-      running = undefined;
-    }
-    // The parts become the object's segments by renaming (which keeps their identity): nothing is copied.
-    const path = this.#path(key);
-    const moved: [part: string, segment: string][] = [];
-    let digest = running?.digest;
-    let info: ObjectInfo;
-    try {
-      await mkdir(path + PARTS, { recursive: true });
-      const sizes: number[] = [];
-      for (const [index, file] of files.entries()) {
-        const segment = join(path + PARTS, String(index));
-        await rename(file, segment);
-        moved.push([file, segment]);
-        const stats = await stat(segment);
-        sizes.push(stats.size);
-        if (
-          running &&
-          index < running.parts.length &&
-          running.parts[index]!.identity !== fileIdentity(stats)
-        ) {
-          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
-          running = undefined;
-        }
-      }
-      digest = running?.digest ?? writers.digest('sha256');
-      for (const [, segment] of moved.slice(running?.parts.length ?? 0)) await digest.add(segment);
-      await syncFolder(path + PARTS);
-      info = {
-        size: sizes.reduce((sum, size) => sum + size, 0),
-        etag,
-        sha256: await digest.finish(),
-      };
-      await writeAtomic(this.#tmp, path + META, JSON.stringify({ ...info, segments: sizes }));
-    } catch (error) {
-      // Until the sidecar is written the object does not exist: put the parts back, so that the upload
-      // can be completed again.
-      await (digest ?? running?.digest)?.abort();
-      for (const [part, segment] of moved) await rename(segment, part).catch(() => undefined);
-      await rm(path + PARTS, { recursive: true, force: true });
-      throw error;
-    }
-    // The object exists. The upload ends with its manifest (no part is accepted after that); what is
-    // left of it (stray parts) is only tidied up.
-    this.#parts.forget(uploadId);
-    await rm(join(folder, MANIFEST), { force: true }).catch(() => undefined);
-    await rm(folder, { recursive: true, force: true }).catch(() => undefined);
-    return info;
-  }
-
-  async abortMultipart(key: string, uploadId: string): Promise<void> {
-    assertKey(key);
-    if (!UPLOAD_ID.test(uploadId)) return;
-    try {
-      await this.#upload(key, uploadId);
-    } catch (error) {
-      if (isStoreError(error, 'NoSuchUpload')) return;
-      throw error;
-    }
-    await this.#forget(uploadId);
-    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  abortMultipart(key: string, uploadId: string): Promise<void> {
+    return this.#multipart.abort(key, uploadId);
   }
 
   /** Temp files by when they were last written; multipart uploads by start, or untouched once over. */
   async removeStale(olderThan: Date, keep: (key: string) => Promise<boolean>): Promise<number> {
     const cutoff = olderThan.getTime();
-    let removed = await removeStaleTemps(this.#tmp, cutoff);
-    for (const uploadId of await entries(join(this.dir, '.multipart'))) {
-      const folder = this.#uploadPath(uploadId);
-      if (!UPLOAD_ID.test(uploadId) || !(await isStaleUpload(folder, MANIFEST, cutoff, keep))) continue;
-      await this.#forget(uploadId);
-      await rm(folder, { recursive: true, force: true });
-      removed++;
-    }
-    return removed;
+    const temps = await removeStaleTemps(this.#tmp, cutoff);
+    return temps + (await this.#multipart.removeStale(cutoff, keep));
   }
 
   /** Ready when the root folder exists (it is created when missing) and can be written to. */
@@ -418,13 +310,7 @@ class LocalStore implements LocalObjectStore {
 
   /** Releases the running digests; the store stays usable (complete then hashes from scratch). */
   async close(): Promise<void> {
-    await this.#digests.clear();
-  }
-
-  /** Drops what this process keeps in memory for an upload that is over. */
-  async #forget(uploadId: string): Promise<void> {
-    await (await this.#digests.stop(uploadId))?.digest.abort();
-    this.#parts.forget(uploadId);
+    await this.#multipart.close();
   }
 
   #url(url: SignedUrl): string {
@@ -433,31 +319,6 @@ class LocalStore implements LocalObjectStore {
 
   #path(key: string): string {
     return join(this.dir, ...key.split('/'));
-  }
-
-  #uploadPath(uploadId: string): string {
-    return join(this.dir, '.multipart', uploadId);
-  }
-
-  /**
-   * The folder of the live upload `uploadId` of `key` and the total it declared (unknown for uploads
-   * started before totals were recorded); NoSuchUpload when unknown, finished or aborted.
-   */
-  async #upload(key: string, uploadId: string): Promise<{ folder: string; totalSize?: number }> {
-    assertKey(key);
-    const folder = this.#uploadPath(uploadId);
-    if (UPLOAD_ID.test(uploadId)) {
-      try {
-        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as {
-          key: string;
-          totalSize?: number;
-        };
-        if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
-      } catch (error) {
-        if (!isMissing(error)) throw error;
-      }
-    }
-    throw new StoreError('NoSuchUpload', 'Upload not found');
   }
 
   /**
@@ -504,13 +365,18 @@ class LocalStore implements LocalObjectStore {
     });
     const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
     try {
-      await writeAtomic(this.#tmp, path + META, JSON.stringify(info));
+      await this.#writeSidecar(key, info);
     } catch (error) {
       // Without its sidecar the object does not exist: its bytes go too, so that the URL can be used again.
       await rm(path, { force: true }).catch(() => undefined);
       throw error;
     }
     return info;
+  }
+
+  /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
+  #writeSidecar(key: string, meta: ObjectInfo & { segments?: number[] }): Promise<void> {
+    return writeAtomic(this.#tmp, this.#path(key) + META, JSON.stringify(meta));
   }
 }
 

@@ -1,0 +1,225 @@
+import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { randomSecret } from '../../../lib/secrets.ts';
+import { fileIdentity } from '../file-identity.ts';
+import {
+  assertKey,
+  isStoreError,
+  MAX_PART_SIZE,
+  type ObjectInfo,
+  type PartInfo,
+  StoreError,
+} from '../object-store.ts';
+import { writers } from '../writer-pool.ts';
+import { isMissing, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
+import { RunningDigests } from './running-digest.ts';
+import type { SignedUrl } from './signed-urls.ts';
+import { entries, isStaleUpload } from './stale.ts';
+
+/**
+ * The multipart uploads of the local store, each in its folder `.multipart/<id>/` (see the layout in
+ * store.ts): started, given parts, listed, then completed into an object of the store, or aborted.
+ */
+
+const UPLOAD_ID = /^[A-Za-z0-9_-]{16,64}$/;
+const MANIFEST = 'upload.json';
+
+export function checkUploadId(uploadId: string): void {
+  if (!UPLOAD_ID.test(uploadId)) throw new StoreError('InvalidArgument', 'Invalid upload id');
+}
+
+/** What completing an upload needs of the store's objects. */
+export interface ObjectSide {
+  /** The folder that holds an assembled object's segments: its part files, in order. */
+  segmentsFolder(key: string): string;
+  /** Throws AlreadyExists when `key` names an object. */
+  refuseExisting(key: string): Promise<void>;
+  /** Writes the object's sidecar, which makes it exist. */
+  writeSidecar(key: string, meta: ObjectInfo & { segments: number[] }): Promise<void>;
+}
+
+export class LocalMultipart {
+  /** The folder of the uploads, one folder each. */
+  readonly #root: string;
+  readonly #tmp: string;
+  readonly #objects: ObjectSide;
+  readonly #digests = new RunningDigests((uploadId) => this.#forget(uploadId));
+  readonly #parts = new PartLedger();
+
+  constructor(options: { dir: string; tmp: string; objects: ObjectSide }) {
+    this.#root = join(options.dir, '.multipart');
+    this.#tmp = options.tmp;
+    this.#objects = options.objects;
+  }
+
+  /** Starts an upload of `key` (already checked, as its content type) and answers its id. */
+  async create(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
+    if (!Number.isSafeInteger(options.totalSize) || options.totalSize < 0)
+      throw new StoreError('InvalidArgument', 'Invalid total size');
+    const uploadId = randomSecret(18);
+    const folder = this.#uploadPath(uploadId);
+    await mkdir(folder, { recursive: true });
+    await writeAtomic(
+      this.#tmp,
+      join(folder, MANIFEST),
+      JSON.stringify({ key, contentType: options.contentType, totalSize: options.totalSize }),
+    );
+    return uploadId;
+  }
+
+  /** The total the live upload declared (unknown for uploads started before totals were recorded). */
+  async totalSize(key: string, uploadId: string): Promise<number | undefined> {
+    return (await this.#upload(key, uploadId)).totalSize;
+  }
+
+  /** Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag. */
+  async receivePart(url: Extract<SignedUrl, { kind: 'part' }>, body: AsyncIterable<Buffer>): Promise<string> {
+    const { folder, totalSize } = await this.#upload(url.key, url.uploadId);
+    const partFolder = join(folder, String(url.partNumber));
+    const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
+    // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
+    const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
+    const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
+      const part = { partNumber: url.partNumber, md5, size, tmp };
+      await this.#parts.place(url.uploadId, folder, part, totalSize);
+      await syncFolder(partFolder);
+    });
+    await dropOlderVersions(partFolder, digest);
+    this.#digests.advance(url.uploadId, dirname(partFolder));
+    return `"${digest}"`;
+  }
+
+  async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
+    const { folder } = await this.#upload(key, uploadId);
+    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
+      partNumber,
+      etag: `"${md5}"`,
+      size,
+    }));
+  }
+
+  async complete(
+    key: string,
+    uploadId: string,
+    parts: { partNumber: number; etag: string }[],
+  ): Promise<ObjectInfo> {
+    const { folder } = await this.#upload(key, uploadId);
+    const { files, etag } = await partFiles(folder, parts);
+    await this.#objects.refuseExisting(key);
+    // The SHA-256 of the parts hashed while they arrived, when they are the first parts completed.
+    let running = await this.#digests.stop(uploadId);
+    if (running && !running.parts.every((part, index) => part.path === files[index])) {
+      await running.digest.abort();
+      running = undefined;
+    }
+    // The parts become the object's segments by renaming (which keeps their identity): nothing is copied.
+    const segments = this.#objects.segmentsFolder(key);
+    const moved: [part: string, segment: string][] = [];
+    let digest = running?.digest;
+    let info: ObjectInfo;
+    try {
+      await mkdir(segments, { recursive: true });
+      const sizes: number[] = [];
+      for (const [index, file] of files.entries()) {
+        const segment = join(segments, String(index));
+        await rename(file, segment);
+        moved.push([file, segment]);
+        const stats = await stat(segment);
+        sizes.push(stats.size);
+        if (
+          running &&
+          index < running.parts.length &&
+          running.parts[index]!.identity !== fileIdentity(stats)
+        ) {
+          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
+          running = undefined;
+        }
+      }
+      digest = running?.digest ?? writers.digest('sha256');
+      for (const [, segment] of moved.slice(running?.parts.length ?? 0)) await digest.add(segment);
+      await syncFolder(segments);
+      info = {
+        size: sizes.reduce((sum, size) => sum + size, 0),
+        etag,
+        sha256: await digest.finish(),
+      };
+      await this.#objects.writeSidecar(key, { ...info, segments: sizes });
+    } catch (error) {
+      // Until the sidecar is written the object does not exist: put the parts back, so that the upload
+      // can be completed again.
+      await (digest ?? running?.digest)?.abort();
+      for (const [part, segment] of moved) await rename(segment, part).catch(() => undefined);
+      await rm(segments, { recursive: true, force: true });
+      throw error;
+    }
+    // The object exists. The upload ends with its manifest (no part is accepted after that); what is
+    // left of it (stray parts) is only tidied up.
+    this.#parts.forget(uploadId);
+    await rm(join(folder, MANIFEST), { force: true }).catch(() => undefined);
+    await rm(folder, { recursive: true, force: true }).catch(() => undefined);
+    return info;
+  }
+
+  async abort(key: string, uploadId: string): Promise<void> {
+    assertKey(key);
+    if (!UPLOAD_ID.test(uploadId)) return;
+    try {
+      await this.#upload(key, uploadId);
+    } catch (error) {
+      if (isStoreError(error, 'NoSuchUpload')) return;
+      throw error;
+    }
+    await this.#forget(uploadId);
+    await rm(this.#uploadPath(uploadId), { recursive: true, force: true });
+  }
+
+  /** Removes the uploads left over (see isStaleUpload) as of `cutoff` (ms since the epoch); answers how many. */
+  async removeStale(cutoff: number, keep: (key: string) => Promise<boolean>): Promise<number> {
+    let removed = 0;
+    for (const uploadId of await entries(this.#root)) {
+      const folder = this.#uploadPath(uploadId);
+      if (!UPLOAD_ID.test(uploadId) || !(await isStaleUpload(folder, MANIFEST, cutoff, keep))) continue;
+      await this.#forget(uploadId);
+      await rm(folder, { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Releases the running digests. */
+  async close(): Promise<void> {
+    await this.#digests.clear();
+  }
+
+  /** Drops what this process keeps in memory for an upload that is over. */
+  async #forget(uploadId: string): Promise<void> {
+    await (await this.#digests.stop(uploadId))?.digest.abort();
+    this.#parts.forget(uploadId);
+  }
+
+  #uploadPath(uploadId: string): string {
+    return join(this.#root, uploadId);
+  }
+
+  /**
+   * The folder of the live upload `uploadId` of `key` and the total it declared (unknown for uploads
+   * started before totals were recorded); NoSuchUpload when unknown, finished or aborted.
+   */
+  async #upload(key: string, uploadId: string): Promise<{ folder: string; totalSize?: number }> {
+    assertKey(key);
+    const folder = this.#uploadPath(uploadId);
+    if (UPLOAD_ID.test(uploadId)) {
+      try {
+        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as {
+          key: string;
+          totalSize?: number;
+        };
+        if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
+      } catch (error) {
+        if (!isMissing(error)) throw error;
+      }
+    }
+    throw new StoreError('NoSuchUpload', 'Upload not found');
+  }
+}
