@@ -46,9 +46,9 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
   const db = options.db ?? (await openDatabase(config));
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-  const cache = options.cache ?? (config.redisUrl ? redisCache(config.redisUrl) : memoryCache());
+  const cache = options.cache ?? (config.redisUrl ? await redisCache(config.redisUrl) : memoryCache());
   const urlSecret = await getOrCreateSetting(db, 'url_signing_secret', () => randomSecret());
-  const store = createObjectStore(config.storage, {
+  const store = await createObjectStore(config.storage, {
     dataDir: config.dataDir,
     publicUrl: config.publicUrl,
     urlSigningSecret: urlSecret.value,

@@ -43,7 +43,7 @@ async function backup(dir: string, signal: AbortSignal): Promise<BackupSummary> 
     throw error;
   }
   // Only read: the URL settings of this store are never used.
-  const store = createObjectStore(config.storage, {
+  const store = await createObjectStore(config.storage, {
     dataDir: config.dataDir,
     publicUrl: config.publicUrl,
     urlSigningSecret: 'unused',

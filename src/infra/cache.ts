@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { withTimeout } from './db.ts';
 
 /** A shared key-value cache with expiry: Redis in production, process memory on the embedded default. */
@@ -54,8 +54,10 @@ export function noCache(): Cache {
   };
 }
 
-export function redisCache(url: string, keyPrefix = 'coffer:'): Cache {
-  const redis = new Redis(url, {
+/** ioredis is loaded only here, so that a process without Redis (the embedded default) never holds it. */
+export async function redisCache(url: string, keyPrefix = 'coffer:'): Promise<Cache> {
+  const { Redis: RedisClient } = await import('ioredis');
+  const redis = new RedisClient(url, {
     keyPrefix,
     lazyConnect: false,
     // Fail fast while Redis is away instead of queueing; ioredis keeps reconnecting in the background.

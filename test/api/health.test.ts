@@ -45,7 +45,7 @@ describe.runIf(backend === 'postgres' && process.env.COFFER_TEST_REDIS_URL)(
         COFFER_DATA_DIR: '/tmp/coffer-health',
       });
       const db = await openPostgres(pgUrl.toString(), { schema: namespace() });
-      const cache = redisCache(redisUrl.toString(), `${namespace()}:health:`);
+      const cache = await redisCache(redisUrl.toString(), `${namespace()}:health:`);
       const runtime = await openRuntime(config, { db, cache, logger: pino({ level: 'silent' }) });
       const app = await buildApp({ config, services: runtime.services });
       const probe = async () => {

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
-import { redisCache } from '../../src/infra/cache.ts';
+import { type Cache, redisCache } from '../../src/infra/cache.ts';
 import { openRuntime } from '../../src/runtime.ts';
 import { backend, namespace, secondDb, storage } from '../support/backends.ts';
 import {
@@ -272,7 +272,7 @@ describe('rate limits by default', () => {
 describe('when the counters cannot be reached', () => {
   it('serves requests without limits (fail open) rather than refuse them', async () => {
     // A Redis that does not answer: nothing listens on this port.
-    await servesWithout(redisCache(`redis://127.0.0.1:${await freePort()}`));
+    await servesWithout(await redisCache(`redis://127.0.0.1:${await freePort()}`));
   });
 
   it.runIf(process.env.COFFER_TEST_REDIS_URL)(
@@ -280,7 +280,7 @@ describe('when the counters cannot be reached', () => {
     async () => {
       const redis = new URL(process.env.COFFER_TEST_REDIS_URL!);
       const proxy = await startProxy(redis.hostname, Number(redis.port || 6379));
-      const cache = redisCache(`redis://127.0.0.1:${proxy.port}`, `${namespace()}:hung:`);
+      const cache = await redisCache(`redis://127.0.0.1:${proxy.port}`, `${namespace()}:hung:`);
       try {
         // Connected (commands are refused, not queued, until then).
         for (
@@ -304,7 +304,7 @@ describe('when the counters cannot be reached', () => {
 });
 
 /** Answers API requests through a runtime whose shared counters (`cache`) cannot be reached. */
-async function servesWithout(cache: ReturnType<typeof redisCache>): Promise<void> {
+async function servesWithout(cache: Cache): Promise<void> {
   {
     const config = loadConfig({
       COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),

@@ -35,7 +35,7 @@ const local: Backend = {
   async open() {
     const dir = await mkdtemp(join(tmpdir(), 'coffer-contract-'));
     const base = `http://127.0.0.1:${await freePort()}`;
-    const store = createObjectStore(
+    const store = await createObjectStore(
       { kind: 'local' },
       { dataDir: dir, publicUrl: base, urlSigningSecret: 'contract' },
     );
@@ -60,7 +60,7 @@ if (s3) {
     name: 's3',
     async open() {
       const config: StorageConfig = { kind: 's3', ...s3, forcePathStyle: true, timeoutMs: 10_000 };
-      const store = createObjectStore(config, {
+      const store = await createObjectStore(config, {
         dataDir: '/nonexistent',
         publicUrl: '',
         urlSigningSecret: '',

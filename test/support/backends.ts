@@ -80,9 +80,9 @@ export async function secondDb(): Promise<Db> {
   return testDb();
 }
 
-export function testCache(): Cache {
+export async function testCache(): Promise<Cache> {
   return backend === 'postgres' && process.env.COFFER_TEST_REDIS_URL
-    ? redisCache(process.env.COFFER_TEST_REDIS_URL, `${namespace()}:`)
+    ? await redisCache(process.env.COFFER_TEST_REDIS_URL, `${namespace()}:`)
     : memoryCache();
 }
 

@@ -88,7 +88,7 @@ export async function startCoffer(
     ...testStorageEnv(),
     ...env,
   });
-  const cache = testCache();
+  const cache = await testCache();
   const runtime = await openRuntime(config, {
     db: await testDb(),
     cache,
