@@ -1,0 +1,47 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildEmbeddedTemplate, openPglite } from '../../src/infra/db.ts';
+import { TEMPLATE_PATH } from '../../src/infra/embedded-template.ts';
+
+let dir: string;
+beforeAll(async () => {
+  if (!existsSync(TEMPLATE_PATH)) await buildEmbeddedTemplate();
+  dir = await mkdtemp(join(tmpdir(), 'coffer-template-'));
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+/** initdb gives every cluster an identifier of its own; copies of one template share it. */
+async function systemIdentifier(dataDir: string): Promise<string> {
+  const db = await openPglite(dataDir);
+  try {
+    const [row] = await db.query<{ id: string }>(
+      'SELECT system_identifier::text AS id FROM pg_control_system()',
+    );
+    return row!.id;
+  } finally {
+    await db.close();
+  }
+}
+
+describe('the embedded template', () => {
+  it('is what new data directories start from', async () => {
+    const first = await systemIdentifier(join(dir, 'a'));
+    expect(await systemIdentifier(join(dir, 'b'))).toBe(first);
+  });
+
+  it('leaves a database that keeps what is written to it', async () => {
+    const dataDir = join(dir, 'kept');
+    const db = await openPglite(dataDir);
+    await db.exec("CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')");
+    await db.close();
+    const reopened = await openPglite(dataDir);
+    try {
+      expect(await reopened.query('SELECT body FROM notes')).toEqual([{ body: 'kept' }]);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
