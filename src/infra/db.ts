@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import pg from 'pg';
-import { readTemplate, writeTemplate } from './embedded-template.ts';
+import { copyTemplate } from './embedded-template.ts';
 import { isAlive, processStartTime } from './process-liveness.ts';
 
 /** Anything SQL can be sent to: the database itself or an open transaction. */
@@ -218,26 +218,6 @@ export function lockEmbeddedDatabase(dataDir: string): () => void {
   return lockDataDir(path);
 }
 
-function createPglite(path: string | undefined, load: Blob | undefined): Promise<PGlite> {
-  return PGlite.create({
-    dataDir: path,
-    loadDataDir: load,
-    extensions: { pg_trgm },
-    parsers: { [INT8]: Number },
-    startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS],
-  });
-}
-
-/** Initializes an embedded database in memory and keeps it as the template of new ones; returns its path. */
-export async function buildEmbeddedTemplate(): Promise<string> {
-  const db = await createPglite(undefined, undefined);
-  try {
-    return await writeTemplate(db);
-  } finally {
-    await db.close();
-  }
-}
-
 export async function openPglite(
   dataDir: string | undefined,
   options: {
@@ -255,8 +235,14 @@ export async function openPglite(
   }
   let db: PGlite;
   try {
-    const fresh = path === undefined || !existsSync(join(path, 'PG_VERSION'));
-    db = await createPglite(path, options.load ?? (fresh ? readTemplate() : undefined));
+    if (path && !options.load && !existsSync(join(path, 'PG_VERSION'))) copyTemplate(path);
+    db = await PGlite.create({
+      dataDir: path,
+      loadDataDir: options.load,
+      extensions: { pg_trgm },
+      parsers: { [INT8]: Number },
+      startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS],
+    });
   } catch (error) {
     unlock();
     throw error;

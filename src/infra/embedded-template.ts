@@ -1,39 +1,35 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import type { PGlite } from '@electric-sql/pglite';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadMigrations } from './migrate.ts';
 
 /**
- * A freshly initialized embedded database, made once per PGlite version (`npm run build:embedded`, run
- * by npm install) and copied into a new data directory in place of running initdb there. initdb is
- * most of a first start (about 3 of its 3.5 s on two cores) and leaves the process holding the memory
- * it grew to; copying the template takes a fraction of a second. Without the file (an install that
- * skipped its scripts, another PGlite version) a first start runs initdb as before.
+ * A new embedded database, initialized and migrated, made once per PGlite version and set of
+ * migrations (`npm run build:embedded`, run by npm install and before the tests) and copied into a
+ * new data directory in place of running initdb and every migration there. Those were nearly all of
+ * a first start (about 3 of its 3.5 s on two cores) and left the process holding the memory they
+ * grew it to; a copy of the folder takes a fraction of a second and no memory. Without it (an
+ * install that skipped its scripts, a migration added since) a first start does both itself.
  */
 const pgliteVersion: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.resolve('@electric-sql/pglite')), 'utf8'),
 ).version;
 
-export const TEMPLATE_PATH = join(
+const migrationsDigest = createHash('sha256')
+  .update(JSON.stringify(loadMigrations()))
+  .digest('hex')
+  .slice(0, 16);
+
+/** The template's folder: the `pglite` folder of a data directory that was just created and migrated. */
+export const TEMPLATE_DIR = join(
   import.meta.dirname,
   '../../node_modules/.cache/coffer',
-  `pglite-${pgliteVersion}.tar.gz`,
+  `pglite-${pgliteVersion}-${migrationsDigest}`,
 );
 
-/** The template, or undefined when none was made for this PGlite version. */
-export function readTemplate(): Blob | undefined {
-  try {
-    return new Blob([readFileSync(TEMPLATE_PATH)], { type: 'application/gzip' });
-  } catch {
-    return undefined;
-  }
-}
-
-/** Writes the template of a database `fresh` has just initialized (written aside, then renamed into place). */
-export async function writeTemplate(fresh: PGlite): Promise<string> {
-  const tarball = Buffer.from(await (await fresh.dumpDataDir('gzip')).arrayBuffer());
-  mkdirSync(dirname(TEMPLATE_PATH), { recursive: true });
-  const aside = `${TEMPLATE_PATH}.${process.pid}`;
-  writeFileSync(aside, tarball);
-  renameSync(aside, TEMPLATE_PATH);
-  return TEMPLATE_PATH;
+/** Copies the template into `path`, the database folder of a new data directory; false when there is none. */
+export function copyTemplate(path: string): boolean {
+  if (!existsSync(join(TEMPLATE_DIR, 'PG_VERSION'))) return false;
+  cpSync(TEMPLATE_DIR, path, { recursive: true });
+  return true;
 }

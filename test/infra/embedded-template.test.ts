@@ -3,12 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEmbeddedTemplate, openPglite } from '../../src/infra/db.ts';
-import { TEMPLATE_PATH } from '../../src/infra/embedded-template.ts';
+import { openPglite } from '../../src/infra/db.ts';
+import { TEMPLATE_DIR } from '../../src/infra/embedded-template.ts';
+import { migrate } from '../../src/infra/migrate.ts';
 
 let dir: string;
 beforeAll(async () => {
-  if (!existsSync(TEMPLATE_PATH)) await buildEmbeddedTemplate();
   dir = await mkdtemp(join(tmpdir(), 'coffer-template-'));
 });
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -27,9 +27,19 @@ async function systemIdentifier(dataDir: string): Promise<string> {
 }
 
 describe('the embedded template', () => {
-  it('is what new data directories start from', async () => {
+  it('is made before the tests (npm test runs npm run build:embedded)', () => {
+    expect(existsSync(TEMPLATE_DIR)).toBe(true);
+  });
+
+  it('is what new data directories start from, every migration applied', async () => {
     const first = await systemIdentifier(join(dir, 'a'));
     expect(await systemIdentifier(join(dir, 'b'))).toBe(first);
+    const db = await openPglite(join(dir, 'c'));
+    try {
+      expect(await migrate(db)).toEqual([]);
+    } finally {
+      await db.close();
+    }
   });
 
   it('leaves a database that keeps what is written to it', async () => {
