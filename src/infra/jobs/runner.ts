@@ -119,8 +119,8 @@ export function createJobRunner<J extends Claimed>(options: JobRunnerOptions<J>)
 
   return {
     /**
-     * Claims as many due jobs as there are free slots (waiting for a slot when none is free) and
-     * starts them; returns how many it started.
+     * Claims as many due jobs as there are free slots (when all are busy, waiting for a quarter of
+     * them to free) and starts them; returns how many it started.
      */
     async runOnce(): Promise<number> {
       if (closed) return 0;
@@ -128,7 +128,10 @@ export function createJobRunner<J extends Claimed>(options: JobRunnerOptions<J>)
         await options.setup!(db);
         setUp = true;
       }
-      while (inflight.size >= concurrency) await Promise.race(inflight);
+      // While every slot is busy, claims wait for a quarter of them to free: one claim per job
+      // freed would cost a claim statement per job under a backlog.
+      const refill = Math.ceil(concurrency / 4);
+      while (inflight.size > 0 && concurrency - inflight.size < refill) await Promise.race(inflight);
       const jobs = await claim(db, queue, { kinds, limit: concurrency - inflight.size, leaseSeconds });
       let started = 0;
       for (const job of jobs) {

@@ -235,7 +235,7 @@ export function createDispatcher(deps: {
   });
 
   return {
-    /** Claims as many due deliveries as there are free slots (waiting for one if none) and starts them; returns how many. */
+    /** Claims as many due deliveries as there are free slots (when all are busy, waiting for a quarter of them) and starts them; returns how many. */
     runOnce: () => runner.runOnce(),
 
     /** Waits for the deliveries in flight (tests, shutdown). */
