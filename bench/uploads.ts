@@ -1,13 +1,15 @@
 /**
  * Upload and download throughput of the two-step presigned flow, and the server's memory while it moves
  * large objects:
- *   1. small uploads per second (initiate + PUT 1 KiB + confirm), against GET /health/live requests per second;
+ *   1. small uploads per second (initiate + PUT 1 KiB + confirm), against GET /health/live requests per second,
+ *      B1 (one INSERT behind a bare Fastify route) and D1 (a durable 1 KiB write on the same disk);
  *   2. PUT of a large object through its presigned URL, against `dd` writing as much with fdatasync;
  *   3. GET of it through a presigned download URL, against `dd` reading the same size (cold caches when possible);
  *   4. the server's RSS before, during (peak) and after each transfer, at two sizes.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
+import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
@@ -92,6 +94,35 @@ const SMALL_TARGETS = {
 const INITIATE_TARGET = 0.7;
 const CONFIRM_TARGET = 0.6;
 
+/**
+ * D1, what the disk gives a PUT that answers only once its bytes are durable: `count` files of 1 KiB,
+ * each written and fsynced and then its folder fsynced, `concurrency` at once, in `dir` (the data
+ * directory's disk). A PUT of the local store does this at least twice (the object, its sidecar).
+ */
+async function durableWrites(dir: string, count: number, concurrency: number): Promise<number> {
+  await mkdir(dir, { recursive: true });
+  const body = randomBytes(KiB);
+  const start = performance.now();
+  await pool(count, concurrency, async (i) => {
+    const file = await open(join(dir, `d1-${i}`), 'w');
+    try {
+      await file.write(body);
+      await file.datasync();
+    } finally {
+      await file.close();
+    }
+    const folder = await open(dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
+  });
+  const rate = count / ((performance.now() - start) / 1000);
+  await rm(dir, { recursive: true, force: true });
+  return rate;
+}
+
 async function smallUploads(context: BenchContext, project: Project): Promise<Section> {
   const { server, db } = context;
   const count = envInteger('COFFER_BENCH_SMALL_COUNT', 2000);
@@ -144,6 +175,8 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     // B1 before and after Coffer's steps: a drift of the machine's load hits both sides alike.
     progress(`B1 (bare Fastify + one INSERT) × ${count}, ${concurrency} in flight`);
     const b1Before = await measureB1();
+    progress(`D1 (durable 1 KiB writes) × ${count}, ${concurrency} in flight`);
+    const d1Rate = await durableWrites(join(context.scratch, 'd1'), count, concurrency);
     progress(`steps apart: initiate × ${count}, PUT × ${count}, confirm × ${count}`);
     const started: Initiated[] = new Array(count);
     const initiates = await measure(
@@ -202,10 +235,16 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
           met: rate(initiates) / b1Rate >= INITIATE_TARGET,
         },
         {
+          benchmark: 'D1: durable 1 KiB write (file and folder fsynced)',
+          coffer: fmt.perSecond(d1Rate, 'write'),
+          baseline: b1Label,
+          ratio: d1Rate / b1Rate,
+        },
+        {
           benchmark: `PUT 1 KiB × ${count}`,
           coffer: fmt.perSecond(rate(puts), 'req'),
-          baseline: b1Label,
-          ratio: rate(puts) / b1Rate,
+          baseline: `${fmt.perSecond(d1Rate, 'write')} D1`,
+          ratio: rate(puts) / d1Rate,
         },
         {
           benchmark: `confirm × ${count}`,
@@ -239,6 +278,7 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
         `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
         `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
         `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
+        "D1: files of 1 KiB written, fsynced and their folder fsynced from this process, on the data directory's disk: a PUT answers only once its object and its sidecar are durable, so the disk bounds PUTs near D1 and whole uploads below it",
         'B1 (bench/insert-server.ts): the same JSON body as initiate, one INSERT into a table as wide as `files` (primary key only), in a process of its own; Coffer runs the same load against initiate and confirm apart, then whole uploads',
       ],
     };
