@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, readFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadMigrations } from './migrate.ts';
 
@@ -27,9 +27,15 @@ export const TEMPLATE_DIR = join(
   `pglite-${pgliteVersion}-${migrationsDigest}`,
 );
 
-/** Copies the template into `path`, the database folder of a new data directory; false when there is none. */
+/**
+ * Copies the template into `path`, the database folder of a new data directory; false when there is
+ * none. PG_VERSION, which tells a database folder from an empty one, is copied last: a copy cut short
+ * by a crash has none, so the next start copies again over it.
+ */
 export function copyTemplate(path: string): boolean {
-  if (!existsSync(join(TEMPLATE_DIR, 'PG_VERSION'))) return false;
-  cpSync(TEMPLATE_DIR, path, { recursive: true });
+  const version = join(TEMPLATE_DIR, 'PG_VERSION');
+  if (!existsSync(version)) return false;
+  cpSync(TEMPLATE_DIR, path, { recursive: true, filter: (source) => source !== version });
+  copyFileSync(version, join(path, 'PG_VERSION'));
   return true;
 }

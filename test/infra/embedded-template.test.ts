@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +35,17 @@ describe('the embedded template', () => {
     const first = await systemIdentifier(join(dir, 'a'));
     expect(await systemIdentifier(join(dir, 'b'))).toBe(first);
     const db = await openPglite(join(dir, 'c'));
+    try {
+      expect(await migrate(db)).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('is copied again over a copy cut short (no PG_VERSION yet)', async () => {
+    const path = join(dir, 'cut', 'pglite');
+    cpSync(join(TEMPLATE_DIR, 'global'), join(path, 'global'), { recursive: true });
+    const db = await openPglite(join(dir, 'cut'));
     try {
       expect(await migrate(db)).toEqual([]);
     } finally {
