@@ -122,6 +122,16 @@ function resetPeakOf(pid: number | 'self'): boolean {
 
 const CLOCK_TICKS = 100;
 
+/**
+ * CPU seconds the whole machine has spent busy since it booted (every process, user and kernel time;
+ * not idle nor waiting for I/O): the first line of /proc/stat.
+ */
+export function machineBusySeconds(): number {
+  const [line] = readFileSync('/proc/stat', 'utf8').split('\n', 1);
+  const [user, nice, system, , , irq, softirq, steal] = line!.trim().split(/\s+/).slice(1).map(Number);
+  return (user! + nice! + system! + irq! + softirq! + steal!) / CLOCK_TICKS;
+}
+
 function procCpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
@@ -326,6 +336,12 @@ export async function startReference(dir: string): Promise<ReferenceServer> {
   const port = await freePort();
   const helper = await startHelper('reference-server.ts', { PORT: String(port), BENCH_REFERENCE_DIR: dir });
   return { url: `http://127.0.0.1:${port}`, dir, rss: () => procStatus(helper.pid, 'VmRSS') ?? 0, ...helper };
+}
+
+/** Starts bench/embedded-idle.ts: the embedded database of `dataDir` held open by a bare process; its RSS. */
+export async function startEmbeddedIdle(dataDir: string): Promise<{ rss(): number; close(): Promise<void> }> {
+  const helper = await startHelper('embedded-idle.ts', { BENCH_DATA_DIR: dataDir });
+  return { rss: () => procStatus(helper.pid, 'VmRSS') ?? 0, ...helper };
 }
 
 export interface InsertServer {
@@ -605,6 +621,8 @@ export interface Measurement<T> {
   /** CPU seconds of the server's process and of this (client) process during the run. */
   serverCpu: number;
   clientCpu: number;
+  /** CPU seconds of the whole machine during the run: server, client, database and anything else. */
+  machineCpu: number;
   memory: { before: number; peak: number; after: number };
 }
 
@@ -625,6 +643,7 @@ export async function measure<T>(
   }, 10);
   const serverCpu = server.cpuSeconds();
   const clientCpu = process.cpuUsage();
+  const machineCpu = machineBusySeconds();
   const start = performance.now();
   let result: T;
   try {
@@ -633,6 +652,7 @@ export async function measure<T>(
     clearInterval(sampler);
   }
   const seconds = (performance.now() - start) / 1000;
+  const machineCpuUsed = machineBusySeconds() - machineCpu;
   const serverCpuUsed = server.cpuSeconds() - serverCpu;
   const clientUsage = process.cpuUsage(clientCpu);
   const kernelPeak = peakReset ? (server.peak() ?? 0) : 0;
@@ -643,6 +663,7 @@ export async function measure<T>(
     seconds,
     serverCpu: serverCpuUsed,
     clientCpu: (clientUsage.user + clientUsage.system) / 1e6,
+    machineCpu: machineCpuUsed,
     memory: { before, peak, after: server.rss() },
   };
 }

@@ -3,7 +3,9 @@
  * (what Node.js itself takes to start and to hold):
  *   1. a first start on an empty data directory (the embedded database created, every migration applied),
  *      timed from the spawn to the first 200 of /health/ready, then its resident memory once idle;
- *   2. COFFER_BENCH_ROUNDS restarts on that data directory (the usual start of a server), the same.
+ *   2. COFFER_BENCH_ROUNDS restarts on that data directory (the usual start of a server), the same;
+ *   3. embedded only: the same database held open by a bare Node.js process, its idle RSS (what PGlite
+ *      alone keeps resident, against the whole server's).
  * "Idle" is once the RSS has settled: sampled every 250 ms until it moved less than 1 MiB in 2 s (at
  * most 30 s), so that work still running after the start (compilation, caches) is counted in.
  */
@@ -18,6 +20,7 @@ import {
   progress,
   type Section,
   startCoffer,
+  startEmbeddedIdle,
   startReference,
 } from './lib.ts';
 
@@ -85,6 +88,13 @@ export const startup: Bench = {
       progress(`startup: restart ${round}/${rounds}`);
       restarts.push(await startOnce(dataDir, mode));
     }
+    let pgliteRss: number | undefined;
+    if (db === 'pglite') {
+      progress('startup: the embedded database alone, held by a bare process');
+      const alone = await startEmbeddedIdle(dataDir);
+      pgliteRss = await settledRss(() => alone.rss());
+      await alone.close();
+    }
     const restartSeconds = median(restarts.map((start) => start.seconds));
     const restartRss = median(restarts.map((start) => start.rss));
     const embedded = db === 'pglite';
@@ -127,12 +137,22 @@ export const startup: Bench = {
           ratio: restartRss / referenceRss,
           ...rssTarget,
         },
+        ...(pgliteRss === undefined
+          ? []
+          : [
+              {
+                benchmark: '  of which the embedded database alone holds',
+                coffer: fmt.mib(pgliteRss),
+                baseline: `${fmt.mib(referenceRss)} node:http`,
+                ratio: pgliteRss / restartRss,
+              },
+            ]),
       ],
       notes: [
         `per restart: ${restarts.map((start) => `${seconds(start.seconds)} / ${fmt.mib(start.rss)}`).join('; ')}`,
         'timed from the spawn of `src/main.ts serve` (API and workers) to the first 200 of /health/ready, polled every 20 ms; RSS from /proc/<pid>/status once settled',
         embedded
-          ? 'the first start creates the embedded database (initdb) and applies every migration'
+          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio a share of the restarted server\'s RSS'
           : 'the first start applies every migration to an empty database; the database server is another process (not counted)',
       ],
     };

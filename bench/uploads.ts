@@ -10,6 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
@@ -26,6 +27,7 @@ import {
   KiB,
   type Measurement,
   MiB,
+  machineBusySeconds,
   mean,
   measure,
   median,
@@ -159,9 +161,14 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
   /** B1 under the same load, with its own process's CPU (the server's measure is Coffer's). */
   const measureB1 = async () => {
     const cpu = b1.cpuSeconds();
+    const machine = machineBusySeconds();
     const start = performance.now();
     await pool(count, concurrency, insert);
-    return { rate: count / ((performance.now() - start) / 1000), cpu: b1.cpuSeconds() - cpu };
+    return {
+      rate: count / ((performance.now() - start) / 1000),
+      cpu: b1.cpuSeconds() - cpu,
+      machineCpu: machineBusySeconds() - machine,
+    };
   };
 
   try {
@@ -272,9 +279,17 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
             ? {}
             : { target: `≤ ${fmt.ms(targets.cpuMs)}`, met: uploadCpu <= targets.cpuMs }),
         },
+        {
+          // What binds once the two CPUs are busy: everything an upload costs, the database included.
+          benchmark: '  machine CPU per upload (every process)',
+          coffer: fmt.ms((uploads.machineCpu / count) * 1000),
+          baseline: `${fmt.ms(((b1Before.machineCpu + b1After.machineCpu) * 500) / count)} per B1 insert`,
+          ratio: uploads.machineCpu / ((b1Before.machineCpu + b1After.machineCpu) / 2),
+        },
       ],
       notes: [
         `B1 ${fmt.perSecond(b1Before.rate, 'req')} before Coffer's steps and ${fmt.perSecond(b1After.rate, 'req')} after; the ratios use their mean`,
+        `machine busy ${((uploads.machineCpu / uploads.seconds / cpus().length) * 100).toFixed(0)}% of its ${cpus().length} CPUs during the whole uploads; per upload: server ${fmt.ms(uploadCpu)}, client ${fmt.ms((uploads.clientCpu / count) * 1000)}, the rest (the database, the kernel, anything else) ${fmt.ms(((uploads.machineCpu - uploads.serverCpu - uploads.clientCpu) / count) * 1000)}`,
         `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
         `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
         `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
