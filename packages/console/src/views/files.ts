@@ -2,7 +2,7 @@
  * Files: the folder tree, the filters, one page of the list at a time (by cursor, so a project of
  * 100,000 files opens as fast as one of ten), uploads, and the panel of the file opened.
  */
-import type { FileList, FileObject } from '@coffer/client';
+import { type FileList, type FileObject, isCofferError } from '@coffer/client';
 import { type Context, projectHash, type Route, type View } from '../lib/context.ts';
 import { debounce, h, replace } from '../lib/dom.ts';
 import { bytes, count, when } from '../lib/format.ts';
@@ -17,8 +17,10 @@ import { uploader } from './files/upload.ts';
 const PAGE_SIZES = ['25', '50', '100', '200'] as const;
 /** How often files on their way to a final status are asked about. */
 const POLL_MS = 2000;
-/** At most this many of them per round: the page shows at most 200, uploads add a few. */
-const POLL_BATCH = 25;
+/** The largest page the list answers. */
+const LIST_MAX = 200;
+/** At most this many files that changed status are read again per round; the others next round. */
+const REREAD_BATCH = 25;
 
 export function filesView(context: Context, route: Route): View {
   const projectId = route.projectId!;
@@ -31,6 +33,10 @@ export function filesView(context: Context, route: Route): View {
   let page: FileList | undefined;
   let loading: AbortController | undefined;
   let detail: Detail | undefined;
+  /** The latest state known of each file uploaded here (the page keeps its own files). */
+  const uploadedFiles = new Map<string, FileObject>();
+  /** Files found deleted while polled: no longer asked about. */
+  const gone = new Set<string>();
 
   const notices = noticeArea();
   const results = h('div', { class: 'results', 'aria-live': 'polite', 'aria-busy': 'true' });
@@ -68,7 +74,8 @@ export function filesView(context: Context, route: Route): View {
   });
   const uploads = uploader(context, projectId, {
     folderId: () => (folder.id && folder.id !== 'root' ? folder.id : null),
-    uploaded: () => {
+    uploaded: (file) => {
+      uploadedFiles.set(file.id, file);
       if (cursors.length === 1) reloadSoon();
     },
   });
@@ -180,6 +187,7 @@ export function filesView(context: Context, route: Route): View {
 
   /** Puts a newer state of a file wherever it shows. */
   function updated(file: FileObject) {
+    if (uploadedFiles.has(file.id)) uploadedFiles.set(file.id, file);
     uploads.update(file);
     if (detail?.fileId === file.id) detail.show(file);
     const index = page?.items.findIndex((item) => item.id === file.id) ?? -1;
@@ -215,18 +223,62 @@ export function filesView(context: Context, route: Route): View {
     replace(panel, detail.element);
   }
 
-  /** Files on the page or just uploaded that are still uploading or processing. */
+  /** Files on the page or just uploaded that are still uploading or processing, as last seen. */
+  function unsettled(): Map<string, FileObject> {
+    const files = new Map<string, FileObject>();
+    for (const file of page?.items ?? []) if (!isSettled(file)) files.set(file.id, file);
+    for (const fileId of uploads.waiting()) {
+      const file = uploadedFiles.get(fileId);
+      if (file) files.set(fileId, file);
+    }
+    for (const fileId of gone) files.delete(fileId);
+    return files;
+  }
+
+  /**
+   * Which of the `waiting` files last seen in `status` the server still lists in it: newest first,
+   * down to the oldest of them at most, and stopping once all are found (one request but in rare
+   * rounds).
+   */
+  async function stillIn(status: FileObject['status'], waiting: FileObject[]): Promise<FileObject[]> {
+    const files = waiting.filter((file) => file.status === status);
+    const missing = new Set(files.map((file) => file.id));
+    const found: FileObject[] = [];
+    const oldest = files.map((file) => file.created_at).sort()[0];
+    const query = { status, date_from: oldest, limit: LIST_MAX };
+    for await (const file of client.files.iterate(projectId, query)) {
+      if (!missing.delete(file.id)) continue;
+      found.push(file);
+      if (missing.size === 0) break;
+    }
+    return found;
+  }
+
+  /**
+   * One list request per status the unsettled files are in (usually just `processing`) rather than
+   * one per file. Only a file missing from its status's answer has changed: it alone is read again.
+   */
   async function poll() {
-    const waiting = new Set([
-      ...(page?.items.filter((file) => !isSettled(file)).map((file) => file.id) ?? []),
-      ...uploads.waiting(),
-    ]);
-    for (const fileId of [...waiting].slice(0, POLL_BATCH)) {
+    const waiting = [...unsettled().values()];
+    const changed = new Set(waiting.map((file) => file.id));
+    try {
+      for (const status of new Set(waiting.map((file) => file.status))) {
+        for (const file of await stillIn(status, waiting)) {
+          changed.delete(file.id);
+          updated(file);
+        }
+      }
+    } catch (error) {
+      context.expired(error); // Signs out if the key stopped working; otherwise the next round asks again.
+      return;
+    }
+    for (const fileId of [...changed].slice(0, REREAD_BATCH)) {
       try {
         updated(await fileById(client, projectId, fileId));
       } catch (error) {
         if (context.expired(error)) return;
-        // Gone (deleted elsewhere) or unreachable for now: the next round or a reload tells.
+        if (isCofferError(error, 'NOT_FOUND')) gone.add(fileId);
+        // Otherwise unreachable for now: the next round or a reload tells.
       }
     }
   }
