@@ -235,7 +235,7 @@ export async function openPglite(
   }
   let db: PGlite;
   try {
-    if (path && !options.load && !existsSync(join(path, 'PG_VERSION'))) copyTemplate(path);
+    if (path && !options.load && !existsSync(join(path, 'PG_VERSION'))) await copyTemplate(path);
     db = await PGlite.create({
       dataDir: path,
       loadDataDir: options.load,

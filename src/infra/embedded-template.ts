@@ -1,41 +1,78 @@
 import { createHash } from 'node:crypto';
-import { copyFileSync, cpSync, existsSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFile, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadMigrations } from './migrate.ts';
 
 /**
  * A new embedded database, initialized and migrated, made once per PGlite version and set of
  * migrations (`npm run build:embedded`, run by npm install and before the tests) and copied into a
- * new data directory in place of running initdb and every migration there. Those were nearly all of
- * a first start (about 3 of its 3.5 s on two cores) and left the process holding the memory they
- * grew it to; a copy of the folder takes a fraction of a second and no memory. Without it (an
- * install that skipped its scripts, a migration added since) a first start does both itself.
+ * new data directory in place of running initdb and every migration there: those were nearly all of
+ * a first start, and left the process holding the memory they grew it to. Without it (an install
+ * that skipped its scripts, a migration added since) a first start does both itself.
  */
-const pgliteVersion: string = JSON.parse(
-  readFileSync(new URL('../package.json', import.meta.resolve('@electric-sql/pglite')), 'utf8'),
-).version;
+let dir: string | undefined;
 
-const migrationsDigest = createHash('sha256')
-  .update(JSON.stringify(loadMigrations()))
-  .digest('hex')
-  .slice(0, 16);
+/** The template's folder: the database folder of a data directory that was just created and migrated. */
+export function templateDir(): string {
+  if (dir) return dir;
+  const pglite = JSON.parse(
+    readFileSync(new URL('../package.json', import.meta.resolve('@electric-sql/pglite')), 'utf8'),
+  ) as { version: string };
+  const migrations = createHash('sha256').update(JSON.stringify(loadMigrations())).digest('hex').slice(0, 16);
+  dir = join(
+    import.meta.dirname,
+    '../../node_modules/.cache/coffer',
+    `pglite-${pglite.version}-${migrations}`,
+  );
+  return dir;
+}
 
-/** The template's folder: the `pglite` folder of a data directory that was just created and migrated. */
-export const TEMPLATE_DIR = join(
-  import.meta.dirname,
-  '../../node_modules/.cache/coffer',
-  `pglite-${pgliteVersion}-${migrationsDigest}`,
-);
+/** The data directory's lock (src/infra/db.ts) lives in the database folder: never copied nor removed. */
+const isLock = (name: string) => name.startsWith('coffer.lock');
+
+/** fsync of one file or folder. */
+async function syncPath(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Syncs every file and folder under `root` (a few at a time), folders after their entries. */
+export async function syncTree(root: string): Promise<void> {
+  const entries = readdirSync(root, { recursive: true, withFileTypes: true });
+  const paths = (files: boolean) =>
+    entries
+      .filter((entry) => (files ? entry.isFile() : entry.isDirectory()))
+      .map((entry) => join(entry.parentPath, entry.name));
+  for (const batch of [paths(true), paths(false)]) {
+    for (let i = 0; i < batch.length; i += 32) await Promise.all(batch.slice(i, i + 32).map(syncPath));
+  }
+  await syncPath(root);
+}
 
 /**
- * Copies the template into `path`, the database folder of a new data directory; false when there is
- * none. PG_VERSION, which tells a database folder from an empty one, is copied last: a copy cut short
- * by a crash has none, so the next start copies again over it.
+ * Makes `path`, the database folder of a new data directory, a copy of the template; false when there
+ * is none. PG_VERSION, which tells a database folder from an empty one, is written last, once
+ * everything else is on disk, and whole (renamed into place): a copy cut short by a crash or a power
+ * loss has none, and the next start clears it and copies again.
  */
-export function copyTemplate(path: string): boolean {
-  const version = join(TEMPLATE_DIR, 'PG_VERSION');
+export async function copyTemplate(path: string): Promise<boolean> {
+  for (const name of readdirSync(path)) {
+    if (!isLock(name)) rmSync(join(path, name), { recursive: true, force: true });
+  }
+  const template = templateDir();
+  const version = join(template, 'PG_VERSION');
   if (!existsSync(version)) return false;
-  cpSync(TEMPLATE_DIR, path, { recursive: true, filter: (source) => source !== version });
-  copyFileSync(version, join(path, 'PG_VERSION'));
+  cpSync(template, path, { recursive: true, filter: (source) => source !== version });
+  await syncTree(path);
+  const aside = join(path, 'PG_VERSION.copying');
+  await copyFile(version, aside);
+  await syncPath(aside);
+  await rename(aside, join(path, 'PG_VERSION'));
+  await syncPath(path);
   return true;
 }

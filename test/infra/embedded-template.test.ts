@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite } from '../../src/infra/db.ts';
-import { TEMPLATE_DIR } from '../../src/infra/embedded-template.ts';
+import { templateDir } from '../../src/infra/embedded-template.ts';
 import { migrate } from '../../src/infra/migrate.ts';
 
 let dir: string;
@@ -28,7 +28,7 @@ async function systemIdentifier(dataDir: string): Promise<string> {
 
 describe('the embedded template', () => {
   it('is made before the tests (npm test runs npm run build:embedded)', () => {
-    expect(existsSync(TEMPLATE_DIR)).toBe(true);
+    expect(existsSync(templateDir())).toBe(true);
   });
 
   it('is what new data directories start from, every migration applied', async () => {
@@ -44,7 +44,7 @@ describe('the embedded template', () => {
 
   it('is copied again over a copy cut short (no PG_VERSION yet)', async () => {
     const path = join(dir, 'cut', 'pglite');
-    cpSync(join(TEMPLATE_DIR, 'global'), join(path, 'global'), { recursive: true });
+    cpSync(join(templateDir(), 'global'), join(path, 'global'), { recursive: true });
     const db = await openPglite(join(dir, 'cut'));
     try {
       expect(await migrate(db)).toEqual([]);
