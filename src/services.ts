@@ -3,7 +3,7 @@ import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
 import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
-import { vacuumChurned } from './infra/embedded-vacuum.ts';
+import { createEmbeddedVacuum } from './infra/embedded-vacuum.ts';
 import { createPeriodicRunner } from './infra/jobs/index.ts';
 import { createMetrics } from './infra/metrics.ts';
 import type { Scanner } from './infra/scanner/index.ts';
@@ -105,6 +105,7 @@ export function createServices(infra: Infra) {
   });
   /** The background work `coffer serve` and `coffer worker` run. */
   const workers = (): Worker[] => {
+    const vacuumNext = db.kind === 'pglite' ? createEmbeddedVacuum(db) : undefined;
     // Each runs on one worker of the deployment at a time, every interval (sooner while it finds work).
     const periodic = createPeriodicRunner({
       db,
@@ -131,12 +132,19 @@ export function createServices(infra: Infra) {
         },
         { name: 'audit-retention', everySeconds: 3600, run: () => audit.prune() },
         // PostgreSQL's autovacuum does this on a server; the embedded engine has none.
-        ...(db.kind === 'pglite'
+        ...(vacuumNext
           ? [
               {
                 name: 'vacuum',
                 everySeconds: VACUUM_CHECK_SECONDS,
-                run: async () => vacuumChurned(db).then(() => false),
+                run: async () => {
+                  const started = performance.now();
+                  const table = await vacuumNext();
+                  if (table === undefined) return false;
+                  const ms = Math.round(performance.now() - started);
+                  infra.logger.info({ table, ms }, 'embedded database table vacuumed');
+                  return true; // one table per pass: requests run between two
+                },
               },
             ]
           : []),
