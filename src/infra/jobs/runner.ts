@@ -132,6 +132,7 @@ export function createJobRunner<J extends Claimed>(options: JobRunnerOptions<J>)
       // freed would cost a claim statement per job under a backlog.
       const refill = Math.ceil(concurrency / 4);
       while (inflight.size > 0 && concurrency - inflight.size < refill) await Promise.race(inflight);
+      if (closed) return 0; // closing while it waited: claims nothing more
       const jobs = await claim(db, queue, { kinds, limit: concurrency - inflight.size, leaseSeconds });
       let started = 0;
       for (const job of jobs) {
