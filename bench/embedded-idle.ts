@@ -8,7 +8,9 @@
  */
 import { openPglite } from '../src/infra/db.ts';
 
-const db = await openPglite(process.env.BENCH_DATA_DIR ?? '');
+const dataDir = process.env.BENCH_DATA_DIR;
+if (!dataDir) throw new Error('BENCH_DATA_DIR: the data directory to open is missing');
+const db = await openPglite(dataDir);
 await db.query('SELECT 1');
 process.stdout.write('ready\n');
 const idle = setInterval(() => {}, 60_000);

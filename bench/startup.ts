@@ -141,7 +141,7 @@ export const startup: Bench = {
           ? []
           : [
               {
-                benchmark: '  of which the embedded database alone holds',
+                benchmark: 'idle RSS of the embedded database alone (a bare process)',
                 coffer: fmt.mib(pgliteRss),
                 baseline: `${fmt.mib(referenceRss)} node:http`,
                 ratio: pgliteRss / restartRss,
@@ -152,7 +152,7 @@ export const startup: Bench = {
         `per restart: ${restarts.map((start) => `${seconds(start.seconds)} / ${fmt.mib(start.rss)}`).join('; ')}`,
         'timed from the spawn of `src/main.ts serve` (API and workers) to the first 200 of /health/ready, polled every 20 ms; RSS from /proc/<pid>/status once settled',
         embedded
-          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio a share of the restarted server\'s RSS'
+          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (both hold a Node.js runtime of their own)'
           : 'the first start applies every migration to an empty database; the database server is another process (not counted)',
       ],
     };

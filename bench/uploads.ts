@@ -128,7 +128,8 @@ async function durableWrites(
   const rate = count / ((performance.now() - start) / 1000);
   const used = process.cpuUsage(cpu);
   await rm(dir, { recursive: true, force: true });
-  // This process does nothing else meanwhile: its CPU is the writes' (system calls, mostly).
+  // The writes' CPU (system calls, mostly): this process does nothing else meanwhile, but for an idle
+  // server when it runs here (COFFER_BENCH_SERVER=in-process).
   return { rate, cpuMs: (used.user + used.system) / 1000 / count };
 }
 
@@ -301,7 +302,7 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
         `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
         `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
         `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
-        "D1: files of 1 KiB written, fsynced and their folder fsynced from this process, on the data directory's disk: a PUT answers only once its object and its sidecar are durable, so the disk bounds PUTs near D1 and whole uploads below it",
+        "D1: files of 1 KiB written, fsynced and their folder fsynced from this process, on the data directory's disk: a PUT answers only once its object and its sidecar are durable (two such writes, some of their fsyncs batched by the disk), so the disk alone would bound PUTs near half of D1",
         'B1 (bench/insert-server.ts): the same JSON body as initiate, one INSERT into a table as wide as `files` (primary key only), in a process of its own; Coffer runs the same load against initiate and confirm apart, then whole uploads',
       ],
     };
