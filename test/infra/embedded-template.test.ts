@@ -26,6 +26,16 @@ async function systemIdentifier(dataDir: string): Promise<string> {
   }
 }
 
+/** The migrations a database opened on `dataDir` still lacks. */
+async function pendingMigrations(dataDir: string): Promise<string[]> {
+  const db = await openPglite(dataDir);
+  try {
+    return await migrate(db);
+  } finally {
+    await db.close();
+  }
+}
+
 describe('the embedded template', () => {
   it('is made before the tests (npm test runs npm run build:embedded)', () => {
     expect(existsSync(templateDir())).toBe(true);
@@ -34,23 +44,13 @@ describe('the embedded template', () => {
   it('is what new data directories start from, every migration applied', async () => {
     const first = await systemIdentifier(join(dir, 'a'));
     expect(await systemIdentifier(join(dir, 'b'))).toBe(first);
-    const db = await openPglite(join(dir, 'c'));
-    try {
-      expect(await migrate(db)).toEqual([]);
-    } finally {
-      await db.close();
-    }
+    expect(await pendingMigrations(join(dir, 'c'))).toEqual([]);
   });
 
   it('is copied again over a copy cut short (no PG_VERSION yet)', async () => {
     const path = join(dir, 'cut', 'pglite');
     cpSync(join(templateDir(), 'global'), join(path, 'global'), { recursive: true });
-    const db = await openPglite(join(dir, 'cut'));
-    try {
-      expect(await migrate(db)).toEqual([]);
-    } finally {
-      await db.close();
-    }
+    expect(await pendingMigrations(join(dir, 'cut'))).toEqual([]);
   });
 
   it('leaves a database that keeps what is written to it', async () => {
