@@ -227,6 +227,7 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     const healthRate = healthCount / health.seconds;
     const uploadRate = rate(uploads);
     const cpuMs = (m: { serverCpu: number }) => (m.serverCpu / count) * 1000;
+    const machineMs = (m: { machineCpu: number }) => (m.machineCpu / count) * 1000;
     const uploadCpu = cpuMs(uploads);
     const targets = SMALL_TARGETS[db];
     const b1Label = `${fmt.perSecond(b1Rate, 'req')} B1`;
@@ -299,6 +300,7 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
       notes: [
         `B1 ${fmt.perSecond(b1Before.rate, 'req')} before Coffer's steps and ${fmt.perSecond(b1After.rate, 'req')} after; the ratios use their mean`,
         `machine busy ${((uploads.machineCpu / uploads.seconds / cpus().length) * 100).toFixed(0)}% of its ${cpus().length} CPUs during the whole uploads; per upload: server ${fmt.ms(uploadCpu)}, client ${fmt.ms((uploads.clientCpu / count) * 1000)}, the rest (the database, the kernel, anything else) ${fmt.ms(((uploads.machineCpu - uploads.serverCpu - uploads.clientCpu) / count) * 1000)}`,
+        `machine CPU per request (every process): initiate ${fmt.ms(machineMs(initiates))}, PUT ${fmt.ms(machineMs(puts))}, confirm ${fmt.ms(machineMs(confirms))}, B1 insert ${fmt.ms(((b1Before.machineCpu + b1After.machineCpu) * 500) / count)}`,
         `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
         `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
         `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
