@@ -228,13 +228,11 @@ describe('the coffer command', () => {
     },
   );
 
-  it('migrates and reports when the database is up to date', () => {
+  it('finds a new embedded database migrated already (a copy of the template npm test builds first)', () => {
     const dir = freshDir();
     const first = cli(['migrate'], { COFFER_DATA_DIR: dir });
     expect(first.status).toBe(0);
-    expect(first.stdout).toMatch(/^Applied: 001_core\.sql/);
-    const second = cli(['migrate'], { COFFER_DATA_DIR: dir });
-    expect(second.stdout.trim()).toBe('Database is up to date.');
+    expect(first.stdout.trim()).toBe('Database is up to date.');
   });
 
   it('answers unknown commands with the usage and exit code 64', () => {
@@ -244,18 +242,39 @@ describe('the coffer command', () => {
   });
 });
 
+/** An empty schema of the test PostgreSQL, and a database URL whose search path starts with it. */
+async function emptySchema(name: string): Promise<{ schema: string; url: string }> {
+  const schema = `${namespace()}_${name}`;
+  const db = await testDb();
+  await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);
+  await db.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
+  const url = new URL(process.env.COFFER_TEST_DATABASE_URL!);
+  url.searchParams.set('options', `-c search_path=${schema},public`);
+  return { schema, url: url.toString() };
+}
+
 describe.runIf(backend === 'postgres')('on PostgreSQL', () => {
-  it('lets two servers start at once against one database (migrations under an advisory lock)', async () => {
-    const schema = `${namespace()}_cli`;
+  it('migrates an empty database and reports when it is up to date', async () => {
+    const { schema, url } = await emptySchema('migrate');
     const db = await testDb();
-    await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(schema)} CASCADE`);
-    await db.query(`CREATE SCHEMA ${quoteIdent(schema)}`);
-    const url = new URL(process.env.COFFER_TEST_DATABASE_URL!);
-    url.searchParams.set('options', `-c search_path=${schema},public`);
+    const env = { COFFER_DATA_DIR: freshDir(), COFFER_DATABASE_URL: url };
+    try {
+      const first = cli(['migrate'], env);
+      expect(first.status).toBe(0);
+      expect(first.stdout).toMatch(/^Applied: 001_core\.sql/);
+      expect(cli(['migrate'], env).stdout.trim()).toBe('Database is up to date.');
+    } finally {
+      await db.query(`DROP SCHEMA ${quoteIdent(schema)} CASCADE`);
+    }
+  });
+
+  it('lets two servers start at once against one database (migrations under an advisory lock)', async () => {
+    const { schema, url } = await emptySchema('cli');
+    const db = await testDb();
     const env = (p: number) => ({
       COFFER_DATA_DIR: freshDir(),
       PORT: String(p),
-      COFFER_DATABASE_URL: url.toString(),
+      COFFER_DATABASE_URL: url,
       COFFER_REDIS_URL: process.env.COFFER_TEST_REDIS_URL ?? '',
       COFFER_ADMIN_KEY: `coffer_admin_${'c'.repeat(43)}`,
     });
