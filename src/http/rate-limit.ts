@@ -95,6 +95,7 @@ export async function createRateLimits(
       const state = await limiter(request);
       return state.isAllowed ? undefined : state;
     } catch (error) {
+      cache.failed?.(error);
       if (Date.now() - lastWarning > WINDOW_MS) {
         lastWarning = Date.now();
         request.log.warn({ err: error }, 'rate limits are not enforced: their counters are unreachable');

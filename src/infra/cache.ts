@@ -11,6 +11,11 @@ export interface Cache {
   set(key: string, value: string, ttlSeconds: number): Promise<void>;
   del(key: string): Promise<void>;
   ping(timeoutMs: number): Promise<void>;
+  /**
+   * Hears of a command of its connection that failed elsewhere (the rate limiter's counters): a
+   * command that timed out drops the connection, as the cache's own do (see redisCache).
+   */
+  failed?(error: unknown): void;
   close(): Promise<void>;
 }
 
@@ -71,18 +76,37 @@ export async function redisCache(url: string, keyPrefix = 'coffer:'): Promise<Ca
   });
   // Connection errors surface through the readiness probe; without a listener ioredis would log them.
   redis.on('error', () => {});
+  /**
+   * A command that timed out on a connection that was ready means Redis hangs: the connection is
+   * dropped and made again, and until Redis answers its handshake every command fails at once
+   * (offline queue off) instead of each waiting for its own timeout.
+   */
+  const failed = (error: unknown) => {
+    if (error instanceof Error && error.message === 'Command timed out' && redis.status === 'ready') {
+      redis.disconnect(true);
+    }
+  };
+  const watched = async <T>(command: Promise<T>): Promise<T> => {
+    try {
+      return await command;
+    } catch (error) {
+      failed(error);
+      throw error;
+    }
+  };
   return {
     shared: true,
     redis,
     async get(key) {
-      return (await redis.get(key)) ?? undefined;
+      return (await watched(redis.get(key))) ?? undefined;
     },
     async set(key, value, ttlSeconds) {
-      await redis.set(key, value, 'EX', Math.max(1, Math.ceil(ttlSeconds)));
+      await watched(redis.set(key, value, 'EX', Math.max(1, Math.ceil(ttlSeconds))));
     },
     async del(key) {
-      await redis.del(key);
+      await watched(redis.del(key));
     },
+    failed,
     async ping(timeoutMs) {
       await withTimeout(redis.ping(), timeoutMs);
     },

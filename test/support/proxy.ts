@@ -5,8 +5,10 @@ export interface Proxy {
   port: number;
   /** Drops every connection and stops accepting new ones. */
   cut(): Promise<void>;
-  /** Keeps every connection open but passes nothing any more, new ones included: a service that hangs (until close). */
+  /** Keeps every connection open but passes nothing any more, new ones included: a service that hangs. */
   freeze(): void;
+  /** Passes again what every connection sent meanwhile, and what comes next: the service answers again. */
+  thaw(): void;
   restore(): Promise<void>;
   close(): Promise<void>;
 }
@@ -29,11 +31,10 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
             upstream.destroy();
           });
         }
-        if (frozen) return;
-        client.pipe(upstream).pipe(client);
         const pipe = { client, upstream };
         pipes.add(pipe);
         client.on('close', () => pipes.delete(pipe));
+        if (!frozen) client.pipe(upstream).pipe(client);
       });
       server.listen(port, '127.0.0.1', () => {
         port = (server!.address() as { port: number }).port;
@@ -57,6 +58,10 @@ export async function startProxy(targetHost: string, targetPort: number): Promis
         client.unpipe(upstream);
         upstream.unpipe(client);
       }
+    },
+    thaw() {
+      frozen = false;
+      for (const { client, upstream } of pipes) client.pipe(upstream).pipe(client);
     },
     restore: listen,
     close: cut,
