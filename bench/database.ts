@@ -25,7 +25,7 @@ function adminUrl(): string {
 }
 
 /** The URL of database `name` on the server of COFFER_BENCH_DATABASE_URL. */
-export function databaseUrl(name: string): string {
+function databaseUrl(name: string): string {
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
   return url.toString();
@@ -66,10 +66,6 @@ export async function useDatabase(chosen: DbKind): Promise<void> {
       }
     }
   });
-}
-
-export function databaseKind(): DbKind {
-  return kind;
 }
 
 /** The database of the server on `dataDir`: undefined on PGlite (it lives in the data directory). */

@@ -103,13 +103,15 @@ async function main(args: string[]): Promise<void> {
     return;
   }
   let parsed: ReturnType<typeof parseArgs>;
+  let db: DbKind;
   try {
     parsed = parseArgs(args);
     const unknown = parsed.names.filter((name) => !BENCHES.some((bench) => bench.name === name));
     if (unknown.length > 0) throw new UsageError(`Unknown benchmark: ${unknown.join(', ')}`);
-    const db = parsed.options.get('db') ?? 'pglite';
-    if (db !== 'pglite' && db !== 'postgres')
-      throw new UsageError(`--db: expected pglite or postgres, got ${db}`);
+    const chosen = parsed.options.get('db') ?? 'pglite';
+    if (chosen !== 'pglite' && chosen !== 'postgres')
+      throw new UsageError(`--db: expected pglite or postgres, got ${chosen}`);
+    db = chosen;
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`${error.message}\n\n${usage()}`);
@@ -117,7 +119,6 @@ async function main(args: string[]): Promise<void> {
     return;
   }
   const { names, options } = parsed;
-  const db = (options.get('db') ?? 'pglite') as DbKind;
   const jsonFile = options.get('json');
   const selected =
     names.length === 0

@@ -29,7 +29,7 @@ const START_TARGET_SECONDS = 3;
 const EMBEDDED_RSS_TARGET = 250 * MiB;
 
 /** The RSS once it stopped moving: every 250 ms, until it moved < 1 MiB over 2 s, or 30 s passed. */
-export async function settledRss(rss: () => number): Promise<number> {
+async function settledRss(rss: () => number): Promise<number> {
   const samples: number[] = [];
   const deadline = performance.now() + 30_000;
   for (;;) {
@@ -143,7 +143,7 @@ export const startup: Bench = {
               {
                 benchmark: 'idle RSS of the embedded database alone (a bare process)',
                 coffer: fmt.mib(pgliteRss),
-                baseline: `${fmt.mib(referenceRss)} node:http`,
+                baseline: `${fmt.mib(restartRss)} the restarted server`,
                 ratio: pgliteRss / restartRss,
               },
             ]),
@@ -152,7 +152,7 @@ export const startup: Bench = {
         `per restart: ${restarts.map((start) => `${seconds(start.seconds)} / ${fmt.mib(start.rss)}`).join('; ')}`,
         'timed from the spawn of `src/main.ts serve` (API and workers) to the first 200 of /health/ready, polled every 20 ms; RSS from /proc/<pid>/status once settled',
         embedded
-          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (both hold a Node.js runtime of their own)'
+          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (each holds a Node.js runtime of its own)'
           : 'the first start applies every migration to an empty database; the database server is another process (not counted)',
       ],
     };

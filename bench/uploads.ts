@@ -192,7 +192,6 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     const b1Before = await measureB1();
     progress(`D1 (durable 1 KiB writes) × ${count}, ${concurrency} in flight`);
     const d1 = await durableWrites(join(context.scratch, 'd1'), count, concurrency);
-    const d1Rate = d1.rate;
     progress(`steps apart: initiate × ${count}, PUT × ${count}, confirm × ${count}`);
     const started: Initiated[] = new Array(count);
     const initiates = await measure(
@@ -228,6 +227,8 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     const uploadRate = rate(uploads);
     const cpuMs = (m: { serverCpu: number }) => (m.serverCpu / count) * 1000;
     const machineMs = (m: { machineCpu: number }) => (m.machineCpu / count) * 1000;
+    /** B1's CPU per insert in ms, the mean of its two runs: its own process's, or the machine's. */
+    const b1Ms = (of: 'cpu' | 'machineCpu') => ((b1Before[of] + b1After[of]) / 2 / count) * 1000;
     const uploadCpu = cpuMs(uploads);
     const targets = SMALL_TARGETS[db];
     const b1Label = `${fmt.perSecond(b1Rate, 'req')} B1`;
@@ -253,15 +254,15 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
         },
         {
           benchmark: 'D1: durable 1 KiB write (file and folder fsynced)',
-          coffer: `${fmt.perSecond(d1Rate, 'write')}, ${fmt.ms(d1.cpuMs)} CPU each`,
+          coffer: `${fmt.perSecond(d1.rate, 'write')}, ${fmt.ms(d1.cpuMs)} CPU each`,
           baseline: b1Label,
-          ratio: d1Rate / b1Rate,
+          ratio: d1.rate / b1Rate,
         },
         {
           benchmark: `PUT 1 KiB × ${count}`,
           coffer: fmt.perSecond(rate(puts), 'req'),
-          baseline: `${fmt.perSecond(d1Rate, 'write')} D1`,
-          ratio: rate(puts) / d1Rate,
+          baseline: `${fmt.perSecond(d1.rate, 'write')} D1`,
+          ratio: rate(puts) / d1.rate,
         },
         {
           benchmark: `confirm × ${count}`,
@@ -284,7 +285,7 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
           coffer: fmt.ms(uploadCpu),
           value: uploadCpu,
           unit: 'ms',
-          baseline: `${fmt.ms(((b1Before.cpu + b1After.cpu) * 500) / count)} B1 per insert`,
+          baseline: `${fmt.ms(b1Ms('cpu'))} B1 per insert`,
           ...(targets.cpuMs === undefined
             ? {}
             : { target: `≤ ${fmt.ms(targets.cpuMs)}`, met: uploadCpu <= targets.cpuMs }),
@@ -292,15 +293,15 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
         {
           // What binds once the two CPUs are busy: everything an upload costs, the database included.
           benchmark: '  machine CPU per upload (every process)',
-          coffer: fmt.ms((uploads.machineCpu / count) * 1000),
-          baseline: `${fmt.ms(((b1Before.machineCpu + b1After.machineCpu) * 500) / count)} per B1 insert`,
-          ratio: uploads.machineCpu / ((b1Before.machineCpu + b1After.machineCpu) / 2),
+          coffer: fmt.ms(machineMs(uploads)),
+          baseline: `${fmt.ms(b1Ms('machineCpu'))} per B1 insert`,
+          ratio: machineMs(uploads) / b1Ms('machineCpu'),
         },
       ],
       notes: [
         `B1 ${fmt.perSecond(b1Before.rate, 'req')} before Coffer's steps and ${fmt.perSecond(b1After.rate, 'req')} after; the ratios use their mean`,
-        `machine busy ${((uploads.machineCpu / uploads.seconds / cpus().length) * 100).toFixed(0)}% of its ${cpus().length} CPUs during the whole uploads; per upload: server ${fmt.ms(uploadCpu)}, client ${fmt.ms((uploads.clientCpu / count) * 1000)}, the rest (the database, the kernel, anything else) ${fmt.ms(((uploads.machineCpu - uploads.serverCpu - uploads.clientCpu) / count) * 1000)}`,
-        `machine CPU per request (every process): initiate ${fmt.ms(machineMs(initiates))}, PUT ${fmt.ms(machineMs(puts))}, confirm ${fmt.ms(machineMs(confirms))}, B1 insert ${fmt.ms(((b1Before.machineCpu + b1After.machineCpu) * 500) / count)}`,
+        `machine busy ${((uploads.machineCpu / uploads.seconds / cpus().length) * 100).toFixed(0)}% of its ${cpus().length} CPUs during the whole uploads; per upload: server ${fmt.ms(uploadCpu)}, client ${fmt.ms((uploads.clientCpu / count) * 1000)}, the rest (the database, the kernel, anything else) ${fmt.ms(machineMs(uploads) - uploadCpu - (uploads.clientCpu / count) * 1000)}`,
+        `machine CPU per request (every process): initiate ${fmt.ms(machineMs(initiates))}, PUT ${fmt.ms(machineMs(puts))}, confirm ${fmt.ms(machineMs(confirms))}, B1 insert ${fmt.ms(b1Ms('machineCpu'))}`,
         `server CPU per request: initiate ${fmt.ms(cpuMs(initiates))}, PUT ${fmt.ms(cpuMs(puts))}, confirm ${fmt.ms(cpuMs(confirms))}, /health/live ${fmt.ms((health.serverCpu / healthCount) * 1000)}; client CPU per upload ${fmt.ms((uploads.clientCpu / count) * 1000)}`,
         `latency per step of a whole upload: ${step('initiate')}; ${step('put')}; ${step('confirm')}`,
         `server RSS ${fmt.mib(uploads.memory.before)} before the uploads, ${fmt.mib(uploads.memory.peak)} peak, ${fmt.mib(uploads.memory.after)} after`,
