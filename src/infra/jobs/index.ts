@@ -3,10 +3,8 @@ export { createPeriodicRunner, PERIODIC_TASKS, type PeriodicTask } from './perio
 export {
   type Claimed,
   claim,
-  holdLease,
   type Lease,
   LeaseLostError,
-  type QueueDepth,
   type QueueTable,
   queueDepth,
   release,
@@ -14,8 +12,5 @@ export {
 export { exponentialBackoff, nextRetryDelay, RETRY_FOREVER, type RetryPolicy } from './retry.ts';
 export {
   createJobRunner,
-  type JobContext,
   type JobHandler,
-  type JobHandlers,
-  type JobRunner,
 } from './runner.ts';

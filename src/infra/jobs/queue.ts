@@ -63,7 +63,7 @@ function parameters(): { values: unknown[]; param: Param } {
 }
 
 /** The condition on rows waiting for work, with its parameters added. */
-export function waitingRows(queue: QueueTable<Claimed>, param: Param): string {
+function waitingRows(queue: QueueTable<Claimed>, param: Param): string {
   return queue.waiting ? `(${queue.waiting(param)})` : 'true';
 }
 
@@ -146,18 +146,6 @@ export async function release(
     [lease.id, lease.lease_token, delaySeconds, error.slice(0, 2000)],
   );
   return rows.length > 0;
-}
-
-/**
- * Locks a leased row for the rest of the transaction `q`, so that its outcome is written only while
- * this worker holds it: throws LeaseLostError (rolling the transaction back) when it does not.
- */
-export async function holdLease(q: Queryable, queue: QueueTable<Claimed>, lease: Lease): Promise<void> {
-  const rows = await q.query(`SELECT id FROM ${queue.table} WHERE id = $1 AND lease_token = $2 FOR UPDATE`, [
-    lease.id,
-    lease.lease_token,
-  ]);
-  if (rows.length === 0) throw new LeaseLostError(`${queue.name} ${lease.id}: the lease was lost`);
 }
 
 /** A queue's work as it stands, per kind: for metrics and operators. */
