@@ -171,6 +171,9 @@ const EMBEDDED_SETTINGS = ['-c', 'shared_buffers=16MB'];
 /** The embedded database is in use by another process. */
 export class DatabaseInUseError extends Error {}
 
+/** The lock file lockDataDir writes and the one it writes aside first (its pid appended): not database content. */
+export const isLockFile = (name: string) => /^coffer\.lock(\.\d+)?$/.test(name);
+
 /**
  * Takes the embedded database in `path` for this process. PGlite runs inside the process that opens
  * it, so a second process on the same folder would neither see the first one's writes nor keep the
@@ -235,7 +238,7 @@ export async function openPglite(
   }
   let db: PGlite;
   try {
-    if (path && !options.load && !existsSync(join(path, 'PG_VERSION'))) await copyTemplate(path);
+    if (path && !options.load && !existsSync(join(path, 'PG_VERSION'))) await copyTemplate(path, isLockFile);
     db = await PGlite.create({
       dataDir: path,
       loadDataDir: options.load,

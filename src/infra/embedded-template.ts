@@ -28,9 +28,6 @@ export function templateDir(): string {
   return dir;
 }
 
-/** The data directory's lock (src/infra/db.ts) lives in the database folder: never copied nor removed. */
-const isLock = (name: string) => name.startsWith('coffer.lock');
-
 /** fsync of one file or folder. */
 async function syncPath(path: string): Promise<void> {
   const handle = await open(path, 'r');
@@ -58,11 +55,12 @@ export async function syncTree(root: string): Promise<void> {
  * Makes `path`, the database folder of a new data directory, a copy of the template; false when there
  * is none. PG_VERSION, which tells a database folder from an empty one, is written last, once
  * everything else is on disk, and whole (renamed into place): a copy cut short by a crash or a power
- * loss has none, and the next start clears it and copies again.
+ * loss has none, and the next start clears it (all but the data directory's lock, `isLockFile`) and
+ * copies again.
  */
-export async function copyTemplate(path: string): Promise<boolean> {
+export async function copyTemplate(path: string, isLockFile: (name: string) => boolean): Promise<boolean> {
   for (const name of readdirSync(path)) {
-    if (!isLock(name)) rmSync(join(path, name), { recursive: true, force: true });
+    if (!isLockFile(name)) rmSync(join(path, name), { recursive: true, force: true });
   }
   const template = templateDir();
   const version = join(template, 'PG_VERSION');

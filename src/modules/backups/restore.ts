@@ -1,7 +1,8 @@
-import { copyFile, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Config } from '../../config.ts';
-import { lockEmbeddedDatabase, openPglite } from '../../infra/db.ts';
+import { isLockFile, lockEmbeddedDatabase, openPglite } from '../../infra/db.ts';
+import { entries } from '../../infra/storage/local/files.ts';
 import { BackupError, DATABASE_FILE, type Manifest, readManifest, verifyBackup } from './manifest.ts';
 
 export interface RestoreSummary {
@@ -10,17 +11,10 @@ export interface RestoreSummary {
   objects: number;
 }
 
-/** The lock files of the embedded database (see lockDataDir): not content. */
-const isLockFile = (name: string) => /^coffer\.lock(\.\d+)?$/.test(name);
-
 /** What the data dir holds already: database files and objects; none in a fresh one. */
 async function contentOf(dataDir: string): Promise<string[]> {
-  const list = (folder: string) =>
-    readdir(folder).catch((error: NodeJS.ErrnoException) =>
-      error.code === 'ENOENT' ? [] : Promise.reject(error),
-    );
-  const database = (await list(join(dataDir, 'pglite'))).filter((name) => !isLockFile(name));
-  const objects = await list(join(dataDir, 'objects'));
+  const database = (await entries(join(dataDir, 'pglite'))).filter((name) => !isLockFile(name));
+  const objects = await entries(join(dataDir, 'objects'));
   return [
     ...database.map((name) => join(dataDir, 'pglite', name)),
     ...objects.map((name) => join(dataDir, 'objects', name)),
