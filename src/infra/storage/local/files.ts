@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type FileHandle, mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomSecret } from '../../../lib/secrets.ts';
 import { StoreError } from '../object-store.ts';
@@ -42,6 +42,11 @@ export function isMissing(error: unknown): boolean {
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
+/** The names in `folder`, none when it does not exist. */
+export async function entries(folder: string): Promise<string[]> {
+  return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
+}
+
 /** A full disk, or the owner's quota spent. */
 const NO_SPACE = new Set(['ENOSPC', 'EDQUOT']);
 
@@ -59,6 +64,15 @@ export function storeFailure(error: unknown): unknown {
   return new StoreError('Unavailable', 'The store folder cannot be read or written', undefined, {
     cause: error,
   });
+}
+
+/** Runs `work`, its filesystem errors turned into the store's (storeFailure). */
+export async function failing<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw storeFailure(error);
+  }
 }
 
 /** Bodies declared at most this long are written from the main thread (see smallSink). */

@@ -11,11 +11,11 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { writers } from '../writer-pool.ts';
-import { isMissing, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { entries, isMissing, syncFolder, writeAtomic, writeStream } from './files.ts';
 import { dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
 import { RunningDigests } from './running-digest.ts';
 import type { SignedUrl } from './signed-urls.ts';
-import { entries, isStaleUpload } from './stale.ts';
+import { isStaleUpload } from './stale.ts';
 
 /**
  * The multipart uploads of the local store, each in its folder `.multipart/<id>/` (see the layout in

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MAX_PART_SIZE, MIN_PART_SIZE, STORED_PER_DECLARED_BYTE, StoreError } from '../object-store.ts';
-import { isMissing } from './files.ts';
+import { entries, isMissing } from './files.ts';
 
 /** The name of a part's file in its part folder: the MD5 hex of its bytes. */
 const MD5_HEX = /^[0-9a-f]{32}$/;
@@ -196,7 +196,7 @@ export class PartLedger {
     this.#sizes.set(uploadId, known);
     if (this.#sizes.size > MAX_TRACKED_UPLOADS) this.#sizes.delete(this.#sizes.keys().next().value!);
     // A missing folder (the upload just ended) has no parts; placing the part then answers NoSuchUpload.
-    const names = await readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
+    const names = await entries(folder);
     const numbers = new Set(names.filter((name) => /^\d+$/.test(name)).map(Number));
     for (const partNumber of known.keys()) if (!numbers.has(partNumber)) known.delete(partNumber);
     await Promise.all(

@@ -1,17 +1,12 @@
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isBeingWritten, isMissing } from './files.ts';
+import { entries, isBeingWritten, isMissing } from './files.ts';
 
 /**
  * What a local store's uploads leave behind when their process dies: temp files (a PUT or a part cut
  * off mid-write, a sidecar never renamed into place) and multipart upload folders that no session
  * owns any more. See ObjectStore.removeStale.
  */
-
-/** The names in `folder`, none when it does not exist. */
-export async function entries(folder: string): Promise<string[]> {
-  return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
-}
 
 /**
  * Removes the temp files in `tmpFolder` last written before `cutoff` (ms since the epoch). A write in

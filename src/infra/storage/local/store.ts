@@ -12,7 +12,7 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { DeleteHold } from './delete-hold.ts';
-import { isMissing, type Limits, storeFailure, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { failing, isMissing, type Limits, syncFolder, writeAtomic, writeStream } from './files.ts';
 import { checkUploadId, LocalMultipart } from './multipart.ts';
 import { checkPartSize } from './parts.ts';
 import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
@@ -241,12 +241,8 @@ class LocalStore implements LocalObjectStore {
     }
   }
 
-  async receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
-    try {
-      return await this.#receive(url, body);
-    } catch (error) {
-      throw storeFailure(error);
-    }
+  receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
+    return failing(() => this.#receive(url, body));
   }
 
   async #receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
@@ -258,14 +254,12 @@ class LocalStore implements LocalObjectStore {
     return this.#multipart.receivePart(url, body);
   }
 
-  async createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
-    try {
+  createMultipart(key: string, options: { contentType: string; totalSize: number }): Promise<string> {
+    return failing(async () => {
       assertKey(key);
       checkContentType(options.contentType);
-      return await this.#multipart.create(key, options);
-    } catch (error) {
-      throw storeFailure(error);
-    }
+      return this.#multipart.create(key, options);
+    });
   }
 
   listParts(key: string, uploadId: string): Promise<PartInfo[]> {
@@ -277,11 +271,7 @@ class LocalStore implements LocalObjectStore {
     uploadId: string,
     parts: { partNumber: number; etag: string }[],
   ): Promise<ObjectInfo> {
-    try {
-      return await this.#multipart.complete(key, uploadId, parts);
-    } catch (error) {
-      throw storeFailure(error);
-    }
+    return failing(() => this.#multipart.complete(key, uploadId, parts));
   }
 
   abortMultipart(key: string, uploadId: string): Promise<void> {
