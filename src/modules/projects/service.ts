@@ -206,23 +206,23 @@ export function createProjectService(db: Db, cache: Cache) {
       secret: string,
     ): Promise<{ key: ApiKeyPrincipal; project: Project | undefined } | undefined> {
       const hash = sha256Hex(secret);
-      const cached = await cache.get(apiKeyCacheKey(hash)).catch(() => undefined);
-      if (cached !== undefined) {
-        const key = JSON.parse(cached) as ApiKeyPrincipal;
-        return { key, project: await this.getProject(key.projectId) };
-      }
-      const row = await repo.findActiveApiKeyWithProject(db, hash);
-      if (!row) return undefined;
-      const key: ApiKeyPrincipal = {
-        keyId: row.key.id,
-        projectId: row.key.project_id,
-        scopes: row.key.scopes,
-      };
-      await Promise.all([
-        cache.set(apiKeyCacheKey(hash), JSON.stringify(key), API_KEY_TTL_SECONDS),
-        cache.set(projectCacheKey(row.project.id), JSON.stringify(row.project), PROJECT_TTL_SECONDS),
-      ]).catch(() => {});
-      return { key, project: row.project };
+      let joined: Project | undefined;
+      const key = await readThrough<ApiKeyPrincipal>(
+        cache,
+        apiKeyCacheKey(hash),
+        API_KEY_TTL_SECONDS,
+        async () => {
+          const row = await repo.findActiveApiKeyWithProject(db, hash);
+          if (!row) return undefined;
+          joined = row.project;
+          await cache
+            .set(projectCacheKey(row.project.id), JSON.stringify(row.project), PROJECT_TTL_SECONDS)
+            .catch(() => {});
+          return { keyId: row.key.id, projectId: row.key.project_id, scopes: row.key.scopes };
+        },
+      );
+      if (!key) return undefined;
+      return { key, project: joined ?? (await this.getProject(key.projectId)) };
     },
   };
 }
