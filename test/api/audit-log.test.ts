@@ -3,10 +3,11 @@ import { ulid } from 'ulid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { CLI_AUDIT, createAuditService } from '../../src/modules/audit/service.ts';
-import { SCOPES, type Scope } from '../../src/modules/projects/schemas.ts';
+import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import {
   ADMIN_KEY,
   type CallOptions,
+  keyWith,
   startCoffer,
   type TestCoffer,
   type TestProject,
@@ -46,19 +47,10 @@ async function onlyEntry(project: TestProject, action: string): Promise<Entry> {
   return items[0]!;
 }
 
-async function keyWith(project: TestProject, scopes: readonly Scope[]) {
-  const reply = await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
-    ...admin,
-    body: { name: 'scoped', scopes },
-  });
-  expect(reply.status).toBe(201);
-  return reply.body as { id: string; key: string };
-}
-
 /** A project with an API key of every scope whose id is known, for the entries' actor_id. */
 async function projectWithKey(settings?: Parameters<TestCoffer['newProject']>[0]) {
   const project = await coffer.newProject(settings);
-  const key = await keyWith(project, SCOPES);
+  const key = await keyWith(coffer, project, SCOPES);
   const as = (method: string, path: string, options: CallOptions = {}) =>
     project.call(method, path, { ...options, token: options.token ?? key.key });
   return { project, key, as };
@@ -413,10 +405,11 @@ describe('GET /v1/projects/{project_id}/audit-log', () => {
   it('needs audit:read or the admin key', async () => {
     const project = await coffer.newProject();
     const withoutScope = await keyWith(
+      coffer,
       project,
       SCOPES.filter((scope) => scope !== 'audit:read'),
     );
-    const reader = await keyWith(project, ['audit:read']);
+    const reader = await keyWith(coffer, project, ['audit:read']);
     const refused = await project.call('GET', '/audit-log', { token: withoutScope.key });
     expect(refused.status).toBe(403);
     expect(refused.body.error).toMatchObject({

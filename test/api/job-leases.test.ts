@@ -3,20 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../src/infra/db.ts';
 import { JOBS, queueDepth } from '../../src/infra/jobs/index.ts';
 import type { Scanner } from '../../src/infra/scanner/index.ts';
-import { createPipeline, type Pipeline, type PipelineOptions } from '../../src/modules/pipeline/service.ts';
+import type { PipelineOptions } from '../../src/modules/pipeline/service.ts';
 import { backend, namespace, secondDb, testStorageEnv } from '../support/backends.ts';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { ADMIN_KEY, keyWith, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { startFakeClamd } from '../support/fake-clamd.ts';
 import { initiate, upload } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
-import { kill, startProcess, stopAll, until } from '../support/processes.ts';
-
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
-const quiet = { info() {}, warn() {}, error() {} } as never;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { drain, eventTypes, PNG, pipelineWith, processUntilSettled } from '../support/pipeline.ts';
+import { kill, sleep, startProcess, stopAll, until } from '../support/processes.ts';
 
 let coffer: TestCoffer;
 beforeAll(async () => {
@@ -27,17 +21,9 @@ afterAll(async () => {
   await coffer?.close();
 });
 
-function pipelineWith(scanner: Scanner, options: Partial<PipelineOptions> = {}, db = coffer.services.db) {
-  const { store, projects } = coffer.services;
-  return createPipeline({
-    db,
-    store,
-    scanner,
-    projects,
-    logger: quiet,
-    options: { leaseSeconds: 1, ...options },
-  });
-}
+/** A pipeline of its own whose job leases last a second. */
+const leased = (scanner: Scanner, options: Partial<PipelineOptions> = {}, db = coffer.services.db) =>
+  pipelineWith(coffer, scanner, { leaseSeconds: 1, ...options }, db);
 
 /** Reads every byte and finds nothing; counts the scans. */
 function cleanScanner(): Scanner & { scans: number } {
@@ -96,30 +82,6 @@ function severable(db: Db): { db: Db; cut(): void } {
   };
 }
 
-async function drain(pipeline: Pipeline): Promise<void> {
-  while ((await pipeline.runOnce()) > 0);
-}
-
-/** Runs `pipeline` until the file leaves `processing` (or fails the test after `timeoutMs`). */
-async function processUntilSettled(project: TestProject, id: string, pipeline: Pipeline, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    await pipeline.runOnce();
-    const file = (await project.call('GET', `/files/${id}`)).body;
-    if (file.status !== 'processing') return file;
-    if (Date.now() > deadline) throw new Error(`${id} still processing after ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
-
-const eventTypes = async (fileId: string) =>
-  (
-    await coffer.services.db.query<{ type: string }>(
-      'SELECT type FROM events WHERE file_id = $1 ORDER BY id',
-      [fileId],
-    )
-  ).map((e) => e.type);
-
 const jobsOf = (fileId: string) =>
   coffer.services.db.query<{
     kind: string;
@@ -131,7 +93,7 @@ const jobsOf = (fileId: string) =>
 /** A file left `processing` with its scan job due and no other job due before it. */
 async function processingFile(project: TestProject): Promise<string> {
   // Jobs left by earlier tests share the database: done first, so that the next claim takes this one.
-  await drain(pipelineWith(cleanScanner()));
+  await drain(leased(cleanScanner()));
   // and those not due yet (backing off, or leased by a worker gone with its test) are parked.
   await coffer.services.db.query(`UPDATE jobs SET run_at = now() + interval '1 day'`);
   const reply = await upload(project, { filename: 'pixel.png', content_type: 'image/png', bytes: PNG });
@@ -151,7 +113,7 @@ describe('leases kept by heartbeat', () => {
     const other = await secondDb();
     const severed = severable(other);
     const hanging = hangingScanner();
-    const first = pipelineWith(hanging, { concurrency: 1 }, severed.db);
+    const first = leased(hanging, { concurrency: 1 }, severed.db);
     try {
       expect(await first.runner.runOnce()).toBe(1);
       await hanging.started;
@@ -161,14 +123,14 @@ describe('leases kept by heartbeat', () => {
       // The first worker is cut off (as if dead to the database): its heartbeat stops renewing.
       severed.cut();
       const second = cleanScanner();
-      const file = await processUntilSettled(project, id, pipelineWith(second));
-      expect(file.status).toBe('ready');
+      await processUntilSettled(coffer.services.db, id, leased(second));
+      expect((await project.call('GET', `/files/${id}`)).body.status).toBe('ready');
       expect(second.scans).toBe(1);
 
       // The first worker gave the job up once its lease ran out: its scan was stopped, nothing written.
       expect(((await hanging.stopped).cause as Error).name).toBe('LeaseLostError');
       await first.runner.settle();
-      expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.ready']);
+      expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.ready']);
       expect(await jobsOf(id)).toEqual([]);
     } finally {
       await first.runner.close();
@@ -191,8 +153,8 @@ describe('leases kept by heartbeat', () => {
     };
     const other = await secondDb();
     const rival = cleanScanner();
-    const first = pipelineWith(slow);
-    const second = pipelineWith(rival, {}, other);
+    const first = leased(slow);
+    const second = leased(rival, {}, other);
     try {
       let done = false;
       const running = first.runOnce().finally(() => {
@@ -209,7 +171,7 @@ describe('leases kept by heartbeat', () => {
     expect(scans).toBe(1);
     expect(rival.scans).toBe(0);
     expect((await project.call('GET', `/files/${id}`)).body.status).toBe('ready');
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.ready']);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.ready']);
   });
 
   describe.skipIf(backend !== 'postgres')('a worker process killed mid-scan', () => {
@@ -235,9 +197,9 @@ describe('leases kept by heartbeat', () => {
         await clamd.scanning;
         await kill(worker);
 
-        const file = await processUntilSettled(project, id, pipelineWith(cleanScanner()));
-        expect(file.status).toBe('ready');
-        expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.ready']);
+        await processUntilSettled(coffer.services.db, id, leased(cleanScanner()));
+        expect((await project.call('GET', `/files/${id}`)).body.status).toBe('ready');
+        expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.ready']);
       } finally {
         await clamd.close();
       }
@@ -261,7 +223,7 @@ describe('scanner unavailable: retry window and rescan', () => {
 
   it('retries within COFFER_SCAN_RETRY_WINDOW_SECONDS, then fails the file closed; rescan scans it again once the scanner is back', async () => {
     const { db, pipeline } = quick.services;
-    while ((await pipeline.runOnce()) > 0); // whatever earlier tests left
+    await drain(pipeline); // whatever earlier tests left
     const id = (await upload(project, { bytes: 'clean bytes' })).body.id as string;
     expect(await pipeline.runOnce()).toBeGreaterThanOrEqual(1);
     // Still within the window: processing, the job waiting for its retry.
@@ -276,21 +238,12 @@ describe('scanner unavailable: retry window and rescan', () => {
       failing_since: expect.any(Date),
     });
 
-    const deadline = Date.now() + 20_000;
-    let file = (await project.call('GET', `/files/${id}`)).body;
-    while (file.status === 'processing' && Date.now() < deadline) {
-      await pipeline.runOnce();
-      await sleep(100);
-      file = (await project.call('GET', `/files/${id}`)).body;
-    }
+    await processUntilSettled(db, id, pipeline);
+    const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file.status).toBe('failed');
     expect(file.failure_reason).toMatch(/^scan_unavailable: /);
     expect(await db.query('SELECT id FROM jobs WHERE file_id = $1', [id])).toEqual([]);
-    const events = async () =>
-      (await db.query<{ type: string }>('SELECT type FROM events WHERE file_id = $1 ORDER BY id', [id])).map(
-        (e) => e.type,
-      );
-    expect(await events()).toEqual(['file.uploaded', 'file.failed']);
+    expect(await eventTypes(db, id)).toEqual(['file.uploaded', 'file.failed']);
     expect((await project.call('GET', `/files/${id}/download`)).status).toBe(409);
 
     // The scanner comes back; rescan queues the scan again, in the transaction that makes the file processing.
@@ -304,12 +257,12 @@ describe('scanner unavailable: retry window and rescan', () => {
       expect(again.status).toBe(409);
       expect(again.body.error.code).toBe('INVALID_STATE');
 
-      while ((await pipeline.runOnce()) > 0);
+      await drain(pipeline);
       expect((await project.call('GET', `/files/${id}`)).body).toMatchObject({
         status: 'ready',
         failure_reason: null,
       });
-      expect(await events()).toEqual(['file.uploaded', 'file.failed', 'file.ready']);
+      expect(await eventTypes(db, id)).toEqual(['file.uploaded', 'file.failed', 'file.ready']);
       expect((await project.call('GET', `/files/${id}/download`)).status).toBe(200);
     } finally {
       await clamd.close();
@@ -345,7 +298,7 @@ describe('POST /files/{file_id}/rescan refusals', () => {
       status: 'processing',
     });
 
-    await drain(pipelineWith(cleanScanner()));
+    await drain(leased(cleanScanner()));
     expect((await expectRefused(processing, 409, 'INVALID_STATE')).details).toMatchObject({
       status: 'ready',
     });
@@ -354,7 +307,7 @@ describe('POST /files/{file_id}/rescan refusals', () => {
     const mismatch = (
       await upload(project, { filename: 'r.pdf', content_type: 'application/pdf', bytes: PNG })
     ).body.id;
-    await drain(pipelineWith(cleanScanner()));
+    await drain(leased(cleanScanner()));
     expect((await expectRefused(mismatch, 409, 'INVALID_STATE')).details).toMatchObject({
       status: 'failed',
       failure_reason: expect.stringMatching(/^mime_mismatch/),
@@ -370,11 +323,8 @@ describe('POST /files/{file_id}/rescan refusals', () => {
   });
 
   it('needs files:update_metadata', async () => {
-    const reader = await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
-      token: ADMIN_KEY,
-      body: { name: 'reader', scopes: ['files:read', 'files:upload'] },
-    });
+    const reader = await keyWith(coffer, project, ['files:read', 'files:upload']);
     const id = (await initiate(project)).file_id;
-    await expectRefused(id, 403, 'INSUFFICIENT_SCOPE', reader.body.key);
+    await expectRefused(id, 403, 'INSUFFICIENT_SCOPE', reader.key);
   });
 });

@@ -8,6 +8,7 @@ import { backend, storage } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, put } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
+import { processUntilSettled } from '../support/pipeline.ts';
 import { startProcess, stopAll, until } from '../support/processes.ts';
 import { type Exposition, type MetricType, parseExposition, type Sample } from '../support/prometheus.ts';
 import { type Receiver, startReceiver } from '../support/receiver.ts';
@@ -62,20 +63,6 @@ describe('Prometheus metrics', () => {
     await receiver?.close();
   });
 
-  /** Runs the pipeline until `fileId` has left `processing` (other tests' jobs may come first). */
-  async function processed(fileId: string): Promise<string> {
-    for (let pass = 0; pass < 50; pass++) {
-      const [row] = await coffer.services.db.query<{ status: string }>(
-        'SELECT status FROM files WHERE id = $1',
-        [fileId],
-      );
-      const status = row!.status;
-      if (status !== 'processing') return status;
-      await coffer.services.pipeline.runOnce();
-    }
-    throw new Error(`${fileId} is still processing`);
-  }
-
   it('counts requests, bytes, uploads, scans and deliveries, and exposes them on their own port only', async () => {
     const endpoint = receiver.endpoint({ fallback: { status: 204 } });
     const webhook = await project.call('POST', '/webhooks', {
@@ -87,7 +74,9 @@ describe('Prometheus metrics', () => {
     const clean = await initiate(project, { bytes: CLEAN });
     expect((await put(clean.upload_url, CLEAN)).status).toBe(200);
     expect((await project.call('POST', `/files/${clean.file_id}/confirm`)).status).toBe(200);
-    expect(await processed(clean.file_id)).toBe('ready');
+    expect(await processUntilSettled(coffer.services.db, clean.file_id, coffer.services.pipeline)).toBe(
+      'ready',
+    );
     const link = await project.call('GET', `/files/${clean.file_id}/download`);
     const download = await fetch(link.body.url);
     expect(Buffer.from(await download.arrayBuffer()).equals(CLEAN)).toBe(true);
@@ -97,7 +86,9 @@ describe('Prometheus metrics', () => {
     const infected = await initiate(project, { bytes: eicar, filename: 'eicar.txt' });
     expect((await put(infected.upload_url, eicar)).status).toBe(200);
     expect((await project.call('POST', `/files/${infected.file_id}/confirm`)).status).toBe(200);
-    expect(await processed(infected.file_id)).toBe('quarantined');
+    expect(await processUntilSettled(coffer.services.db, infected.file_id, coffer.services.pipeline)).toBe(
+      'quarantined',
+    );
 
     // Failing requests: an unknown file, an unknown route holding a file id, a tampered URL.
     expect((await project.call('GET', '/files/file_01ARZ3NDEKTSV4RRFFQ69G5FAV')).status).toBe(404);

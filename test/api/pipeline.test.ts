@@ -1,43 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim, JOBS } from '../../src/infra/jobs/index.ts';
 import { createClamdScanner, eicarTestFile, type Scanner } from '../../src/infra/scanner/index.ts';
-import { createPipeline, type PipelineOptions } from '../../src/modules/pipeline/service.ts';
+import { createPipeline } from '../../src/modules/pipeline/service.ts';
 import { secondDb } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { type FakeClamd, startFakeClamd } from '../support/fake-clamd.ts';
 import { put, upload } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
-
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
+import { drain, eventTypes, PNG, pipelineWith, quiet } from '../support/pipeline.ts';
 
 let coffer: TestCoffer;
 beforeAll(async () => {
   coffer = await startCoffer();
 });
 afterAll(() => coffer.close());
-
-const quiet = { info() {}, warn() {}, error() {} } as never;
-
-function pipelineWith(scanner: Scanner, options: Partial<PipelineOptions> = {}, db = coffer.services.db) {
-  const { store, projects } = coffer.services;
-  return createPipeline({ db, store, scanner, projects, logger: quiet, options });
-}
-
-/** Runs the pipeline until no job is due. */
-async function drain(pipeline = coffer.services.pipeline): Promise<void> {
-  while ((await pipeline.runOnce()) > 0);
-}
-
-const eventTypes = async (fileId: string) =>
-  (
-    await coffer.services.db.query<{ type: string }>(
-      'SELECT type FROM events WHERE file_id = $1 ORDER BY id',
-      [fileId],
-    )
-  ).map((e) => e.type);
 
 async function processing(project: TestProject, input: Parameters<typeof upload>[1]) {
   const reply = await upload(project, input);
@@ -53,10 +29,10 @@ describe('processing pipeline', () => {
 
   it('takes a clean file to ready and records file.ready', async () => {
     const id = await processing(project, { filename: 'pixel.png', content_type: 'image/png', bytes: PNG });
-    await drain();
+    await drain(coffer.services.pipeline);
     const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file).toMatchObject({ status: 'ready', failure_reason: null, scan_signature: null });
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.ready']);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.ready']);
     expect((await project.call('GET', `/files/${id}/download`)).status).toBe(200);
   });
 
@@ -66,13 +42,13 @@ describe('processing pipeline', () => {
       content_type: 'text/plain',
       bytes: eicarTestFile(),
     });
-    await drain();
+    await drain(coffer.services.pipeline);
     const [row] = await coffer.services.db.query<{ status: string; scan_signature: string }>(
       'SELECT status, scan_signature FROM files WHERE id = $1',
       [id],
     );
     expect(row).toMatchObject({ status: 'quarantined', scan_signature: expect.stringMatching(/^Eicar/) });
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.quarantined']);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.quarantined']);
     const reply = await project.call('GET', `/files/${id}`);
     expect(reply.status).toBe(409);
     expect(reply.body.error.code).toBe('CONFLICT');
@@ -96,11 +72,11 @@ describe('processing pipeline', () => {
     ['a PNG declared as text', 'notes.txt', 'text/plain', PNG],
   ])('fails %s with a reason and records file.failed', async (_what, filename, contentType, bytes) => {
     const id = await processing(project, { filename, content_type: contentType, bytes });
-    await drain();
+    await drain(coffer.services.pipeline);
     const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file.status).toBe('failed');
     expect(file.failure_reason).toMatch(/^mime_mismatch: declared /);
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.failed']);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.failed']);
     const download = await project.call('GET', `/files/${id}/download`);
     expect(download.status).toBe(409);
     expect(download.body.error.code).toBe('INVALID_STATE');
@@ -123,7 +99,7 @@ describe('processing pipeline', () => {
       bytes: 'zz',
     });
     const empty = await processing(project, { filename: 'empty.png', content_type: 'image/png', bytes: '' });
-    await drain();
+    await drain(coffer.services.pipeline);
     for (const id of [csv, json, blob, empty]) {
       expect((await project.call('GET', `/files/${id}`)).body.status, id).toBe('ready');
     }
@@ -132,8 +108,8 @@ describe('processing pipeline', () => {
   it('leaves a file deleted while processing alone', async () => {
     const id = await processing(project, { bytes: 'x' });
     await project.call('DELETE', `/files/${id}`);
-    await drain();
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.deleted']);
+    await drain(coffer.services.pipeline);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.deleted']);
     const jobs = await coffer.services.db.query('SELECT id FROM jobs WHERE file_id = $1', [id]);
     expect(jobs).toEqual([]);
   });
@@ -188,7 +164,11 @@ describe('new content of a versioned file', () => {
           )[0]!;
         expect(await content()).toMatchObject({ status: 'failed', failure_reason: 'file_deleted' });
         expect(await db.query('SELECT id FROM jobs WHERE file_id = $1', [fileId])).toEqual([]);
-        expect(await eventTypes(fileId)).toEqual(['file.uploaded', 'file.ready', 'file.deleted']);
+        expect(await eventTypes(coffer.services.db, fileId)).toEqual([
+          'file.uploaded',
+          'file.ready',
+          'file.deleted',
+        ]);
 
         await new Promise((resolve) => setTimeout(resolve, 20));
         await quick.services.collector.sweep();
@@ -211,9 +191,13 @@ describe('failing closed', () => {
     const id = await processing(project, { bytes: 'clean bytes' });
     // A port nobody listens on yet: the scanner is down.
     const port = await freePort();
-    const pipeline = pipelineWith(createClamdScanner(`tcp://127.0.0.1:${port}`, { timeoutMs: 2000 }), {
-      backoffSeconds: () => 0,
-    });
+    const pipeline = pipelineWith(
+      coffer,
+      createClamdScanner(`tcp://127.0.0.1:${port}`, { timeoutMs: 2000 }),
+      {
+        backoffSeconds: () => 0,
+      },
+    );
     expect(await pipeline.runOnce()).toBeGreaterThanOrEqual(1);
     expect((await project.call('GET', `/files/${id}`)).body.status).toBe('processing');
     const [job] = await coffer.services.db.query<{ attempts: number; last_error: string }>(
@@ -240,7 +224,7 @@ describe('failing closed', () => {
       },
       ping: async () => {},
     };
-    const pipeline = pipelineWith(down, { retryWindowSeconds: 0.3, backoffSeconds: () => 0.05 });
+    const pipeline = pipelineWith(coffer, down, { retryWindowSeconds: 0.3, backoffSeconds: () => 0.05 });
     const deadline = Date.now() + 10_000;
     while (
       (await project.call('GET', `/files/${id}`)).body.status === 'processing' &&
@@ -252,7 +236,7 @@ describe('failing closed', () => {
     const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file.status).toBe('failed');
     expect(file.failure_reason).toMatch(/^scan_unavailable/);
-    expect(await eventTypes(id)).toEqual(['file.uploaded', 'file.failed']);
+    expect(await eventTypes(coffer.services.db, id)).toEqual(['file.uploaded', 'file.failed']);
   });
 
   it('fails a file the engine cannot scan whole', async () => {
@@ -267,7 +251,7 @@ describe('failing closed', () => {
       },
       ping: async () => {},
     };
-    await drain(pipelineWith(limited));
+    await drain(pipelineWith(coffer, limited));
     const file = (await project.call('GET', `/files/${id}`)).body;
     expect(file).toMatchObject({
       status: 'failed',
@@ -325,8 +309,8 @@ describe('durability and concurrency', () => {
     };
     const other = await secondDb();
     try {
-      const a = pipelineWith(counting, { concurrency: 3 });
-      const b = pipelineWith(counting, { concurrency: 3 }, other);
+      const a = pipelineWith(coffer, counting, { concurrency: 3 });
+      const b = pipelineWith(coffer, counting, { concurrency: 3 }, other);
       await Promise.all([drain(a), drain(b), drain(a), drain(b)]);
     } finally {
       if (other !== coffer.services.db) await other.close();

@@ -4,6 +4,7 @@ import type { SettingsInput } from '../../src/modules/projects/schemas.ts';
 import { ADMIN_KEY, type Reply, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, put, upload } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
+import { drain, PNG } from '../support/pipeline.ts';
 
 let coffer: TestCoffer;
 beforeAll(async () => {
@@ -11,11 +12,6 @@ beforeAll(async () => {
   coffer = await startCoffer({ COFFER_GC_GRACE_SECONDS: '0', COFFER_METRICS_PORT: String(await freePort()) });
 });
 afterAll(() => coffer.close());
-
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
 
 function expectQuotaExceeded(reply: Reply, details: { quota: number; used: number; requested: number }) {
   expect(reply.status, JSON.stringify(reply.body)).toBe(403);
@@ -74,11 +70,6 @@ function usage(
     },
     versions,
   };
-}
-
-/** Runs the processing pipeline until no job is due. */
-async function drain(): Promise<void> {
-  while ((await coffer.services.pipeline.runOnce()) > 0);
 }
 
 /** Moves a file's or new content's URL lifetime into the past, as if it had run out unused. */
@@ -270,7 +261,7 @@ describe('max_storage_bytes', () => {
       usage(project, settings, { processing: { files: 3, bytes: PNG.length + 9 + eicarSize } }),
     );
 
-    await drain();
+    await drain(coffer.services.pipeline);
     expect((await project.call('GET', `/files/${mismatch.body.id}`)).body.status).toBe('failed');
     expect(await usageOf(project)).toEqual(
       usage(project, settings, {
@@ -385,7 +376,7 @@ describe('versions', () => {
     const project = await coffer.newProject(scanned);
     const file = (await upload(project, { filename: 'pixel.png', content_type: 'image/png', bytes: PNG }))
       .body;
-    await drain();
+    await drain(coffer.services.pipeline);
     const abandoned = await newVersion(project, file.id, 'x'.repeat(5));
     await expireUpload('pending_contents', abandoned.version_id);
     await coffer.services.collector.sweep();
@@ -406,7 +397,7 @@ describe('versions', () => {
         { bytes: infected.length, reserved_bytes: 0 },
       ),
     );
-    await drain();
+    await drain(coffer.services.pipeline);
     expect(await usageOf(project)).toEqual(
       usage(project, scanned, { ready: { files: 1, bytes: PNG.length } }),
     );

@@ -11,15 +11,16 @@ import { backend, namespace, secondDb, storage } from '../support/backends.ts';
 import {
   ADMIN_KEY,
   type CallOptions,
+  keyWith,
   type Reply,
   request,
   startCoffer,
   type TestCoffer,
-  type TestProject,
 } from '../support/coffer.ts';
 import { initiate } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { startProxy } from '../support/proxy.ts';
+import { answering } from '../support/redis.ts';
 
 /** Low limits, and client addresses taken from X-Forwarded-For so that each test has its own. */
 const LIMITS = {
@@ -70,15 +71,6 @@ function expectCounted(reply: Reply, limit: number, remaining: number) {
   expect(reset).toBeLessThanOrEqual(60);
 }
 
-async function newKey(coffer: TestCoffer, project: TestProject): Promise<string> {
-  const reply = await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
-    token: ADMIN_KEY,
-    body: { name: 'second', scopes: ['projects:read', 'projects:update'] },
-  });
-  expect(reply.status).toBe(201);
-  return reply.body.key;
-}
-
 describe('rate limits', () => {
   let coffer: TestCoffer;
   beforeAll(async () => {
@@ -97,7 +89,13 @@ describe('rate limits', () => {
     // Another tenant, and another key of the same project, count on their own.
     const other = await coffer.newProject();
     expectCounted(await other.call('GET', ''), 5, 4);
-    expectCounted(await project.call('GET', '', { token: await newKey(coffer, project) }), 5, 4);
+    expectCounted(
+      await project.call('GET', '', {
+        token: (await keyWith(coffer, project, ['projects:read', 'projects:update'])).key,
+      }),
+      5,
+      4,
+    );
     // The admin key, the operator's, is not limited.
     for (let i = 0; i < 7; i++) {
       const reply = await project.call('GET', '', { token: ADMIN_KEY });
@@ -157,7 +155,7 @@ describe('rate limits', () => {
     expectCounted(await project.call('GET', ''), 2, 0);
     expectLimited(await project.call('GET', ''), 2, 'project');
 
-    const manager = await newKey(coffer, project);
+    const manager = (await keyWith(coffer, project, ['projects:read', 'projects:update'])).key;
     const raise = await project.call('PATCH', '', {
       token: manager,
       body: { settings: { rate_limit_per_minute: 1000 } },
@@ -282,18 +280,7 @@ describe('when the counters cannot be reached', () => {
       const proxy = await startProxy(redis.hostname, Number(redis.port || 6379));
       const cache = await redisCache(`redis://127.0.0.1:${proxy.port}`, `${namespace()}:hung:`);
       try {
-        // Connected (commands are refused, not queued, until then).
-        for (
-          let tries = 0;
-          !(await cache.ping(2000).then(
-            () => true,
-            () => false,
-          ));
-          tries++
-        ) {
-          if (tries > 50) throw new Error('Redis through the proxy never answered');
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
+        await answering(cache, 5000);
         proxy.freeze(); // connected and ready, then silent: each command must time out, not wait forever
         await servesWithout(cache);
       } finally {
@@ -305,55 +292,53 @@ describe('when the counters cannot be reached', () => {
 
 /** Answers API requests through a runtime whose shared counters (`cache`) cannot be reached. */
 async function servesWithout(cache: Cache): Promise<void> {
-  {
-    const config = loadConfig({
-      COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
-      COFFER_ADMIN_KEY: ADMIN_KEY,
-      COFFER_LOG_LEVEL: 'silent',
-      COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: '1',
-      COFFER_RATE_LIMIT_IP_PER_MINUTE: '1',
+  const config = loadConfig({
+    COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
+    COFFER_ADMIN_KEY: ADMIN_KEY,
+    COFFER_LOG_LEVEL: 'silent',
+    COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: '1',
+    COFFER_RATE_LIMIT_IP_PER_MINUTE: '1',
+  });
+  const runtime = await openRuntime(config, {
+    db: await secondDb(),
+    cache,
+    logger: pino({ level: 'silent' }),
+  });
+  const app = await buildApp({ config, services: runtime.services });
+  try {
+    const headers = { authorization: `Bearer ${ADMIN_KEY}` };
+    const org = await app.inject({
+      method: 'POST',
+      url: '/v1/organizations',
+      headers,
+      body: { name: 'o' },
     });
-    const runtime = await openRuntime(config, {
-      db: await secondDb(),
-      cache,
-      logger: pino({ level: 'silent' }),
+    const project = await app.inject({
+      method: 'POST',
+      url: `/v1/organizations/${org.json().id}/projects`,
+      headers,
+      body: { name: 'p' },
     });
-    const app = await buildApp({ config, services: runtime.services });
-    try {
-      const headers = { authorization: `Bearer ${ADMIN_KEY}` };
-      const org = await app.inject({
-        method: 'POST',
-        url: '/v1/organizations',
-        headers,
-        body: { name: 'o' },
+    const key = await app.inject({
+      method: 'POST',
+      url: `/v1/projects/${project.json().id}/api-keys`,
+      headers,
+      body: { name: 'k', scopes: ['projects:read'] },
+    });
+    for (let i = 0; i < 3; i++) {
+      const reply = await app.inject({
+        method: 'GET',
+        url: `/v1/projects/${project.json().id}`,
+        headers: { authorization: `Bearer ${key.json().key}` },
       });
-      const project = await app.inject({
-        method: 'POST',
-        url: `/v1/organizations/${org.json().id}/projects`,
-        headers,
-        body: { name: 'p' },
-      });
-      const key = await app.inject({
-        method: 'POST',
-        url: `/v1/projects/${project.json().id}/api-keys`,
-        headers,
-        body: { name: 'k', scopes: ['projects:read'] },
-      });
-      for (let i = 0; i < 3; i++) {
-        const reply = await app.inject({
-          method: 'GET',
-          url: `/v1/projects/${project.json().id}`,
-          headers: { authorization: `Bearer ${key.json().key}` },
-        });
-        expect(reply.statusCode).toBe(200);
-        expect(reply.headers['ratelimit-limit']).toBeUndefined();
-        expect((await app.inject({ method: 'GET', url: '/openapi.json' })).statusCode).toBe(200);
-      }
-    } finally {
-      await app.close();
-      await runtime.close();
-      await cache.close();
+      expect(reply.statusCode).toBe(200);
+      expect(reply.headers['ratelimit-limit']).toBeUndefined();
+      expect((await app.inject({ method: 'GET', url: '/openapi.json' })).statusCode).toBe(200);
     }
+  } finally {
+    await app.close();
+    await runtime.close();
+    await cache.close();
   }
 }
 

@@ -3,11 +3,12 @@ import { createServer } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
-import type { Scope } from '../../src/modules/projects/schemas.ts';
 import { createDispatcher, type Dispatcher } from '../../src/modules/webhooks/dispatcher.ts';
 import { secondDb } from '../support/backends.ts';
-import { ADMIN_KEY, type Reply, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { keyWith, type Reply, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, put, upload } from '../support/files.ts';
+import { PNG } from '../support/pipeline.ts';
+import { sleep } from '../support/processes.ts';
 import {
   type Endpoint,
   NON_PUBLIC_URLS,
@@ -23,10 +24,6 @@ const ENV = {
   COFFER_WEBHOOK_RETRY_SCHEDULE: '0,0.2,0.2,0.2,0.2',
   COFFER_WEBHOOK_TIMEOUT_MS: '500',
 };
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
 const UNKNOWN_WEBHOOK = 'wh_01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 let receiver: Receiver;
@@ -52,7 +49,6 @@ afterEach(async () => {
   );
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const quiet = pino({ level: 'silent' });
 
 async function newProject(
@@ -151,16 +147,6 @@ function envelope(project: TestProject, event: string, data: Record<string, unkn
     project_id: project.id,
     data,
   };
-}
-
-/** An API key of `project` holding only `scopes`. */
-async function keyWith(project: TestProject, scopes: Scope[]): Promise<string> {
-  const reply = await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
-    token: ADMIN_KEY,
-    body: { name: 'narrow', scopes },
-  });
-  expect(reply.status).toBe(201);
-  return reply.body.key;
 }
 
 async function closedPort(): Promise<number> {
@@ -355,12 +341,13 @@ describe('webhook endpoints', () => {
         ...(what === 'create' || what === 'update' ? { body } : {}),
       });
 
-    const filesOnly = await keyWith(project, ['files:read', 'files:upload', 'upload_tokens:create']);
+    const filesOnly = (await keyWith(coffer, project, ['files:read', 'files:upload', 'upload_tokens:create']))
+      .key;
     for (const what of Object.keys(paths) as (keyof typeof paths)[]) {
       expectError(await call(what, filesOnly), 403, 'INSUFFICIENT_SCOPE');
     }
 
-    const reader = await keyWith(project, ['projects:read']);
+    const reader = (await keyWith(coffer, project, ['projects:read'])).key;
     expect((await call('list', reader)).status).toBe(200);
     expect((await call('get', reader)).status).toBe(200);
     expect((await call('deliveries', reader)).status).toBe(200);
@@ -368,7 +355,7 @@ describe('webhook endpoints', () => {
       expectError(await call(what, reader), 403, 'INSUFFICIENT_SCOPE');
     }
 
-    const writer = await keyWith(project, ['projects:update']);
+    const writer = (await keyWith(coffer, project, ['projects:update'])).key;
     expectError(await call('list', writer), 403, 'INSUFFICIENT_SCOPE');
     expect((await call('create', writer)).status).toBe(201);
     expect((await call('update', writer)).status).toBe(200);

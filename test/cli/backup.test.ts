@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import { backend } from '../support/backends.ts';
-import { ADMIN_KEY, type CallOptions, type Reply, request } from '../support/coffer.ts';
+import { ADMIN_KEY, type CallOptions, expectStatus, request } from '../support/coffer.ts';
+import { sha256 } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { type CofferProcess, exitOf, ready, startProcess, stopAll } from '../support/processes.ts';
 
@@ -16,7 +17,6 @@ const enabled = backend === 'embedded';
 
 const root = join(import.meta.dirname, '../..');
 const MiB = 1024 * 1024;
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 const temp = mkdtempSync(join(tmpdir(), 'coffer-backup-'));
 const folder = (name: string) => join(temp, name);
 
@@ -54,10 +54,6 @@ async function serve(name: string, dataDir: string): Promise<CofferProcess> {
   });
   await ready(node);
   return node;
-}
-
-function expectStatus(reply: Reply, status: number): void {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
 }
 
 describe.skipIf(!enabled)('coffer backup and coffer restore', () => {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,8 +7,8 @@ import { type Db, openPostgres, quoteIdent } from '../../src/infra/db.ts';
 import { EVENT_TYPES } from '../../src/modules/events/outbox.ts';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import { backend, namespace, storage, testClamdUrl, testStorageEnv } from '../support/backends.ts';
-import { ADMIN_KEY, type CallOptions, type Reply, request } from '../support/coffer.ts';
-import { put } from '../support/files.ts';
+import { ADMIN_KEY, type CallOptions, expectStatus, type Reply, request } from '../support/coffer.ts';
+import { put, sha256 } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { type CofferProcess, ready, sleep, startProcess, stopAll, until } from '../support/processes.ts';
 import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
@@ -28,7 +28,6 @@ const TOKEN_MAX_FILES = 3;
 /** Longer than the retry schedule and a few worker intervals: a duplicate sent late would arrive within it. */
 const QUIET_MS = 1500;
 
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 let db: Db;
@@ -59,10 +58,6 @@ const api = <T = any>(
     ...options,
     token: options.token ?? apiKey,
   });
-
-function expectStatus(reply: Reply, status: number): void {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
-}
 
 describe.skipIf(!enabled)('two coffer serve and one coffer worker on one PostgreSQL, Redis and S3', () => {
   /** Files uploaded (initiated, stored, confirmed) by the first test. */

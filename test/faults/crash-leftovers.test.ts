@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { type Dirent, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { type ClientRequest, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import { backend } from '../support/backends.ts';
-import { ADMIN_KEY, type Reply, request } from '../support/coffer.ts';
+import { ADMIN_KEY, expectStatus, request } from '../support/coffer.ts';
 import { freePort } from '../support/net.ts';
 import {
   type CofferProcess,
@@ -18,6 +18,7 @@ import {
   stopAll,
   until,
 } from '../support/processes.ts';
+import { filesUnder } from './invariants.ts';
 
 // The child processes keep their own embedded database and local store in a data dir: nothing here
 // depends on the test backend, so one pass (the embedded one) is enough.
@@ -48,10 +49,6 @@ async function serve(name: string): Promise<CofferProcess> {
   return node;
 }
 
-function expectStatus(reply: Reply, status: number): void {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
-}
-
 /** A PUT that declares DECLARED bytes, sends SENT of them and waits: the server is mid-write. */
 function slowPut(url: string, contentType: string): ClientRequest {
   const put = httpRequest(url, {
@@ -65,16 +62,8 @@ function slowPut(url: string, contentType: string): ClientRequest {
 
 /** Every file under the store's folder, with its size (files removed while it looks are left out). */
 async function storedFiles(): Promise<{ path: string; size: number }[]> {
-  let entries: Dirent[] | undefined;
-  while (!entries) {
-    // A folder removed during the walk fails it: walk again.
-    entries = await readdir(objects, { recursive: true, withFileTypes: true }).catch(() =>
-      existsSync(objects) ? undefined : [],
-    );
-  }
-  const files = entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
   const sized = await Promise.all(
-    files.map(async (path) => {
+    (await filesUnder(objects)).map(async (path) => {
       const info = await stat(path).catch(() => undefined);
       return info && { path, size: info.size };
     }),

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Dirent } from 'node:fs';
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
@@ -6,7 +5,8 @@ import { join, relative, sep } from 'node:path';
 import { expect } from 'vitest';
 import { EVENT_TYPES } from '../../src/modules/events/outbox.ts';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
-import { type Reply, request } from '../support/coffer.ts';
+import { expectStatus, type Reply, request } from '../support/coffer.ts';
+import { sha256 } from '../support/files.ts';
 import { until } from '../support/processes.ts';
 import type { Endpoint, Received } from '../support/receiver.ts';
 
@@ -15,8 +15,6 @@ import type { Endpoint, Received } from '../support/receiver.ts';
  * store's folder: no file `ready` with bytes other than those uploaded, every event delivered at least
  * once under one event id, and nothing on disk that no file refers to.
  */
-
-export const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** A project's API as one key sees it, on whichever process serves it now. */
 export interface ProjectApi {
@@ -29,10 +27,6 @@ export function projectApi(baseUrl: () => string, projectId: string, key: string
     request<T>(`${baseUrl()}/v1/projects/${projectId}${path}`, method, { token: key, body })) as ProjectApi;
   api.projectId = projectId;
   return api;
-}
-
-export function expectStatus(reply: Reply, status: number): void {
-  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
 }
 
 /** A project (with `settings`), an API key with every scope, and a webhook on `endpoint` for every event. */
@@ -165,19 +159,24 @@ export async function expectEventsDelivered(
   return received;
 }
 
-/** The store keys that have bytes under `objects`, and what unfinished uploads left there (temp files, parts). */
-export async function onDisk(objects: string): Promise<{ keys: Set<string>; leftovers: string[] }> {
+/** The path of every file under `folder` (none when it does not exist), walking it while others change it. */
+export async function filesUnder(folder: string): Promise<string[]> {
   let entries: Dirent[] | undefined;
   while (!entries) {
     // A folder removed during the walk fails it: walk again.
-    entries = await readdir(objects, { recursive: true, withFileTypes: true }).catch(() =>
-      existsSync(objects) ? undefined : [],
+    entries = await readdir(folder, { recursive: true, withFileTypes: true }).catch(() =>
+      existsSync(folder) ? undefined : [],
     );
   }
+  return entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+}
+
+/** The store keys that have bytes under `objects`, and what unfinished uploads left there (temp files, parts). */
+export async function onDisk(objects: string): Promise<{ keys: Set<string>; leftovers: string[] }> {
   const keys = new Set<string>();
   const leftovers: string[] = [];
-  for (const entry of entries.filter((e) => e.isFile())) {
-    const path = relative(objects, join(entry.parentPath, entry.name)).split(sep).join('/');
+  for (const file of await filesUnder(objects)) {
+    const path = relative(objects, file).split(sep).join('/');
     if (path.startsWith('.tmp/') || path.startsWith('.multipart/')) leftovers.push(path);
     else if (!path.startsWith('.')) keys.add(path.replace(/\.meta\.json$/, '').replace(/\.parts\/\d+$/, ''));
   }

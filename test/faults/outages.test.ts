@@ -7,13 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openPostgres } from '../../src/infra/db.ts';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { backend } from '../support/backends.ts';
-import { ADMIN_KEY, type Reply, request } from '../support/coffer.ts';
+import { ADMIN_KEY, expectStatus, type Reply, request } from '../support/coffer.ts';
 import { type FakeClamd, startFakeClamd } from '../support/fake-clamd.ts';
 import { put } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import {
   type PrivateService,
   privatePostgresUnavailable,
+  privateRedisUnavailable,
   startPrivatePostgres,
   startPrivateRedis,
 } from '../support/private-services.ts';
@@ -24,7 +25,6 @@ import {
   expectEventsDelivered,
   expectNothingLeft,
   expectReadyBytes,
-  expectStatus,
   newProject,
   onDisk,
   type ProjectApi,
@@ -41,15 +41,7 @@ import {
  * embedded project.
  */
 const runsHere = process.env.COFFER_TEST_DATABASE_URL ? backend === 'postgres' : backend === 'embedded';
-function redisUnavailable(): string | undefined {
-  try {
-    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return 'no redis-server on PATH';
-  }
-}
-const missing = privatePostgresUnavailable() ?? redisUnavailable();
+const missing = privatePostgresUnavailable() ?? privateRedisUnavailable();
 if (runsHere && missing) {
   process.stderr.write(`test/faults/outages.test.ts is skipped: ${missing}\n`);
 }

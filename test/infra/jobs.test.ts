@@ -11,9 +11,9 @@ import {
   queueDepth,
 } from '../../src/infra/jobs/index.ts';
 import { secondDb, testDb } from '../support/backends.ts';
+import { sleep } from '../support/processes.ts';
 
 const logger = pino({ level: 'silent' });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let db: Db;
 let other: Db;

@@ -2,21 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { redisCache } from '../../src/infra/cache.ts';
 import { namespace } from '../support/backends.ts';
 import { startProxy } from '../support/proxy.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves once `cache` answers a ping, polling for up to `ms`. */
-async function answering(cache: Awaited<ReturnType<typeof redisCache>>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await cache.ping(500);
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await sleep(100);
-    }
-  }
-}
+import { answering } from '../support/redis.ts';
 
 describe.runIf(process.env.COFFER_TEST_REDIS_URL)('the Redis cache', () => {
   it('drops a connection whose Redis hangs, fails at once until Redis answers, then recovers', async () => {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { expect } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { serveMetrics } from '../../src/infra/metrics.ts';
@@ -67,6 +68,24 @@ export async function request<T = any>(
     // not JSON: keep the text
   }
   return { status: response.status, body: parsed as T, headers: response.headers };
+}
+
+export function expectStatus(reply: Reply, status: number): void {
+  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
+}
+
+/** A new API key of `project` holding only `scopes`. */
+export async function keyWith(
+  coffer: TestCoffer,
+  project: TestProject,
+  scopes: readonly Scope[],
+): Promise<{ id: string; key: string }> {
+  const reply = await coffer.call('POST', `/v1/projects/${project.id}/api-keys`, {
+    token: ADMIN_KEY,
+    body: { name: 'scoped', scopes },
+  });
+  expectStatus(reply, 201);
+  return reply.body;
 }
 
 /** A real Coffer server on a free port, over this worker's database, with a fresh data directory. */

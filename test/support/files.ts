@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { Reply, TestCoffer, TestProject } from './coffer.ts';
+
+export const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 export interface UploadInput {
   filename?: string;

@@ -13,8 +13,7 @@ import { sleep } from './processes.ts';
 
 export interface PrivateService {
   url: string;
-  /** Stops it (PostgreSQL: fast shutdown; Redis: SIGKILL) and starts it again on the same port and data. */
-  restart(): Promise<void>;
+  /** PostgreSQL: a fast shutdown; Redis: SIGKILL. start() brings it back on the same port and data. */
   stop(): Promise<void>;
   start(): Promise<void>;
   close(): Promise<void>;
@@ -26,6 +25,16 @@ function postgresBin(): string | undefined {
   const version = readdirSync(root).sort().at(-1);
   const bin = version && join(root, version, 'bin');
   return bin && existsSync(join(bin, 'initdb')) ? bin : undefined;
+}
+
+/** Why a private Redis cannot run here, or undefined when it can. */
+export function privateRedisUnavailable(): string | undefined {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'no redis-server on PATH';
+  }
 }
 
 /** Why a private PostgreSQL cannot run here, or undefined when it can. */
@@ -72,9 +81,6 @@ export async function startPrivatePostgres(): Promise<PrivateService> {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     start,
     stop,
-    async restart() {
-      await ctl('-m', 'fast', '-o', options, 'restart');
-    },
     async close() {
       await ctl('-m', 'immediate', 'stop').catch(() => {}); // already stopped
       rmSync(dir, { recursive: true, force: true });
@@ -116,10 +122,6 @@ export async function startPrivateRedis(): Promise<PrivateService> {
     url: `redis://127.0.0.1:${port}`,
     start,
     stop,
-    async restart() {
-      await stop();
-      await start();
-    },
     close: stop,
   };
 }

@@ -61,9 +61,9 @@ export function startProcess(
   return node;
 }
 
-/** Fails at once when one of `nodes` died, with what it said. */
-export function checkAlive(nodes: Iterable<CofferProcess> = running): void {
-  for (const node of nodes) {
+/** Fails at once when a running process died, with what it said. */
+export function checkAlive(): void {
+  for (const node of running) {
     if (node.exited()) {
       throw new Error(
         `${node.name} exited (${node.child.exitCode ?? node.child.signalCode}): ${node.stderr}`,

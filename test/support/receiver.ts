@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { selfSignedCertificate } from './certificate.ts';
+import { sleep } from './processes.ts';
 
 /** What an endpoint answers to one request. */
 export type Behaviour =
@@ -76,8 +77,6 @@ function certificate(): { key: string; cert: string } {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A webhook receiver over HTTPS on 127.0.0.1 that records every request and answers as told. */
 export async function startReceiver(): Promise<Receiver> {
