@@ -8,10 +8,10 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
 import type { Config } from './config.ts';
+import { badRequest } from './domain/errors.ts';
 import { installAuth } from './http/auth.ts';
 import { consoleRoutes } from './http/console.ts';
 import { installErrorHandling } from './http/error-handler.ts';
-import { badRequest } from './http/errors.ts';
 import { objectRoutes } from './http/object-routes.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';

@@ -1,30 +1,22 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import {
+  insufficientScope,
+  notFound,
+  permissionDenied,
+  tokenExpired,
+  unauthenticated,
+} from '../domain/errors.ts';
+import type { Principal, UploadTokenPrincipal } from '../domain/principal.ts';
 import { ipInCidrs } from '../lib/ip.ts';
 import { safeEqual, sha256Hex } from '../lib/secrets.ts';
 import type { Project, Scope } from '../modules/projects/schemas.ts';
 import type { ProjectService } from '../modules/projects/service.ts';
-import { insufficientScope, notFound, permissionDenied, tokenExpired, unauthenticated } from './errors.ts';
 
 /**
  * What an endpoint requires: a scope, the admin key, any valid credential ('authenticated': checked
  * against its own project's IP allowlist), or nothing at all.
  */
 export type Access = Scope | 'admin' | 'authenticated' | 'public';
-
-export interface UploadTokenPrincipal {
-  kind: 'upload_token';
-  tokenId: string;
-  projectId: string;
-  scopes: Scope[];
-  /** Whom the token uploads for: a token of the same owner may continue its multipart uploads. */
-  ownerUserId: string | null;
-  ownerOrgId: string | null;
-}
-
-export type Principal =
-  | { kind: 'admin'; scopes: Scope[] }
-  | { kind: 'api_key'; keyId: string; projectId: string; scopes: Scope[] }
-  | UploadTokenPrincipal;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -38,8 +30,6 @@ declare module 'fastify' {
     project: Project;
   }
 }
-
-export const UPLOAD_TOKEN_SCOPES: Scope[] = ['files:upload', 'files:read'];
 
 export interface Credentials {
   adminKeyHash: string;

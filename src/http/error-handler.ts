@@ -1,13 +1,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DatabaseUnavailableError } from '../infra/db.ts';
-import { StoreError } from '../infra/storage/object-store.ts';
 import {
-  AppError,
   badRequest,
   bodyTooLarge,
   concurrentChange,
+  DomainError,
   databaseUnavailable,
-  fromHttpStatus,
   internalError,
   invalidJson,
   noRoute,
@@ -15,7 +12,10 @@ import {
   removedMeanwhile,
   unreadableValue,
   validationError,
-} from './errors.ts';
+} from '../domain/errors.ts';
+import { DatabaseUnavailableError } from '../infra/db.ts';
+import { StoreError } from '../infra/storage/object-store.ts';
+import { fromHttpStatus, HttpError, httpStatus } from './errors.ts';
 import { fromStoreError } from './store-errors.ts';
 
 interface AjvError {
@@ -63,7 +63,7 @@ function fieldOf(error: AjvError, context: string | undefined): string {
   return context === 'body' || !field ? field || context || 'body' : field;
 }
 
-function fromValidation(error: FastifyError): AppError {
+function fromValidation(error: FastifyError): DomainError {
   const errors = (error.validation ?? []) as unknown as AjvError[];
   const first = errors[0];
   const context = error.validationContext;
@@ -81,9 +81,9 @@ function fromValidation(error: FastifyError): AppError {
   return isShape ? badRequest(message, details) : validationError(message, details);
 }
 
-/** Turns anything thrown into an AppError; unknown failures become a 500 that reveals nothing. */
-export function toAppError(error: unknown): AppError {
-  if (error instanceof AppError) return error;
+/** Turns anything thrown into a DomainError; unknown failures become a 500 that reveals nothing. */
+function toDomainError(error: unknown): DomainError {
+  if (error instanceof DomainError) return error;
   if (error instanceof StoreError) return fromStoreError(error);
   if (error instanceof DatabaseUnavailableError) return databaseUnavailable();
   const fastifyError = error as FastifyError;
@@ -108,16 +108,37 @@ export function toAppError(error: unknown): AppError {
   return internalError();
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
-  if (error.headers) reply.headers(error.headers);
+/** How the REST API answers an error: its status, headers and the contract's error body. */
+export interface HttpAnswer {
+  status: number;
+  code: DomainError['code'];
+  message: string;
+  details: Record<string, unknown> | undefined;
+  headers: Record<string, string> | undefined;
+}
+
+/** The REST API's answer to anything thrown. */
+export function httpAnswer(error: unknown): HttpAnswer {
+  const domainError = toDomainError(error);
+  return {
+    status: httpStatus(domainError),
+    code: domainError.code,
+    message: domainError.message,
+    details: domainError.details,
+    headers: domainError instanceof HttpError ? domainError.headers : undefined,
+  };
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, answer: HttpAnswer): FastifyReply {
+  if (answer.headers) reply.headers(answer.headers);
   return reply
-    .code(error.status)
+    .code(answer.status)
     .type('application/json; charset=utf-8')
     .send({
       error: {
-        code: error.code,
-        message: error.message,
-        ...(error.details ? { details: error.details } : {}),
+        code: answer.code,
+        message: answer.message,
+        ...(answer.details ? { details: answer.details } : {}),
         request_id: request.id,
       },
     });
@@ -125,12 +146,12 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
-    const appError = toAppError(error);
+    const answer = httpAnswer(error);
     // The error as thrown, with its causes (e.g. why the object store is unavailable): never in the answer.
-    if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
-    return sendError(request, reply, appError);
+    if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendError(request, reply, answer);
   });
   app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, noRoute(request.method, request.url.split('?')[0]!)),
+    sendError(request, reply, httpAnswer(noRoute(request.method, request.url.split('?')[0]!))),
   );
 }

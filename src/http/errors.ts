@@ -1,181 +1,66 @@
-/**
- * The error catalogue: every code the API answers (the spec's, spelled as it spells them, and the
- * contract's), in order of status. The OpenAPI document's Error schema lists them, so that a client
- * generated from it gets one union to switch on; an error is built by a factory below, never by hand.
- */
-export const ERROR_CODES = [
-  'BAD_REQUEST',
-  'UNAUTHENTICATED',
-  'TOKEN_EXPIRED',
-  'INSUFFICIENT_SCOPE',
-  'PERMISSION_DENIED',
-  'TOKEN_LIMIT_REACHED',
-  'QUOTA_EXCEEDED',
-  'FORBIDDEN',
-  'NOT_FOUND',
-  'webhook_not_found',
-  'CONFLICT',
-  'INVALID_STATE',
-  'LEGAL_HOLD',
-  'VERSIONING_DISABLED',
-  'FILE_TOO_LARGE',
-  'REQUEST_TOO_LARGE',
-  'RANGE_NOT_SATISFIABLE',
-  'VALIDATION_ERROR',
-  'invalid_url',
-  'RATE_LIMITED',
-  'INTERNAL',
-  'STORE_UNAVAILABLE',
-  'DATABASE_UNAVAILABLE',
-  'STORAGE_FULL',
-] as const;
-export type ErrorCode = (typeof ERROR_CODES)[number];
+import { DomainError, type ErrorCode } from '../domain/errors.ts';
 
-type Details = Record<string, unknown>;
+/** The REST API's status for each code of the catalogue. */
+const STATUS_OF: Record<ErrorCode, number> = {
+  BAD_REQUEST: 400,
+  UNAUTHENTICATED: 401,
+  TOKEN_EXPIRED: 401,
+  INSUFFICIENT_SCOPE: 403,
+  PERMISSION_DENIED: 403,
+  TOKEN_LIMIT_REACHED: 403,
+  QUOTA_EXCEEDED: 403,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  webhook_not_found: 404,
+  CONFLICT: 409,
+  INVALID_STATE: 409,
+  LEGAL_HOLD: 409,
+  VERSIONING_DISABLED: 409,
+  FILE_TOO_LARGE: 413,
+  REQUEST_TOO_LARGE: 413,
+  RANGE_NOT_SATISFIABLE: 416,
+  VALIDATION_ERROR: 422,
+  invalid_url: 422,
+  RATE_LIMITED: 429,
+  INTERNAL: 500,
+  STORE_UNAVAILABLE: 503,
+  DATABASE_UNAVAILABLE: 503,
+  STORAGE_FULL: 507,
+};
 
-/** An error the API answers with: the contract's error body is rendered from these fields. */
-export class AppError extends Error {
+/** An error only HTTP raises, with a status of its own or headers the answer must carry. */
+export class HttpError extends DomainError {
   readonly status: number;
-  readonly code: ErrorCode;
-  readonly details: Details | undefined;
   readonly headers: Record<string, string> | undefined;
 
   constructor(
     status: number,
     code: ErrorCode,
     message: string,
-    details?: Details,
+    details?: Record<string, unknown>,
     headers?: Record<string, string>,
   ) {
-    super(message);
+    super(code, message, details);
     this.status = status;
-    this.code = code;
-    this.details = details;
     this.headers = headers;
   }
 }
 
-// 400: the request cannot be read
-export const badRequest = (message: string, details?: Details) =>
-  new AppError(400, 'BAD_REQUEST', message, details);
-export const invalidJson = () => badRequest('The request body is not valid JSON');
-export const notJson = () =>
-  badRequest('The request body must be JSON, sent with Content-Type: application/json');
-/** A value PostgreSQL refused (a NUL in text, a number out of range) that slipped past the checks. */
-export const unreadableValue = () =>
-  badRequest('The request holds a value that cannot be stored or compared');
+/** The status the REST API answers `error` with. */
+export const httpStatus = (error: DomainError): number =>
+  error instanceof HttpError ? error.status : STATUS_OF[error.code];
 
-// 401, 403: who may do what
-export const unauthenticated = (message = 'A valid API key or upload token is required') =>
-  new AppError(401, 'UNAUTHENTICATED', message);
-export const tokenExpired = () => new AppError(401, 'TOKEN_EXPIRED', 'The upload token has expired');
-export const insufficientScope = (scope: string) =>
-  new AppError(403, 'INSUFFICIENT_SCOPE', `This credential lacks the scope ${scope}`, {
-    required_scope: scope,
-  });
-export const permissionDenied = (message = 'The caller IP address is not in the project allowlist') =>
-  new AppError(403, 'PERMISSION_DENIED', message);
-export const tokenLimitReached = (maxFiles: number) =>
-  new AppError(403, 'TOKEN_LIMIT_REACHED', `The upload token has already been used for ${maxFiles} files`, {
-    max_files: maxFiles,
-  });
-/**
- * An upload that would take the project past one of its quotas: `setting` names it (max_storage_bytes
- * or max_files); `used` is what the project held or had reserved before, `requested` what the upload asked for.
- */
-export const quotaExceeded = (
-  setting: 'max_storage_bytes' | 'max_files',
-  quota: number,
-  used: number,
-  requested: number,
-) =>
-  new AppError(
-    403,
-    'QUOTA_EXCEEDED',
-    setting === 'max_files'
-      ? `The project holds ${used} of its ${quota} files (max_files): delete files to upload more`
-      : `The upload of ${requested} bytes would exceed the project's ${quota} bytes (max_storage_bytes): ${used} are used or reserved`,
-    { quota, used, requested },
-  );
-/** A project setting that only the operator sets, sent with another credential. */
-export const adminOnlySetting = (field: string) =>
-  new AppError(403, 'INSUFFICIENT_SCOPE', `${field} can be changed with the admin key only`, {
-    field,
-    required_scope: 'admin',
-  });
-/** A presigned object URL refused (tampered with, expired, or used for another request). */
-export const forbidden = (message: string, details?: Details) =>
-  new AppError(403, 'FORBIDDEN', message, details);
-
-// 404
-export const notFound = (what = 'Resource') => new AppError(404, 'NOT_FOUND', `${what} not found`);
-/** An object or multipart upload the object store does not hold, in the store's words. */
-export const objectNotFound = (message: string, details?: Details) =>
-  new AppError(404, 'NOT_FOUND', message, details);
-export const noRoute = (method: string, path: string) =>
-  new AppError(404, 'NOT_FOUND', `No route for ${method} ${path}`);
-export const webhookNotFound = () =>
-  new AppError(404, 'webhook_not_found', 'Webhook not found in this project');
-
-// 409
-export const conflict = (message: string, details?: Details) =>
-  new AppError(409, 'CONFLICT', message, details);
-export const quarantined = () =>
-  conflict('The file is quarantined after a virus detection; only DELETE is allowed');
-/** A row this request refers to was deleted by a concurrent one after it was checked. */
-export const removedMeanwhile = () =>
-  conflict('A record this request refers to was removed meanwhile: try again');
-/** PostgreSQL aborted the transaction (deadlock, serialization): nothing changed, a retry may pass. */
-export const concurrentChange = () => conflict('The request crossed a concurrent change: try again');
-export const invalidState = (message: string, details?: Details) =>
-  new AppError(409, 'INVALID_STATE', message, details);
-export const legalHold = () =>
-  new AppError(409, 'LEGAL_HOLD', 'The file is under a legal hold and cannot be deleted');
-export const versioningDisabled = () =>
-  new AppError(409, 'VERSIONING_DISABLED', 'Versioning is not enabled for this project');
-
-// 413, 416: sizes
-export const fileTooLarge = (limit: number, source: 'project' | 'token', field = 'size_bytes') =>
-  new AppError(413, 'FILE_TOO_LARGE', `The file exceeds the ${source} limit of ${limit} bytes`, {
-    field,
-    max_size_bytes: limit,
-    limit_source: source,
-  });
-export const requestTooLarge = (limit: number) =>
-  new AppError(413, 'REQUEST_TOO_LARGE', `The request body exceeds ${limit} bytes`, { max_bytes: limit });
-/** A JSON body over the server's limit, refused before it was read. */
-export const bodyTooLarge = () => new AppError(413, 'REQUEST_TOO_LARGE', 'The request body is too large');
-/** More bytes than the object store takes, in the store's words. */
-export const objectTooLarge = (message: string, details?: Details) =>
-  new AppError(413, 'REQUEST_TOO_LARGE', message, details);
-/** A part size that would let a multipart upload store more than its parts may hold in all. */
-export const partsTooLarge = (wouldStore: number, declared: number, limit: number, granted: number) =>
-  new AppError(
-    413,
-    'REQUEST_TOO_LARGE',
-    `With this part the upload could store ${wouldStore} bytes, more than twice the ${declared} it declared`,
-    { max_bytes: limit, granted_bytes: granted },
-  );
 export const rangeNotSatisfiable = (size: number) =>
-  new AppError(416, 'RANGE_NOT_SATISFIABLE', `The range is outside the object's ${size} bytes`, undefined, {
+  new HttpError(416, 'RANGE_NOT_SATISFIABLE', `The range is outside the object's ${size} bytes`, undefined, {
     'content-range': `bytes */${size}`,
   });
-/** A byte range the object store refused, in the store's words. */
-export const invalidRange = (message: string, details?: Details) =>
-  new AppError(416, 'RANGE_NOT_SATISFIABLE', message, details);
 
-// 422: well-formed values that break a rule
-export const validationError = (message: string, details?: Details) =>
-  new AppError(422, 'VALIDATION_ERROR', message, details);
-export const invalidUrl = (message: string) => new AppError(422, 'invalid_url', message, { field: 'url' });
-
-// 429
 /**
  * Too many requests in the current minute. `what` names whose limit it is ("for this API key"); the
  * headers say when to try again, in the RateLimit-* fields of every counted answer.
  */
 export const rateLimited = (what: string, limit: number, retryAfterSeconds: number, limitSource: string) =>
-  new AppError(
+  new HttpError(
     429,
     'RATE_LIMITED',
     `Too many requests ${what}: at most ${limit} a minute; try again in ${retryAfterSeconds} s`,
@@ -188,28 +73,9 @@ export const rateLimited = (what: string, limit: number, retryAfterSeconds: numb
     },
   );
 
-// 5xx
-export const internalError = () => new AppError(500, 'INTERNAL', 'An internal error occurred');
-/** The object store did not answer or failed; why is logged, never answered (it may name the store). */
-export const storeUnavailable = () =>
-  new AppError(503, 'STORE_UNAVAILABLE', 'The object store is unavailable: try again');
-/**
- * The database did not answer or dropped the connection (why is logged): what the request changed was
- * not confirmed, and it may be sent again.
- */
-export const databaseUnavailable = () =>
-  new AppError(503, 'DATABASE_UNAVAILABLE', 'The database is unavailable: try again');
-/** The object store has no space left for the bytes: nothing was kept, the same URL may be retried later. */
-export const storageFull = () =>
-  new AppError(
-    507,
-    'STORAGE_FULL',
-    'The object store has no space left for these bytes: nothing was stored; try again once space is freed',
-  );
-
 /**
  * A 4xx that Fastify raised itself (an unparsable URL, an unsupported method…), keeping its status;
  * any such status but 404 means the request could not be read.
  */
 export const fromHttpStatus = (status: number, message: string) =>
-  new AppError(status, status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST', message);
+  new HttpError(status, status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST', message);

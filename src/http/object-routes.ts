@@ -3,10 +3,10 @@ import { open } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { badRequest, DomainError, forbidden, notFound, requestTooLarge } from '../domain/errors.ts';
 import type { Metrics } from '../infra/metrics.ts';
 import type { LocalObjectStore } from '../infra/storage/local/store.ts';
 import { assertKey, MAX_PART_SIZE, StoreError } from '../infra/storage/object-store.ts';
-import { AppError, badRequest, forbidden, notFound, requestTooLarge } from './errors.ts';
 import { parseRange } from './range.ts';
 
 /** The size of each of the two buffers a download is sent through. */
@@ -148,7 +148,7 @@ async function upload(
   } catch (error) {
     // Stop reading an unread or rejected body: the connection closes once the answer is sent.
     if (!request.raw.complete) reply.header('connection', 'close');
-    if (request.raw.errored && !(error instanceof AppError || error instanceof StoreError)) {
+    if (request.raw.errored && !(error instanceof DomainError || error instanceof StoreError)) {
       throw badRequest('The upload was interrupted');
     }
     throw error;

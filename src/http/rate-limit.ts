@@ -1,10 +1,11 @@
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { RateLimitConfig } from '../config.ts';
+import { DomainError } from '../domain/errors.ts';
+import type { Principal } from '../domain/principal.ts';
 import type { Cache } from '../infra/cache.ts';
 import type { Project } from '../modules/projects/schemas.ts';
-import type { Principal } from './auth.ts';
-import { AppError, rateLimited } from './errors.ts';
+import { httpStatus, rateLimited } from './errors.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -137,7 +138,7 @@ export async function createRateLimits(
     max: limits.authFailuresPerMinute,
   });
 
-  function refuseGuesser(request: FastifyRequest, reply: FastifyReply): AppError | undefined {
+  function refuseGuesser(request: FastifyRequest, reply: FastifyReply): DomainError | undefined {
     if (refused.size === 0) return undefined;
     const address = clientAddress(request);
     const until = refused.get(address);
@@ -153,7 +154,8 @@ export async function createRateLimits(
 
   // Every 401 counts against the client address.
   app.addHook('onError', async (request, _reply, error) => {
-    if (!(error instanceof AppError) || error.status !== 401 || limits.authFailuresPerMinute === 0) return;
+    if (!(error instanceof DomainError) || httpStatus(error) !== 401 || limits.authFailuresPerMinute === 0)
+      return;
     const address = clientAddress(request);
     const state = await count(request, failures(address));
     if (!state || state.remaining > 0) return;

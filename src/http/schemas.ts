@@ -1,5 +1,5 @@
 import { type Static, type TSchema, Type } from 'typebox';
-import { ERROR_CODES } from './errors.ts';
+import { ERROR_CODES } from '../domain/errors.ts';
 
 /** `schema` or null, as one JSON Schema type list (no anyOf), so that range errors stay distinguishable from type errors. */
 export function Nullable<T extends TSchema>(schema: T) {

@@ -1,8 +1,7 @@
-import type { StoreError, StoreErrorCode } from '../infra/storage/object-store.ts';
 import {
-  type AppError,
   badRequest,
   conflict,
+  type DomainError,
   forbidden,
   invalidRange,
   objectNotFound,
@@ -10,13 +9,14 @@ import {
   storageFull,
   storeUnavailable,
   validationError,
-} from './errors.ts';
+} from '../domain/errors.ts';
+import type { StoreError, StoreErrorCode } from '../infra/storage/object-store.ts';
 
 /**
  * The contract's answer to each failure of the object store, with the store's message and details;
  * an unavailable or full store says nothing of why (the cause, which may name a path, is logged instead).
  */
-const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string, unknown>) => AppError> = {
+const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string, unknown>) => DomainError> = {
   NoSuchKey: objectNotFound,
   NoSuchUpload: objectNotFound,
   AlreadyExists: conflict,
@@ -29,5 +29,5 @@ const ANSWERS: Record<StoreErrorCode, (message: string, details?: Record<string,
   Unavailable: storeUnavailable,
 };
 
-export const fromStoreError = (error: StoreError): AppError =>
+export const fromStoreError = (error: StoreError): DomainError =>
   ANSWERS[error.code](error.message, error.details);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toAppError } from '../../src/http/error-handler.ts';
+import { httpAnswer } from '../../src/http/error-handler.ts';
 import { MAX_OBJECT_BYTES } from '../../src/modules/projects/schemas.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { upload } from '../support/files.ts';
@@ -85,17 +85,17 @@ describe('strings the database cannot store', () => {
   it('maps what PostgreSQL refuses as data to 400, not 500', () => {
     for (const code of ['22P05', '22021', '22P02', '22003']) {
       const error = Object.assign(new Error('invalid input'), { code, severity: 'ERROR' });
-      expect(toAppError(error)).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
+      expect(httpAnswer(error)).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
     }
-    expect(toAppError(Object.assign(new Error('x'), { code: '23505' }))).toMatchObject({ status: 500 });
+    expect(httpAnswer(Object.assign(new Error('x'), { code: '23505' }))).toMatchObject({ status: 500 });
     // A row referenced after a concurrent request removed it: the caller may simply retry.
-    expect(toAppError(Object.assign(new Error('x'), { code: '23503' }))).toMatchObject({
+    expect(httpAnswer(Object.assign(new Error('x'), { code: '23503' }))).toMatchObject({
       status: 409,
       code: 'CONFLICT',
     });
     // A transaction aborted for a deadlock or a serialization failure changed nothing: retry too.
     for (const code of ['40P01', '40001']) {
-      expect(toAppError(Object.assign(new Error('x'), { code })), code).toMatchObject({
+      expect(httpAnswer(Object.assign(new Error('x'), { code })), code).toMatchObject({
         status: 409,
         code: 'CONFLICT',
         message: expect.stringMatching(/try again/),

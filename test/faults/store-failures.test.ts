@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toAppError } from '../../src/http/error-handler.ts';
+import { httpAnswer } from '../../src/http/error-handler.ts';
 import { storeFailure } from '../../src/infra/storage/local/files.ts';
 import { storage } from '../support/backends.ts';
 import { startCoffer, type TestCoffer } from '../support/coffer.ts';
@@ -20,10 +20,10 @@ const errno = (code: string) =>
 describe('system errors of the local store', () => {
   it('answer 507 STORAGE_FULL for a full disk or a spent quota, 503 STORE_UNAVAILABLE for any other', () => {
     for (const code of ['ENOSPC', 'EDQUOT']) {
-      expect(toAppError(storeFailure(errno(code)))).toMatchObject({ status: 507, code: 'STORAGE_FULL' });
+      expect(httpAnswer(storeFailure(errno(code)))).toMatchObject({ status: 507, code: 'STORAGE_FULL' });
     }
     for (const code of ['EIO', 'EACCES', 'EROFS', 'EMFILE']) {
-      const error = toAppError(storeFailure(errno(code)));
+      const error = httpAnswer(storeFailure(errno(code)));
       expect(error).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
       expect(error.message).not.toContain('/data'); // the path stays in the log
     }

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseDisposition } from 'content-disposition';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { installErrorHandling, toAppError } from '../../src/http/error-handler.ts';
+import { httpAnswer, installErrorHandling } from '../../src/http/error-handler.ts';
 import { objectRoutes } from '../../src/http/object-routes.ts';
 import { createLocalStore, type LocalObjectStore } from '../../src/infra/storage/local/store.ts';
 import {
@@ -852,23 +852,23 @@ describe('the rest of the ObjectStore interface', () => {
   });
 
   it("is answered at the HTTP edge with the contract's errors, hiding why the store is unavailable", () => {
-    const tooLarge = toAppError(new StoreError('TooLarge', 'Too many bytes', { max_bytes: 10 }));
+    const tooLarge = httpAnswer(new StoreError('TooLarge', 'Too many bytes', { max_bytes: 10 }));
     expect(tooLarge).toMatchObject({
       status: 413,
       code: 'REQUEST_TOO_LARGE',
       message: 'Too many bytes',
       details: { max_bytes: 10 },
     });
-    expect(toAppError(new StoreError('NoSuchUpload', 'Upload not found'))).toMatchObject({
+    expect(httpAnswer(new StoreError('NoSuchUpload', 'Upload not found'))).toMatchObject({
       status: 404,
       code: 'NOT_FOUND',
     });
-    expect(toAppError(new StoreError('InvalidPart', 'Part 2 was not uploaded'))).toMatchObject({
+    expect(httpAnswer(new StoreError('InvalidPart', 'Part 2 was not uploaded'))).toMatchObject({
       status: 422,
       code: 'VALIDATION_ERROR',
     });
     const cause = new Error('connect ECONNREFUSED 10.0.0.7:9000');
-    const unavailable = toAppError(
+    const unavailable = httpAnswer(
       new StoreError('Unavailable', 'read: 10.0.0.7 failed', { host: 'x' }, { cause }),
     );
     expect(unavailable).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE', details: undefined });

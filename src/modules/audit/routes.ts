@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { notFound } from '../../http/errors.ts';
+import { notFound } from '../../domain/errors.ts';
 import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { AuditEntryList, AuditLogQuery } from './schemas.ts';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { Principal } from '../../http/auth.ts';
-import { parseDate } from '../../http/dates.ts';
-import { badRequest } from '../../http/errors.ts';
+import { parseDate } from '../../domain/dates.ts';
+import { badRequest } from '../../domain/errors.ts';
+import type { Principal } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { idBound, isId, newId, timeOfId } from '../../lib/ids.ts';
 import * as repo from './repo.ts';

@@ -1,5 +1,5 @@
 import mimeDb from 'mime-db';
-import { validationError } from '../../http/errors.ts';
+import { validationError } from '../../domain/errors.ts';
 
 export const FILE_STATUSES = ['uploading', 'processing', 'ready', 'failed', 'quarantined'] as const;
 export type FileStatus = (typeof FILE_STATUSES)[number];

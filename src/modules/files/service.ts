@@ -1,5 +1,4 @@
-import type { Principal, UploadTokenPrincipal } from '../../http/auth.ts';
-import { parseDate } from '../../http/dates.ts';
+import { parseDate } from '../../domain/dates.ts';
 import {
   badRequest,
   invalidState,
@@ -7,7 +6,8 @@ import {
   notFound,
   quarantined,
   validationError,
-} from '../../http/errors.ts';
+} from '../../domain/errors.ts';
+import type { Caller, UploadTokenPrincipal } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
@@ -21,12 +21,6 @@ import type { Project } from '../projects/schemas.ts';
 import * as repo from './repo.ts';
 import { checkMetadataSize, normalizeTags, SCAN_UNAVAILABLE } from './rules.ts';
 import type { FileObject, ListQuery } from './schemas.ts';
-
-/** Who is asking, about which project: every file operation is scoped by both. */
-export interface Caller {
-  principal: Principal;
-  project: Project;
-}
 
 export interface PresignedUrl {
   url: string;

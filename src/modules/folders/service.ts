@@ -1,4 +1,4 @@
-import { conflict, notFound, validationError } from '../../http/errors.ts';
+import { conflict, notFound, validationError } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
 import { checkName } from '../files/rules.ts';

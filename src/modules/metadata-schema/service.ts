@@ -1,6 +1,6 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { notFound, validationError } from '../../http/errors.ts';
+import { notFound, validationError } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { changedFields, recordAudit } from '../audit/service.ts';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { adminOnlySetting } from '../../http/errors.ts';
+import { adminOnlySetting } from '../../domain/errors.ts';
 import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import {

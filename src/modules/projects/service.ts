@@ -1,4 +1,4 @@
-import { notFound, validationError } from '../../http/errors.ts';
+import { notFound, validationError } from '../../domain/errors.ts';
 import type { Cache } from '../../infra/cache.ts';
 import { evict, readThrough } from '../../infra/cached.ts';
 import type { Db } from '../../infra/db.ts';

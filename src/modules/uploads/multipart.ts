@@ -1,6 +1,13 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
-import { AppError, invalidState, notFound, partsTooLarge, validationError } from '../../http/errors.ts';
+import {
+  invalidState,
+  isDomainError,
+  notFound,
+  partsTooLarge,
+  validationError,
+} from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import {
@@ -14,7 +21,7 @@ import {
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
-import { type Caller, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
@@ -154,7 +161,7 @@ export function createMultipartService(deps: {
       metrics?.uploads.inc({ outcome: 'completed' });
       return file;
     } catch (error) {
-      if (error instanceof AppError && error.code === 'INVALID_STATE') {
+      if (isDomainError(error, 'INVALID_STATE')) {
         await setStatus(db, session.id, 'completing', 'aborted');
       }
       throw error;

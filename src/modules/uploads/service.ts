@@ -6,7 +6,8 @@ import {
   tokenLimitReached,
   unauthenticated,
   validationError,
-} from '../../http/errors.ts';
+} from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
@@ -17,7 +18,7 @@ import { mimeAllowed, normalizeMimeType, parseMimeList } from '../../lib/mime.ts
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
 import { categoryOf, checkMetadataSize, checkName, extensionMatches, normalizeTags } from '../files/rules.ts';
-import { type Caller, visibleFile } from '../files/service.ts';
+import { visibleFile } from '../files/service.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';

@@ -1,5 +1,5 @@
-import { UPLOAD_TOKEN_SCOPES, type UploadTokenPrincipal } from '../../http/auth.ts';
-import { validationError } from '../../http/errors.ts';
+import { validationError } from '../../domain/errors.ts';
+import { UPLOAD_TOKEN_SCOPES, type UploadTokenPrincipal } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
 import { isMimePattern, mimeCovers, parseMimeList } from '../../lib/mime.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { quotaExceeded } from '../../http/errors.ts';
+import { quotaExceeded } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { Project } from '../projects/schemas.ts';

@@ -1,5 +1,6 @@
 import type { Config } from '../../config.ts';
-import { invalidState, notFound, validationError, versioningDisabled } from '../../http/errors.ts';
+import { invalidState, notFound, validationError, versioningDisabled } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
@@ -13,7 +14,6 @@ import * as files from '../files/repo.ts';
 import { categoryOf } from '../files/rules.ts';
 import type { FileObject } from '../files/schemas.ts';
 import {
-  type Caller,
   type PresignedUrl,
   presignDownload,
   requireReady,

@@ -1,4 +1,4 @@
-import { invalidState, invalidUrl, notFound, validationError, webhookNotFound } from '../../http/errors.ts';
+import { invalidState, invalidUrl, notFound, validationError, webhookNotFound } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import { webhookUrlProblem } from '../../infra/http/safe-agent.ts';
 import { isId, newId } from '../../lib/ids.ts';
