@@ -1,10 +1,9 @@
 import type { Logger } from 'pino';
+import { backgroundWork } from './background.ts';
 import type { Config } from './config.ts';
 import type { Credentials } from './http/auth.ts';
 import { type Cache, noCache } from './infra/cache.ts';
 import type { Db } from './infra/db.ts';
-import { createEmbeddedVacuum } from './infra/embedded-vacuum.ts';
-import { createPeriodicRunner } from './infra/jobs/index.ts';
 import { createMetrics } from './infra/metrics.ts';
 import type { Scanner } from './infra/scanner/index.ts';
 import type { ObjectStore } from './infra/storage/object-store.ts';
@@ -13,6 +12,7 @@ import { createCollector } from './modules/files/collector.ts';
 import { createFileService } from './modules/files/service.ts';
 import { createFolderService } from './modules/folders/service.ts';
 import { registerStateGauges } from './modules/health/gauges.ts';
+import { createIngestService } from './modules/ingest/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
@@ -23,7 +23,6 @@ import { createUsageService } from './modules/usage/service.ts';
 import { createVersionService } from './modules/versions/service.ts';
 import { createDispatcher } from './modules/webhooks/dispatcher.ts';
 import { createWebhookService } from './modules/webhooks/service.ts';
-import { jobWorker, type Worker } from './workers.ts';
 
 export interface Infra {
   config: Config;
@@ -36,9 +35,6 @@ export interface Infra {
   logger: Logger;
   adminKeyHash: string;
 }
-
-/** How often the embedded database looks for tables to vacuum (autovacuum's naptime). */
-const VACUUM_CHECK_SECONDS = 60;
 
 /** The composition root: every service, wired to the infrastructure it was given. */
 export function createServices(infra: Infra) {
@@ -55,18 +51,19 @@ export function createServices(infra: Infra) {
   const folders = createFolderService(db);
   const schemas = createMetadataSchemaService(db);
   const files = createFileService({ db, store, folders, schemas });
-  const uploads = createUploadService({ config, db, store, folders, schemas, metrics });
+  const ingest = createIngestService({ config, db, store, folders, schemas, metrics });
+  const uploads = createUploadService({ store, ingest });
   const tokens = createUploadTokenService({ db, folders });
   const multipart = createMultipartService({
     config,
     db,
     store,
-    uploads,
+    ingest,
     projects,
     logger: infra.logger,
     metrics,
   });
-  const versions = createVersionService({ config, db, store });
+  const versions = createVersionService({ db, store, ingest });
   const usage = createUsageService({ db, logger: infra.logger, metrics });
   const webhooks = createWebhookService({ db, allowPrivateNetworks: config.webhookAllowPrivateNetworks });
   const dispatcher = createDispatcher({
@@ -103,77 +100,26 @@ export function createServices(infra: Infra) {
     logger: infra.logger,
     metrics,
   });
-  /** The background work `coffer serve` and `coffer worker` run. */
-  const workers = (): Worker[] => {
-    const vacuumNext = db.kind === 'pglite' ? createEmbeddedVacuum(db) : undefined;
-    // Each runs on one worker of the deployment at a time, every interval (sooner while it finds work).
-    const periodic = createPeriodicRunner({
+  /** The background work `coffer serve` and `coffer worker` run (see background.ts). */
+  const workers = () =>
+    backgroundWork({
+      config,
       db,
-      leaseSeconds: config.jobLeaseSeconds,
       logger: infra.logger,
-      tasks: [
-        {
-          name: 'collect',
-          everySeconds: config.gcIntervalSeconds,
-          run: async () => Object.values(await collector.sweep()).some((count) => count > 0),
-        },
-        {
-          name: 'reap-multipart',
-          everySeconds: config.gcIntervalSeconds,
-          run: async () => (await multipart.reap()) > 0,
-        },
-        {
-          name: 'fold-usage',
-          everySeconds: config.gcIntervalSeconds,
-          run: async () => {
-            await usage.fold();
-            return false; // one pass folds every project
-          },
-        },
-        { name: 'audit-retention', everySeconds: 3600, run: () => audit.prune() },
-        // PostgreSQL's autovacuum does this on a server; the embedded engine has none.
-        ...(vacuumNext
-          ? [
-              {
-                name: 'vacuum',
-                everySeconds: VACUUM_CHECK_SECONDS,
-                run: async () => {
-                  const started = performance.now();
-                  const table = await vacuumNext();
-                  if (table === undefined) return false;
-                  const ms = Math.round(performance.now() - started);
-                  // A slow one held requests meanwhile: worth an operator's eye.
-                  infra.logger[ms >= 1000 ? 'info' : 'debug'](
-                    { table, ms },
-                    'embedded database table vacuumed',
-                  );
-                  return true; // one table per pass: requests run between two
-                },
-              },
-            ]
-          : []),
-        {
-          name: 'reconcile-usage',
-          everySeconds: 3600,
-          run: async () => {
-            await usage.reconcile();
-            return false; // one pass corrects every project
-          },
-        },
-      ],
+      pipeline,
+      dispatcher,
+      collector,
+      multipart,
+      usage,
+      audit,
     });
-    return [
-      jobWorker('periodic', periodic, 1000),
-      jobWorker('pipeline', pipeline.runner, 250),
-      jobWorker('webhooks', dispatcher, 200),
-    ];
-  };
   return {
     ...infra,
     projects,
     folders,
     schemas,
     files,
+    ingest,
     uploads,
     tokens,
     multipart,

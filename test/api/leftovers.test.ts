@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { isStoreError, type ObjectStore } from '../../src/infra/storage/object-store.ts';
 import { newId } from '../../src/lib/ids.ts';
-import { newObjectKey } from '../../src/modules/uploads/service.ts';
+import { newObjectKey } from '../../src/modules/ingest/rules.ts';
 import { startCoffer } from '../support/coffer.ts';
 
 const PART = Buffer.from('0123456789');

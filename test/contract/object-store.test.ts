@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -247,6 +247,51 @@ describe.each(backends)('object store contract: $name', (backend) => {
       expect(again.status).toBeGreaterThanOrEqual(400);
       expect(await store.seal(key)).toMatchObject({ size: first.length });
       expect((await collect(await store.read(key))).equals(first)).toBe(true);
+    });
+  });
+
+  describe('server-side writes', () => {
+    it('writes a stream of the declared size as a sealed object, hashed on the way', async () => {
+      const data = randomBytes(3 * MiB + 5);
+      const key = newKey();
+      const info = await store.write(key, Readable.from([data.subarray(0, MiB), data.subarray(MiB)]), {
+        size: data.length,
+        contentType: 'application/pdf',
+      });
+      expect(info).toMatchObject({ size: data.length, sha256: sha256(data) });
+      expect((await store.head(key))?.size).toBe(data.length);
+      expect((await store.seal(key))?.size).toBe(data.length);
+      expect(sha256(await collect(await store.read(key)))).toBe(sha256(data));
+    });
+
+    it('writes an empty object', async () => {
+      const key = newKey();
+      expect(await store.write(key, Readable.from([]), { size: 0, contentType: 'text/plain' })).toMatchObject(
+        {
+          size: 0,
+          sha256: sha256(Buffer.alloc(0)),
+        },
+      );
+      expect((await store.head(key))?.size).toBe(0);
+    });
+
+    it('refuses a stream longer or shorter than declared, and leaves no object', async () => {
+      for (const data of [randomBytes(101), randomBytes(99)]) {
+        const key = newKey();
+        const writing = store.write(key, Readable.from([data]), { size: 100, contentType: 'text/plain' });
+        await expect(writing).rejects.toMatchObject({ name: 'StoreError', code: 'InvalidArgument' });
+        expect(await store.head(key)).toBeUndefined();
+      }
+    });
+
+    it('leaves no object when the stream fails midway', async () => {
+      const key = newKey();
+      const failing = new PassThrough();
+      const writing = store.write(key, failing, { size: 2 * MiB, contentType: 'text/plain' });
+      failing.write(randomBytes(MiB));
+      setTimeout(() => failing.destroy(new Error('client went away')), 50);
+      await expect(writing).rejects.toThrow();
+      expect(await store.head(key)).toBeUndefined();
     });
   });
 

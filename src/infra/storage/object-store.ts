@@ -114,6 +114,13 @@ export interface ObjectStore {
    * afterwards. Undefined when nothing has been uploaded yet. Sealing a sealed object returns it.
    */
   seal(key: string): Promise<ObjectInfo | undefined>;
+  /**
+   * Writes `body`, which must hold exactly `size` bytes (at most MAX_PART_SIZE), as the new object
+   * `key`, sealed: the server-side way in, for bytes a protocol adapter receives itself rather than
+   * through a presigned URL. The SHA-256 is computed on the way. A body of another length, or one
+   * that fails, leaves no object.
+   */
+  write(key: string, body: Readable, options: { size: number; contentType: string }): Promise<ObjectInfo>;
   /** A URL serving the object as an attachment named `filename` until `expiresAt`. */
   presignGet(
     key: string,
@@ -182,6 +189,14 @@ export function checkPartNumber(partNumber: number): void {
     throw new StoreError('InvalidArgument', `Part numbers run from 1 to ${MAX_PART_NUMBER}`, {
       field: 'part',
       part_number: partNumber,
+    });
+  }
+}
+
+export function checkWriteSize(size: number): void {
+  if (!Number.isSafeInteger(size) || size < 0 || size > MAX_PART_SIZE) {
+    throw new StoreError('InvalidArgument', `An object written at once holds 0 to ${MAX_PART_SIZE} bytes`, {
+      max_bytes: MAX_PART_SIZE,
     });
   }
 }

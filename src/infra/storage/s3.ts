@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import type { Readable } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -11,6 +12,7 @@ import {
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListPartsCommand,
+  PutObjectCommand,
   S3Client,
   S3ServiceException,
   UploadPartCommand,
@@ -22,6 +24,7 @@ import {
   assertKey,
   type ByteRange,
   checkPartNumber,
+  checkWriteSize,
   isKey,
   isStoreError,
   MAX_PART_SIZE,
@@ -103,6 +106,34 @@ function checkSize(size: number, field: string): void {
       },
     );
   }
+}
+
+/**
+ * Passes `body` on while counting and hashing it; fails the stream, before it ends, when it holds
+ * more or fewer than `size` bytes, so that a PUT of it is never completed.
+ */
+function exactly(body: Readable, size: number) {
+  const hash = createHash('sha256');
+  let seen = 0;
+  let problem: StoreError | undefined;
+  const refuse = (message: string) => {
+    problem = new StoreError('InvalidArgument', message, { size_bytes: size });
+    return problem;
+  };
+  const stream = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      if (seen > size) return done(refuse(`The body is longer than the declared ${size} bytes`));
+      hash.update(chunk);
+      done(null, chunk);
+    },
+    flush(done) {
+      done(seen === size ? null : refuse(`The body has ${seen} bytes but ${size} were declared`));
+    },
+  });
+  body.on('error', (error) => stream.destroy(error));
+  body.pipe(stream);
+  return { stream, sha256: () => hash.digest('hex'), problem: () => problem };
 }
 
 export function createS3Store(options: S3StoreOptions): ObjectStore {
@@ -221,6 +252,29 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         }
       }
       return store.head(key);
+    },
+
+    async write(key, body, { size, contentType }) {
+      assertKey(key);
+      checkWriteSize(size);
+      const counted = exactly(body, size);
+      try {
+        const put = await call('write', () =>
+          client.send(
+            new PutObjectCommand({
+              Bucket,
+              Key: key,
+              Body: counted.stream,
+              ContentLength: size,
+              ContentType: contentType,
+            }),
+          ),
+        );
+        return { size, etag: put.ETag ?? '""', sha256: counted.sha256() };
+      } catch (error) {
+        // The SDK may report a body cut short in its own words: the length is what went wrong.
+        throw counted.problem() ?? error;
+      }
     },
 
     async presignGet(key, { expiresAt, filename, contentType }) {

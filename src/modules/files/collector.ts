@@ -2,6 +2,14 @@ import type { Logger } from 'pino';
 import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import {
+  contentKeysOf,
+  failAbandonedContents,
+  markContentsCollected,
+  rejectedUncollected,
+} from '../ingest/content-repo.ts';
+import { versionKeysOf } from '../versions/repo.ts';
+import * as repo from './repo.ts';
 import { removeStaleUploads } from './stale-uploads.ts';
 
 const BATCH = 100;
@@ -22,62 +30,36 @@ export function createCollector(deps: {
 }) {
   const { db, store, graceSeconds, uploadUrlTtlSeconds, logger, metrics } = deps;
 
-  /** Deletes every object the files refer to (current content, versions, new content) and marks them purged. */
+  /** Deletes every object the files refer to (current content, versions, new content) and marks them collected. */
   async function purge(rows: { id: string; storage_key: string }[]): Promise<void> {
     if (rows.length === 0) return;
     const ids = rows.map((row) => row.id);
-    const others = await db.query<{ storage_key: string }>(
-      `SELECT storage_key FROM file_versions WHERE file_id = ANY($1::text[])
-       UNION SELECT storage_key FROM pending_contents WHERE file_id = ANY($1::text[])`,
-      [ids],
-    );
+    const others = [...(await versionKeysOf(db, ids)), ...(await contentKeysOf(db, ids))];
     const keys = new Set([...rows.map((row) => row.storage_key), ...others.map((row) => row.storage_key)]);
     for (const key of keys) await store.delete(key);
-    await db.query('UPDATE files SET purged_at = now() WHERE id = ANY($1::text[])', [ids]);
+    await repo.markCollected(db, ids);
   }
 
   /** New content that never became current (abandoned, failed or quarantined) is garbage after the grace period. */
   async function purgeRejectedContent(): Promise<number> {
-    await db.query(
-      `UPDATE pending_contents SET status = 'failed', failure_reason = 'upload_abandoned', updated_at = now()
-       WHERE status = 'uploading' AND upload_expires_at < now() - make_interval(secs => $1)`,
-      [graceSeconds],
-    );
-    const rejected = await db.query<{ id: string; storage_key: string }>(
-      `SELECT id, storage_key FROM pending_contents
-       WHERE status IN ('failed', 'quarantined') AND purged_at IS NULL AND updated_at < now() - make_interval(secs => $1)
-       LIMIT $2`,
-      [graceSeconds, BATCH],
-    );
+    await failAbandonedContents(db, graceSeconds);
+    const rejected = await rejectedUncollected(db, graceSeconds, BATCH);
     for (const row of rejected) await store.delete(row.storage_key);
-    if (rejected.length > 0) {
-      await db.query('UPDATE pending_contents SET purged_at = now() WHERE id = ANY($1::text[])', [
+    if (rejected.length > 0)
+      await markContentsCollected(
+        db,
         rejected.map((row) => row.id),
-      ]);
-    }
+      );
     return rejected.length;
   }
 
   return {
     /** One pass; returns how many files it failed (abandoned) and purged, and the leftovers it removed. */
     async sweep(): Promise<{ abandoned: number; purged: number; rejected: number; stale: number }> {
-      const abandoned = await db.query<{ id: string; storage_key: string }>(
-        `UPDATE files SET status = 'failed', failure_reason = 'upload_abandoned', upload_expires_at = NULL, updated_at = now()
-         WHERE id IN (
-           SELECT id FROM files WHERE status = 'uploading' AND deleted_at IS NULL AND NOT legal_hold
-             AND upload_expires_at < now() - make_interval(secs => $1)
-           LIMIT $2 FOR UPDATE SKIP LOCKED)
-         RETURNING id, storage_key`,
-        [graceSeconds, BATCH],
-      );
+      const abandoned = await repo.failAbandonedUploads(db, graceSeconds, BATCH);
       if (abandoned.length > 0) metrics?.uploads.inc({ outcome: 'expired' }, abandoned.length);
       await purge(abandoned);
-      const deleted = await db.query<{ id: string; storage_key: string }>(
-        `SELECT id, storage_key FROM files
-         WHERE deleted_at IS NOT NULL AND purged_at IS NULL AND deleted_at < now() - make_interval(secs => $1)
-         ORDER BY deleted_at LIMIT $2`,
-        [graceSeconds, BATCH],
-      );
+      const deleted = await repo.deletedUncollected(db, graceSeconds, BATCH);
       await purge(deleted);
       const rejected = await purgeRejectedContent();
       // Bytes of uploads whose process died (temp files, parts, incomplete store uploads).

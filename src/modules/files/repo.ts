@@ -2,6 +2,7 @@ import type { Queryable } from '../../infra/db.ts';
 import { idBound } from '../../lib/ids.ts';
 import type { Category, FileStatus } from './rules.ts';
 import type { FileObject } from './schemas.ts';
+import { checkTransition, type FileTarget } from './states.ts';
 
 export interface FileRow {
   id: string;
@@ -125,10 +126,10 @@ export async function findFileAndSession(
   return { file, sessionId };
 }
 
+/** What may change of a file outside its life's transitions (which go through transitionFile). */
 export type FileChanges = Partial<
   Pick<
     FileRow,
-    | 'status'
     | 'folder_id'
     | 'metadata'
     | 'tags'
@@ -136,7 +137,6 @@ export type FileChanges = Partial<
     | 'legal_hold'
     | 'failure_reason'
     | 'scan_signature'
-    | 'deleted_at'
     | 'storage_key'
     | 'size_bytes'
     | 'content_type'
@@ -145,32 +145,103 @@ export type FileChanges = Partial<
   > & { legal_hold_reason: string | null }
 >;
 
-/** Applies `changes` (and bumps updated_at); with `fromStatus`, only while the file is still in that state. */
+function setClause(changes: FileChanges, params: unknown[]): string[] {
+  return Object.entries(changes)
+    .filter(([, value]) => value !== undefined)
+    .map(([column, value]) => {
+      params.push(column === 'metadata' ? JSON.stringify(value) : value);
+      return `${column} = $${params.length}${column === 'metadata' ? '::jsonb' : ''}`;
+    });
+}
+
+/** Applies `changes` (and bumps updated_at) to a file in whatever state it is. */
 export async function updateFile(
   q: Queryable,
   projectId: string,
   fileId: string,
   changes: FileChanges,
-  fromStatus?: FileStatus,
 ): Promise<FileRow | undefined> {
-  const entries = Object.entries(changes).filter(([, value]) => value !== undefined);
   const params: unknown[] = [projectId, fileId];
-  const sets = entries.map(([column, value]) => {
-    params.push(column === 'metadata' ? JSON.stringify(value) : value);
-    return `${column} = $${params.length}${column === 'metadata' ? '::jsonb' : ''}`;
-  });
-  sets.push('updated_at = now()');
-  let where = 'project_id = $1 AND id = $2';
-  if (fromStatus) {
-    // A status transition; a deleted file never moves on (whatever raced with its deletion).
-    params.push(fromStatus);
-    where += ` AND status = $${params.length} AND deleted_at IS NULL`;
-  }
+  const sets = [...setClause(changes, params), 'updated_at = now()'];
   const [row] = await q.query<FileRow>(
-    `UPDATE files SET ${sets.join(', ')} WHERE ${where} RETURNING ${COLUMNS}`,
+    `UPDATE files SET ${sets.join(', ')} WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
     params,
   );
   return row;
+}
+
+/**
+ * Moves a file from `from` to `to` (see FILE_TRANSITIONS), with `changes` in the same statement,
+ * only while it is still in `from` and not deleted: undefined when a concurrent change came first.
+ */
+export async function transitionFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  from: FileStatus,
+  to: FileTarget,
+  changes: FileChanges = {},
+): Promise<FileRow | undefined> {
+  checkTransition(from, to);
+  const params: unknown[] = [projectId, fileId, from];
+  const sets = [...setClause(changes, params), 'updated_at = now()'];
+  if (to === 'deleted') sets.push('deleted_at = now()');
+  else {
+    params.push(to);
+    sets.push(`status = $${params.length}`);
+  }
+  const [row] = await q.query<FileRow>(
+    `UPDATE files SET ${sets.join(', ')}
+     WHERE project_id = $1 AND id = $2 AND status = $3 AND deleted_at IS NULL RETURNING ${COLUMNS}`,
+    params,
+  );
+  return row;
+}
+
+/**
+ * Fails up to `limit` uploads never confirmed within their URL lifetime plus `graceSeconds`
+ * (`uploading` → `failed`, upload_abandoned), skipping those under legal hold; answers their objects.
+ */
+export async function failAbandonedUploads(
+  q: Queryable,
+  graceSeconds: number,
+  limit: number,
+): Promise<{ id: string; storage_key: string }[]> {
+  checkTransition('uploading', 'failed');
+  return q.query(
+    `UPDATE files SET status = 'failed', failure_reason = 'upload_abandoned', upload_expires_at = NULL, updated_at = now()
+     WHERE id IN (
+       SELECT id FROM files WHERE status = 'uploading' AND deleted_at IS NULL AND NOT legal_hold
+         AND upload_expires_at < now() - make_interval(secs => $1)
+       LIMIT $2 FOR UPDATE SKIP LOCKED)
+     RETURNING id, storage_key`,
+    [graceSeconds, limit],
+  );
+}
+
+/** Up to `limit` files deleted longer than `graceSeconds` ago whose objects are not collected yet. */
+export function deletedUncollected(
+  q: Queryable,
+  graceSeconds: number,
+  limit: number,
+): Promise<{ id: string; storage_key: string }[]> {
+  return q.query(
+    `SELECT id, storage_key FROM files
+     WHERE deleted_at IS NOT NULL AND purged_at IS NULL AND deleted_at < now() - make_interval(secs => $1)
+     ORDER BY deleted_at LIMIT $2`,
+    [graceSeconds, limit],
+  );
+}
+
+/** Marks the files whose objects were all removed. */
+export async function markCollected(q: Queryable, ids: string[]): Promise<void> {
+  await q.query('UPDATE files SET purged_at = now() WHERE id = ANY($1::text[])', [ids]);
+}
+
+/** Whether a file still waits for the bytes of `key` (an upload URL not confirmed, an open multipart upload). */
+export async function isUploadingTo(q: Queryable, key: string): Promise<boolean> {
+  const rows = await q.query("SELECT 1 FROM files WHERE storage_key = $1 AND status = 'uploading'", [key]);
+  return rows.length > 0;
 }
 
 export interface FileFilters {

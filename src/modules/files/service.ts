@@ -233,7 +233,7 @@ export function createFileService(deps: {
           allowQuarantined: true,
         });
         if (file.legal_hold) throw legalHold();
-        const deleted = await repo.updateFile(q, caller.project.id, file.id, { deleted_at: new Date() });
+        const deleted = await repo.transitionFile(q, caller.project.id, file.id, file.status, 'deleted');
         await recordEvent(q, caller.project, 'file.deleted', deleted!);
         await recordAudit(q, audit, {
           action: 'file.delete',
@@ -258,13 +258,9 @@ export function createFileService(deps: {
             { status: file.status, failure_reason: file.failure_reason },
           );
         }
-        const queued = await repo.updateFile(
-          q,
-          caller.project.id,
-          file.id,
-          { status: 'processing', failure_reason: null },
-          'failed',
-        );
+        const queued = await repo.transitionFile(q, caller.project.id, file.id, 'failed', 'processing', {
+          failure_reason: null,
+        });
         await enqueueJob(q, 'scan', caller.project.id, file.id);
         await recordAudit(q, audit, {
           action: 'file.rescan',

@@ -1,5 +1,8 @@
 import type { Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { isContentUploadingTo } from '../ingest/content-repo.ts';
+import { findProject } from '../projects/repo.ts';
+import { isUploadingTo } from './repo.ts';
 
 /** The project id of a key Coffer made (`<project_id>/<file_id>/<id>`); undefined for any other key. */
 const PROJECT_OF_KEY = /^(proj_[A-Za-z0-9]+)\/file_[A-Za-z0-9]+\/[A-Za-z0-9_-]+$/;
@@ -13,13 +16,8 @@ const PROJECT_OF_KEY = /^(proj_[A-Za-z0-9]+)\/file_[A-Za-z0-9]+\/[A-Za-z0-9_-]+$
 export async function uploadStillOwned(db: Queryable, key: string): Promise<boolean> {
   const projectId = PROJECT_OF_KEY.exec(key)?.[1];
   if (!projectId) return true;
-  const [row] = await db.query<{ owned: boolean }>(
-    `SELECT NOT EXISTS (SELECT 1 FROM projects WHERE id = $2)
-       OR EXISTS (SELECT 1 FROM files WHERE storage_key = $1 AND status = 'uploading')
-       OR EXISTS (SELECT 1 FROM pending_contents WHERE storage_key = $1 AND status = 'uploading') AS owned`,
-    [key, projectId],
-  );
-  return row?.owned !== false;
+  if (!(await findProject(db, projectId))) return true;
+  return (await isUploadingTo(db, key)) || (await isContentUploadingTo(db, key));
 }
 
 /**

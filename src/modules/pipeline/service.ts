@@ -19,9 +19,10 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { recordEvent } from '../events/outbox.ts';
 import * as files from '../files/repo.ts';
 import { SCAN_UNAVAILABLE } from '../files/rules.ts';
+import { findContent, setContentChecksum, transitionContent } from '../ingest/content-repo.ts';
+import { commitContent } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { setVersionChecksum } from '../versions/repo.ts';
-import { commitContent, findContent } from '../versions/service.ts';
 import { checkMime, SNIFF_BYTES } from './mime-check.ts';
 
 export interface PipelineOptions {
@@ -57,11 +58,7 @@ const EVENT_OF = { ready: 'file.ready', failed: 'file.failed', quarantined: 'fil
  * is failed like rejected content, and the collector removes its object after the grace period.
  */
 async function discardContent(q: Queryable, contentId: string): Promise<void> {
-  await q.query(
-    `UPDATE pending_contents SET status = 'failed', failure_reason = 'file_deleted', updated_at = now()
-     WHERE id = $1 AND status = 'processing'`,
-    [contentId],
-  );
+  await transitionContent(q, contentId, 'processing', 'failed', { failure_reason: 'file_deleted' });
 }
 
 /** The bytes a job judges, and how its verdict is written (in the transaction that finishes the job). */
@@ -105,6 +102,7 @@ async function sha256Of(stream: Readable): Promise<string> {
 async function recordChecksum(q: Queryable, storageKey: string, sha256: string): Promise<void> {
   await files.setChecksum(q, storageKey, sha256);
   await setVersionChecksum(q, storageKey, sha256);
+  await setContentChecksum(q, storageKey, sha256);
 }
 
 async function readHead(stream: Readable, limit: number): Promise<Buffer> {
@@ -193,15 +191,15 @@ export function createPipeline(deps: {
             return;
           }
           if (verdict.status === 'ready') {
-            // Re-read: a checksum computed by this job was recorded on the content just before.
-            await commitContent(q, project, (await findContent(q, file.id, content.id))!);
+            // The row as committed carries a checksum this job recorded just before.
+            const committed = await transitionContent(q, content.id, 'processing', 'committed');
+            if (committed) await commitContent(q, project, committed);
             return;
           }
-          await q.query(
-            `UPDATE pending_contents SET status = $2, failure_reason = $3, scan_signature = $4, updated_at = now()
-             WHERE id = $1 AND status = 'processing'`,
-            [content.id, verdict.status, reasonOf(verdict), signatureOf(verdict)],
-          );
+          await transitionContent(q, content.id, 'processing', verdict.status, {
+            failure_reason: reasonOf(verdict),
+            scan_signature: signatureOf(verdict),
+          });
         },
       };
     }
@@ -209,12 +207,16 @@ export function createPipeline(deps: {
     return {
       ...file,
       apply: async (q, verdict) => {
-        const updated = await files.updateFile(
+        const updated = await files.transitionFile(
           q,
           file.project_id,
           file.id,
-          { status: verdict.status, failure_reason: reasonOf(verdict), scan_signature: signatureOf(verdict) },
           'processing',
+          verdict.status,
+          {
+            failure_reason: reasonOf(verdict),
+            scan_signature: signatureOf(verdict),
+          },
         );
         if (updated) await recordEvent(q, project, EVENT_OF[verdict.status], updated);
       },

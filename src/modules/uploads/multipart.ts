@@ -1,14 +1,8 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
-import {
-  invalidState,
-  isDomainError,
-  notFound,
-  partsTooLarge,
-  validationError,
-} from '../../domain/errors.ts';
+import { invalidState, notFound, partsTooLarge, validationError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
-import type { Db, Queryable } from '../../infra/db.ts';
+import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import {
   isStoreError,
@@ -22,39 +16,21 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
-import type { Project } from '../projects/schemas.ts';
+import type { IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
-import { finishUpload, type UploadRequest, type UploadService } from './service.ts';
-
-type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
-
-export interface SessionRow {
-  id: string;
-  project_id: string;
-  file_id: string;
-  store_upload_id: string;
-  storage_key: string;
-  total_size_bytes: number;
-  status: SessionStatus;
-  expires_at: Date;
-}
-
-const COLUMNS = 'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, status, expires_at';
+import {
+  findSession,
+  insertSession,
+  lockGrants,
+  recordGrant,
+  type SessionRow,
+  setSessionStatus,
+} from './session-repo.ts';
+import { createSessionLifecycle } from './sessions.ts';
 
 /** S3 and browsers hand ETags around with or without their quotes. */
 const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
-
-async function setStatus(q: Queryable, id: string, from: SessionStatus, to: SessionStatus): Promise<boolean> {
-  const finished = to === 'open' || to === 'completing' ? null : new Date();
-  const rows = await q.query(
-    `UPDATE multipart_sessions SET status = $3, finished_at = $4,
-       completing_since = CASE WHEN $3 = 'completing' THEN now() ELSE completing_since END
-     WHERE id = $1 AND status = $2 RETURNING id`,
-    [id, from, to, finished],
-  );
-  return rows.length > 0;
-}
 
 /** Checks the client's part list against what the store holds; every failure names the part. */
 export function checkParts(
@@ -112,27 +88,34 @@ export function checkParts(
   }
 }
 
+/**
+ * REST multipart uploads: a session beside the file the upload core declared, part URLs, and
+ * completion, which assembles the parts and commits the file through the core.
+ */
 export function createMultipartService(deps: {
   config: Config;
   db: Db;
   store: ObjectStore;
-  uploads: UploadService;
+  ingest: IngestService;
   projects: ProjectService;
   logger: Logger;
   metrics?: Metrics;
 }) {
-  const { config, db, store, uploads, projects, logger, metrics } = deps;
-
-  /** The sessions `where` selects: an SQL condition on `multipart_sessions s`, then any ORDER BY and LIMIT. */
-  const select = (where: string, params?: unknown[]) =>
-    db.query<SessionRow>(`SELECT ${COLUMNS} FROM multipart_sessions s WHERE ${where}`, params);
+  const { config, db, store, ingest, projects, logger, metrics } = deps;
+  const sessions = createSessionLifecycle({
+    db,
+    store,
+    leaseSeconds: config.jobLeaseSeconds,
+    logger,
+    metrics,
+  });
 
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
    */
   async function load(caller: Caller, uploadId: string) {
-    const [session] = await select('project_id = $1 AND id = $2', [caller.project.id, uploadId]);
+    const session = await findSession(db, caller.project.id, uploadId);
     if (!session) throw notFound('Multipart upload');
     const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id), {
       ofSameOwner: true,
@@ -144,28 +127,6 @@ export function createMultipartService(deps: {
   function requireOpen(session: SessionRow): void {
     const status = session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
     if (status !== 'open') throw invalidState(`The multipart upload is ${status}`, { status });
-  }
-
-  /**
-   * Records the assembled object as the file's content (session `completing` → `completed`). When the
-   * file moved on meanwhile (deleted), the session ends `aborted` and the object goes with the file.
-   */
-  async function settle(session: SessionRow, project: Project, sha256: string | null) {
-    try {
-      const file = await db.tx(async (q) => {
-        if (!(await setStatus(q, session.id, 'completing', 'completed'))) {
-          throw invalidState('The multipart upload is no longer completing');
-        }
-        return finishUpload(q, project, session.file_id, sha256);
-      });
-      metrics?.uploads.inc({ outcome: 'completed' });
-      return file;
-    } catch (error) {
-      if (isDomainError(error, 'INVALID_STATE')) {
-        await setStatus(db, session.id, 'completing', 'aborted');
-      }
-      throw error;
-    }
   }
 
   /**
@@ -181,11 +142,7 @@ export function createMultipartService(deps: {
       });
     }
     await db.tx(async (q) => {
-      const [row] = await q.query<{ part_grants: Record<string, number> }>(
-        'SELECT part_grants FROM multipart_sessions WHERE id = $1 FOR UPDATE',
-        [session.id],
-      );
-      const grants = row?.part_grants ?? {};
+      const grants = await lockGrants(q, session.id);
       if (size <= (grants[partNumber] ?? 0)) return;
       let others = 0;
       for (const [number, bytes] of Object.entries(grants))
@@ -194,116 +151,48 @@ export function createMultipartService(deps: {
       if (others + size > limit) {
         throw partsTooLarge(others + size, session.total_size_bytes, limit, others);
       }
-      await q.query(
-        `UPDATE multipart_sessions SET part_grants = part_grants || jsonb_build_object($2::text, $3::bigint)
-         WHERE id = $1`,
-        [session.id, String(partNumber), size],
-      );
+      await recordGrant(q, session.id, partNumber, size);
     });
   }
 
-  async function discard(session: SessionRow, to: 'aborted' | 'expired'): Promise<boolean> {
-    const done = await db.tx(async (q) => {
-      if (!(await setStatus(q, session.id, 'open', to))) return false;
-      await files.updateFile(
-        q,
-        session.project_id,
-        session.file_id,
-        {
-          status: 'failed',
-          failure_reason: to === 'aborted' ? 'upload_aborted' : 'upload_expired',
-          upload_expires_at: null,
-        },
-        'uploading',
-      );
-      return true;
-    });
-    if (done) {
-      metrics?.uploads.inc({ outcome: to });
-      await release(session);
-    }
-    return done;
-  }
-
-  /**
-   * Discards the parts of an ended session in the store. A store that fails now does not undo the
-   * abort: the reaper tries again (sessions ended without their parts released).
-   */
-  async function release(session: SessionRow): Promise<void> {
-    try {
-      await store.abortMultipart(session.storage_key, session.store_upload_id);
-      await db.query('UPDATE multipart_sessions SET store_released_at = now() WHERE id = $1', [session.id]);
-    } catch (error) {
-      logger.warn(
-        { err: error, upload_id: session.id },
-        'parts of an ended multipart upload not released yet',
-      );
-    }
-  }
-
-  /**
-   * Keeps the claim of a session being assembled (its completing_since) fresh every third of a job
-   * lease, however long the store takes; returns the function that stops it.
-   */
-  function holdCompleting(id: string): () => void {
-    const renew = () =>
-      db
-        .query(
-          `UPDATE multipart_sessions SET completing_since = now() WHERE id = $1 AND status = 'completing'`,
-          [id],
-        )
-        .catch(() => undefined);
-    const timer = setInterval(() => void renew(), (config.jobLeaseSeconds * 1000) / 3);
-    timer.unref();
-    return () => clearInterval(timer);
-  }
-
-  const reap = createMultipartReaper(
-    { config, store, projects, logger },
-    {
-      select,
-      settle,
-      reopen: (session) => setStatus(db, session.id, 'completing', 'open'),
-      expire: (session) => discard(session, 'expired'),
-      release,
-    },
-  );
+  const reap = createMultipartReaper({
+    db,
+    store,
+    projects,
+    sessions,
+    leaseSeconds: config.jobLeaseSeconds,
+    logger,
+  });
 
   return {
     async start(caller: Caller, request: Omit<UploadRequest, 'size_bytes'> & { total_size_bytes: number }) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
-      const { file, extra: uploadId } = await uploads.createUpload(
+      const { file, extra: uploadId } = await ingest.declare(
         caller,
         { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
         {
-          uploadExpiresAt: expiresAt,
-          object: {
-            make: (planned) =>
-              store.createMultipart(planned.storageKey, {
-                contentType: planned.contentType,
-                totalSize: planned.size,
-              }),
-            // Not recorded: the store's upload would have no session and never be reaped.
-            undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
-          },
-          also: async (q, created, storeUploadId) => {
+          make: (planned) =>
+            store.createMultipart(planned.storageKey, {
+              contentType: planned.contentType,
+              totalSize: planned.size,
+            }),
+          // Not recorded: the store's upload would have no session and never be reaped.
+          undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
+          record: async (q, created, storeUploadId) => {
             const id = newId('session');
-            await q.query(
-              `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-              [
-                id,
-                created.project_id,
-                created.id,
-                storeUploadId,
-                created.storage_key,
-                created.size_bytes,
-                expiresAt,
-              ],
-            );
+            await insertSession(q, {
+              id,
+              project_id: created.project_id,
+              file_id: created.id,
+              store_upload_id: storeUploadId,
+              storage_key: created.storage_key,
+              total_size_bytes: created.size_bytes,
+              expires_at: expiresAt,
+            });
             return id;
           },
         },
+        { uploadExpiresAt: expiresAt },
       );
       return {
         upload_id: uploadId!,
@@ -377,11 +266,11 @@ export function createMultipartService(deps: {
       });
       checkParts(parts, stored, session.total_size_bytes);
       // Claims the session so that concurrent completes or aborts cannot interleave with assembly.
-      if (!(await setStatus(db, session.id, 'open', 'completing'))) {
+      if (!(await setSessionStatus(db, session.id, 'open', 'completing'))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
-      const stopHolding = holdCompleting(session.id);
+      const stopHolding = sessions.holdCompleting(session.id);
       try {
         object = await store.completeMultipart(
           session.storage_key,
@@ -397,20 +286,21 @@ export function createMultipartService(deps: {
           () => undefined,
         );
         if (assembled)
-          return files.toFileObject(await settle(session, caller.project, assembled.sha256 ?? null));
-        if (assembled === null) await setStatus(db, session.id, 'completing', 'open');
+          return files.toFileObject(await sessions.settle(session, caller.project, assembled.sha256 ?? null));
+        if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return files.toFileObject(await settle(session, caller.project, object.sha256 ?? null));
+      return files.toFileObject(await sessions.settle(session, caller.project, object.sha256 ?? null));
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {
       const { session } = await load(caller, uploadId);
       requireOpen(session);
-      if (!(await discard(session, 'aborted'))) throw invalidState('The multipart upload is no longer open');
+      if (!(await sessions.discard(session, 'aborted')))
+        throw invalidState('The multipart upload is no longer open');
     },
 
     /** Aborts sessions left open past COFFER_MULTIPART_EXPIRY_SECONDS and removes their parts. */

@@ -83,12 +83,15 @@ export async function hasVersions(q: Queryable, fileId: string): Promise<boolean
   return (await q.query('SELECT 1 FROM file_versions WHERE file_id = $1 LIMIT 1', [fileId])).length > 0;
 }
 
-/** Records the SHA-256 of an object once Coffer has read it, on the versions and new content that hold it. */
+/** Records the SHA-256 of an object once Coffer has read it, on the versions that hold it. */
 export async function setVersionChecksum(q: Queryable, storageKey: string, sha256: string): Promise<void> {
-  for (const table of ['file_versions', 'pending_contents']) {
-    await q.query(
-      `UPDATE ${table} SET checksum_sha256 = $2 WHERE storage_key = $1 AND checksum_sha256 IS NULL`,
-      [storageKey, sha256],
-    );
-  }
+  await q.query(
+    'UPDATE file_versions SET checksum_sha256 = $2 WHERE storage_key = $1 AND checksum_sha256 IS NULL',
+    [storageKey, sha256],
+  );
+}
+
+/** The objects of every version of these files, for collecting them with the files. */
+export function versionKeysOf(q: Queryable, fileIds: string[]): Promise<{ storage_key: string }[]> {
+  return q.query('SELECT storage_key FROM file_versions WHERE file_id = ANY($1::text[])', [fileIds]);
 }

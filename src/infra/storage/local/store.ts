@@ -6,6 +6,7 @@ import {
   assertKey,
   type ByteRange,
   checkPartNumber,
+  checkWriteSize,
   type ObjectInfo,
   type ObjectStore,
   type PartInfo,
@@ -239,6 +240,16 @@ class LocalStore implements LocalObjectStore {
         break;
       }
     }
+  }
+
+  write(key: string, body: Readable, options: { size: number; contentType: string }): Promise<ObjectInfo> {
+    return failing(async () => {
+      assertKey(key);
+      checkContentType(options.contentType);
+      checkWriteSize(options.size);
+      await this.#refuseExisting(key);
+      return this.#storeObject(key, body, { exact: options.size, max: options.size });
+    });
   }
 
   receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {

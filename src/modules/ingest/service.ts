@@ -1,0 +1,493 @@
+import type { Readable } from 'node:stream';
+import type { Config } from '../../config.ts';
+import {
+  invalidState,
+  notFound,
+  tokenExpired,
+  tokenLimitReached,
+  unauthenticated,
+  validationError,
+} from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import { enqueueJob } from '../../infra/jobs/index.ts';
+import type { Metrics } from '../../infra/metrics.ts';
+import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
+import { failpoint } from '../../lib/failpoints.ts';
+import { newId } from '../../lib/ids.ts';
+import { normalizeMimeType } from '../../lib/mime.ts';
+import { recordEvent } from '../events/outbox.ts';
+import * as files from '../files/repo.ts';
+import { categoryOf, checkMetadataSize, checkName, normalizeTags } from '../files/rules.ts';
+import { visibleFile } from '../files/service.ts';
+import type { FolderService } from '../folders/service.ts';
+import type { MetadataSchemaService } from '../metadata-schema/service.ts';
+import type { Project } from '../projects/schemas.ts';
+import { consumeToken, findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
+import { enforceQuotas } from '../usage/service.ts';
+import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
+import { findContent, insertContent, type PendingContent, transitionContent } from './content-repo.ts';
+import {
+  checkProjectRules,
+  checkSingleUploadSize,
+  checkTokenRules,
+  newObjectKey,
+  type SizeField,
+} from './rules.ts';
+
+/** What a client declares about a file it is about to upload, by whatever protocol. */
+export interface UploadRequest {
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  /** The request field the size came in, for errors. */
+  size_field?: SizeField;
+  folder_id?: string | null;
+  metadata?: Record<string, unknown>;
+  tags?: string[];
+}
+
+/** The object a new upload will have: decided, and made in the store, before its file is recorded. */
+export interface PlannedObject {
+  fileId: string;
+  storageKey: string;
+  contentType: string;
+  size: number;
+  expiresAt: Date;
+}
+
+/**
+ * How the bytes of a declared upload will arrive (a presigned URL, a multipart upload): made in the
+ * store before the file is recorded, so that no database connection waits on the store, and undone
+ * when the file's transaction does not commit.
+ */
+export interface ByteSource<T, U = undefined> {
+  make(planned: PlannedObject): Promise<T>;
+  undo(made: T, planned: PlannedObject): Promise<void>;
+  /** More work for the file's transaction (e.g. recording the multipart session). */
+  record?: (q: Queryable, file: files.FileRow, made: T) => Promise<U>;
+}
+
+/** New content, committed at once (no scan) or waiting for its scan. */
+export interface ContentOutcome {
+  version_id: string;
+  status: 'processing' | 'committed';
+  file: files.FileRow;
+}
+
+/**
+ * The bytes of an `uploading` file are complete: it becomes `processing` (a scan job queued) when
+ * the project scans, else `ready` (event file.ready); with versioning on, the content is recorded
+ * as a version. A checksum the store did not compute is left to the scan, or to a digest job.
+ * Only from `uploading`: a second call is 409.
+ */
+export async function commitFile(
+  q: Queryable,
+  project: Project,
+  fileId: string,
+  checksum: string | null,
+): Promise<files.FileRow> {
+  const scan = project.settings.virus_scan_enabled;
+  const file = await files.transitionFile(q, project.id, fileId, 'uploading', scan ? 'processing' : 'ready', {
+    checksum_sha256: checksum ?? undefined,
+    upload_expires_at: null,
+  });
+  if (!file) throw invalidState('The file is no longer uploading');
+  if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
+  if (scan) await enqueueJob(q, 'scan', project.id, file.id);
+  else {
+    await recordEvent(q, project, 'file.ready', file);
+    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, null, file.storage_key);
+  }
+  return file;
+}
+
+/** Makes `snapshot` the file's current content; its metadata, status and folder are untouched. */
+async function replaceContent(q: Queryable, file: files.FileRow, snapshot: Snapshot): Promise<files.FileRow> {
+  const updated = await files.updateFile(q, file.project_id, file.id, {
+    storage_key: snapshot.storage_key,
+    size_bytes: snapshot.size_bytes,
+    content_type: snapshot.content_type,
+    category: categoryOf(snapshot.content_type),
+    checksum_sha256: snapshot.checksum_sha256,
+  });
+  return updated!;
+}
+
+/**
+ * Makes committed new content the file's current content and a version (its id is the content's),
+ * with its file.ready event. A file whose earlier content predates versioning gets that content
+ * recorded first, so it can be restored.
+ */
+export async function commitContent(
+  q: Queryable,
+  project: Project,
+  content: PendingContent,
+): Promise<files.FileRow> {
+  const file = await files.findFile(q, content.project_id, content.file_id, true);
+  if (!file || file.deleted_at !== null) throw notFound('File');
+  if (!(await hasVersions(q, file.id))) await recordVersion(q, file, file, 'upload');
+  await recordVersion(q, file, content, 'upload', { id: content.id });
+  const updated = await replaceContent(q, file, content);
+  await recordEvent(q, project, 'file.ready', updated);
+  return updated;
+}
+
+/**
+ * The upload core: every way in (REST single and multipart uploads, new versions, restore, and the
+ * protocol adapters) declares, receives, seals and commits through it, so that every rule about
+ * what may be stored, and every state change, lives here once. Bytes come from a presigned URL
+ * (sealed at confirm), from parts (assembled by the multipart service), or from a stream the
+ * server receives itself (`writeFile`, `writeContent`).
+ */
+export function createIngestService(deps: {
+  config: Config;
+  db: Db;
+  store: ObjectStore;
+  folders: FolderService;
+  schemas: MetadataSchemaService;
+  metrics?: Metrics;
+}) {
+  const { config, db, store, folders, schemas, metrics } = deps;
+
+  async function tokenOf(q: Queryable, caller: Caller): Promise<UploadTokenRow | undefined> {
+    if (caller.principal.kind !== 'upload_token') return undefined;
+    const token = await findToken(q, caller.principal.tokenId);
+    if (!token) throw unauthenticated();
+    if (token.expires_at.getTime() <= Date.now()) throw tokenExpired();
+    return token;
+  }
+
+  /**
+   * Every rule an upload must pass, in the documented order: the request's own shape, then the
+   * upload token's constraints (a)–(e), then the project's configuration (f). Returns the file
+   * as it will be created.
+   */
+  async function admit(q: Queryable, caller: Caller, request: UploadRequest, planned: PlannedObject) {
+    const { project } = caller;
+    const { contentType } = planned;
+    let metadata = request.metadata ?? {};
+    let tags = normalizeTags(request.tags ?? []);
+    let folderId = request.folder_id ?? null;
+
+    const token = await tokenOf(q, caller);
+    if (token) {
+      checkTokenRules(token, contentType, request.size_bytes, request.size_field);
+      folderId = token.folder_id;
+      metadata = { ...metadata, ...token.metadata };
+      tags = normalizeTags([...tags, ...(token.tags ?? [])]);
+    }
+
+    checkProjectRules(project, request.filename, contentType, request.size_bytes, request.size_field);
+    if (folderId !== null && !(await folders.exists(q, project.id, folderId))) {
+      throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
+    }
+    checkMetadataSize(metadata);
+    await schemas.check(q, project, metadata);
+
+    const file: files.NewFile = {
+      id: planned.fileId,
+      project_id: project.id,
+      folder_id: folderId,
+      status: 'uploading',
+      filename: request.filename,
+      content_type: contentType,
+      size_bytes: request.size_bytes,
+      category: categoryOf(contentType),
+      storage_key: planned.storageKey,
+      metadata,
+      tags,
+      owner_user_id: token?.owner_user_id ?? null,
+      owner_org_id: token?.owner_org_id ?? null,
+      upload_token_id: token?.id ?? null,
+      upload_expires_at: planned.expiresAt,
+    };
+    return { file, token };
+  }
+
+  /** The checks that need no database, then the file's id, key and URL lifetime, before anything is stored. */
+  function plan(caller: Caller, request: UploadRequest, expiresAt: Date | undefined): PlannedObject {
+    checkName('filename', request.filename);
+    const contentType = normalizeMimeType(request.content_type);
+    if (!contentType) {
+      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+    }
+    const fileId = newId('file');
+    return {
+      fileId,
+      storageKey: newObjectKey(caller.project.id, fileId),
+      contentType,
+      size: request.size_bytes,
+      expiresAt: expiresAt ?? new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+    };
+  }
+
+  /**
+   * Records the file (status uploading, event file.uploaded), counting it against its token and
+   * reserving its bytes against the project's quotas, in the caller's transaction.
+   */
+  async function recordFile(q: Queryable, caller: Caller, request: UploadRequest, planned: PlannedObject) {
+    const { file, token } = await admit(q, caller, request, planned);
+    if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
+    // The event first: from the file's insert to the commit its project's usage row stays locked,
+    // and every upload of the project waits for it.
+    await recordEvent(q, caller.project, 'file.uploaded', file);
+    const created = await files.insertFile(q, file);
+    await enforceQuotas(q, caller.project, { bytes: created.size_bytes, files: 1 });
+    return created;
+  }
+
+  /** Checks that `object` holds the bytes declared for `expected`, or says what differs. */
+  function checkObject(object: ObjectInfo | undefined, expected: number, status: string): ObjectInfo {
+    if (!object) throw invalidState('No bytes were uploaded for this file yet', { status });
+    if (object.size !== expected) {
+      throw invalidState(`The uploaded object has ${object.size} bytes, not the declared ${expected}`, {
+        declared_size_bytes: expected,
+        uploaded_size_bytes: object.size,
+      });
+    }
+    return object;
+  }
+
+  /** Commits new content whose bytes are sealed: at once, or once its scan finds it clean. */
+  async function commitNewContent(
+    q: Queryable,
+    project: Project,
+    file: files.FileRow,
+    contentId: string,
+    checksum: string | null,
+  ): Promise<ContentOutcome> {
+    const scan = project.settings.virus_scan_enabled;
+    // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
+    const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
+      checksum_sha256: checksum,
+    });
+    if (!claimed) throw invalidState('The upload is no longer uploading');
+    if (scan) {
+      await enqueueJob(q, 'scan', project.id, file.id, contentId);
+      return { version_id: contentId, status: 'processing', file };
+    }
+    const updated = await commitContent(q, project, claimed);
+    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
+    return { version_id: contentId, status: 'committed', file: updated };
+  }
+
+  /** The checks new content of `file` must pass; answers its normalised content type. */
+  function admitContent(
+    caller: Caller,
+    file: files.FileRow,
+    request: { content_type?: string; size_bytes: number },
+  ) {
+    if (file.status !== 'ready') {
+      throw invalidState(`New content can be uploaded only for ready files; this file is ${file.status}`, {
+        status: file.status,
+      });
+    }
+    const contentType = normalizeMimeType(request.content_type ?? file.content_type);
+    if (!contentType)
+      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+    checkSingleUploadSize(request.size_bytes);
+    checkProjectRules(caller.project, file.filename, contentType, request.size_bytes);
+    return contentType;
+  }
+
+  /** Records new content of `file` (uploading) and reserves its bytes, in the caller's transaction. */
+  async function recordContent(
+    q: Queryable,
+    caller: Caller,
+    file: files.FileRow,
+    content: { id: string; storageKey: string; size: number; contentType: string; expiresAt: Date },
+  ): Promise<void> {
+    await insertContent(q, {
+      id: content.id,
+      project_id: caller.project.id,
+      file_id: file.id,
+      storage_key: content.storageKey,
+      size_bytes: content.size,
+      content_type: content.contentType,
+      upload_expires_at: content.expiresAt,
+    });
+    await enforceQuotas(q, caller.project, { bytes: content.size, files: 0 });
+  }
+
+  /** Runs `commit` with the object written under `key`; the object goes when the commit does not happen. */
+  async function keepingOnCommit<T>(key: string, commit: () => Promise<T>): Promise<T> {
+    try {
+      return await commit();
+    } catch (error) {
+      await store.delete(key).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  return {
+    /**
+     * Declares a new file: checks the caller's limits, makes the way its bytes will arrive
+     * (`source`), and records the file (uploading) with its event, token count and quota
+     * reservation in one transaction. A source that cannot be made leaves no file; a refused
+     * upload leaves nothing in the store.
+     */
+    async declare<T, U = undefined>(
+      caller: Caller,
+      request: UploadRequest,
+      source: ByteSource<T, U>,
+      options: { uploadExpiresAt?: Date } = {},
+    ): Promise<{ file: files.FileRow; made: T; extra: U | undefined }> {
+      const planned = plan(caller, request, options.uploadExpiresAt);
+      const made = await source.make(planned);
+      try {
+        const result = await db.tx(async (q) => {
+          const created = await recordFile(q, caller, request, planned);
+          return { file: created, made, extra: await source.record?.(q, created, made) };
+        });
+        metrics?.uploads.inc({ outcome: 'initiated' });
+        return result;
+      } catch (error) {
+        await source.undo(made, planned).catch(() => undefined);
+        throw error;
+      }
+    },
+
+    /**
+     * Seals the bytes PUT to the presigned URL of an `uploading` file, checks them against the
+     * declaration, and commits the file.
+     */
+    async confirm(caller: Caller, fileId: string): Promise<files.FileRow> {
+      const uploadingFile = async () => {
+        const found = await files.findFileAndSession(db, caller.project.id, fileId);
+        const file = visibleFile(caller, found?.file);
+        if (file.status !== 'uploading') {
+          throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
+        }
+        if (found!.sessionId) {
+          throw invalidState('This file is uploaded in parts: complete its multipart upload', {
+            upload_id: found!.sessionId,
+          });
+        }
+        return file;
+      };
+      const file = await uploadingFile();
+      // Sealed outside any transaction, so that no database connection waits on the store; sealing
+      // is idempotent, so concurrent confirms agree. From here on no URL can change the bytes.
+      const object = checkObject(await store.seal(file.storage_key), file.size_bytes, file.status);
+      failpoint('upload.confirm.sealed');
+      // The transition moves the file on only while it is uploading and not deleted (a multipart session
+      // is made with its file, never later): a concurrent delete or confirm that came first makes it
+      // fail, and the file as it is now tells why.
+      const confirmed = await db
+        .tx((q) => commitFile(q, caller.project, file.id, object.sha256 ?? null))
+        .catch(async (error: unknown) => {
+          await uploadingFile();
+          throw error;
+        });
+      failpoint('upload.confirm.committed');
+      metrics?.uploads.inc({ outcome: 'completed' });
+      return confirmed;
+    },
+
+    /**
+     * The server-side way in: `body` (exactly `request.size_bytes` bytes) becomes a new file in one
+     * request. The rules are checked before a byte is stored; the file is recorded and committed in
+     * one transaction once the object is sealed, and the object is removed when that transaction fails.
+     */
+    async writeFile(caller: Caller, request: UploadRequest, body: Readable): Promise<files.FileRow> {
+      checkSingleUploadSize(request.size_bytes);
+      const planned = plan(caller, request, undefined);
+      await admit(db, caller, request, planned);
+      const object = await store.write(planned.storageKey, body, {
+        size: request.size_bytes,
+        contentType: planned.contentType,
+      });
+      const file = await keepingOnCommit(planned.storageKey, () =>
+        db.tx(async (q) => {
+          const created = await recordFile(q, caller, request, planned);
+          return commitFile(q, caller.project, created.id, object.sha256 ?? null);
+        }),
+      );
+      metrics?.uploads.inc({ outcome: 'initiated' });
+      metrics?.uploads.inc({ outcome: 'completed' });
+      return file;
+    },
+
+    /** A presigned URL for new content of a ready file; the current content stays served until it is confirmed. */
+    async declareContent(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; size_bytes: number },
+    ) {
+      const contentType = admitContent(caller, file, request);
+      const content = {
+        id: newId('ver'),
+        storageKey: newObjectKey(caller.project.id, file.id),
+        size: request.size_bytes,
+        contentType,
+        expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+      };
+      // The URL first: one that cannot be made leaves no content behind.
+      const url = await store.presignUpload(content.storageKey, content);
+      await keepingOnCommit(content.storageKey, () => db.tx((q) => recordContent(q, caller, file, content)));
+      return { version_id: content.id, upload_url: url, expires_at: content.expiresAt };
+    },
+
+    /** Seals the bytes of new content; they become current at once, or after the scan when the project scans. */
+    async confirmContent(caller: Caller, file: files.FileRow, contentId: string): Promise<ContentOutcome> {
+      const content = await findContent(db, file.id, contentId);
+      if (!content) throw notFound('Upload');
+      if (content.status !== 'uploading') {
+        throw invalidState(`The upload is ${content.status}, not uploading`, { status: content.status });
+      }
+      const object = await store.seal(content.storage_key);
+      if (object?.size !== content.size_bytes) {
+        throw invalidState('The uploaded object is missing or not of the declared size', {
+          declared_size_bytes: content.size_bytes,
+          uploaded_size_bytes: object?.size ?? null,
+        });
+      }
+      failpoint('version.confirm.sealed');
+      return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object.sha256 ?? null));
+    },
+
+    /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
+    async writeContent(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; size_bytes: number },
+      body: Readable,
+    ): Promise<ContentOutcome> {
+      const contentType = admitContent(caller, file, request);
+      const content = {
+        id: newId('ver'),
+        storageKey: newObjectKey(caller.project.id, file.id),
+        size: request.size_bytes,
+        contentType,
+        expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+      };
+      const object = await store.write(content.storageKey, body, content);
+      return keepingOnCommit(content.storageKey, () =>
+        db.tx(async (q) => {
+          await recordContent(q, caller, file, content);
+          return commitNewContent(q, caller.project, file, content.id, object.sha256 ?? null);
+        }),
+      );
+    },
+
+    /**
+     * Makes an earlier version the file's content again, recorded as a new version (status unchanged);
+     * a version whose digest was lost (its job gave up) is read again, so the file's checksum follows.
+     */
+    async restore(
+      q: Queryable,
+      project: Project,
+      file: files.FileRow,
+      version: Snapshot & { id: string },
+    ): Promise<files.FileRow> {
+      await recordVersion(q, file, version, 'restore', { sourceVersionId: version.id });
+      if (version.checksum_sha256 === null) {
+        await enqueueJob(q, 'digest', project.id, file.id, null, version.storage_key);
+      }
+      return replaceContent(q, file, version);
+    },
+  };
+}
+
+export type IngestService = ReturnType<typeof createIngestService>;

@@ -1,0 +1,120 @@
+import type { Queryable } from '../../infra/db.ts';
+
+/** The only writer of multipart_sessions: a REST multipart upload's record, beside its file's. */
+export type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
+
+export interface SessionRow {
+  id: string;
+  project_id: string;
+  file_id: string;
+  store_upload_id: string;
+  storage_key: string;
+  total_size_bytes: number;
+  status: SessionStatus;
+  expires_at: Date;
+}
+
+const COLUMNS = 'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, status, expires_at';
+
+export async function insertSession(q: Queryable, session: Omit<SessionRow, 'status'>): Promise<void> {
+  await q.query(
+    `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [
+      session.id,
+      session.project_id,
+      session.file_id,
+      session.store_upload_id,
+      session.storage_key,
+      session.total_size_bytes,
+      session.expires_at,
+    ],
+  );
+}
+
+export async function findSession(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<SessionRow | undefined> {
+  const [row] = await q.query<SessionRow>(
+    `SELECT ${COLUMNS} FROM multipart_sessions WHERE project_id = $1 AND id = $2`,
+    [projectId, id],
+  );
+  return row;
+}
+
+/** Moves a session from `from` to `to`, only while it is still in `from`; false when it was not. */
+export async function setSessionStatus(
+  q: Queryable,
+  id: string,
+  from: SessionStatus,
+  to: SessionStatus,
+): Promise<boolean> {
+  const finished = to === 'open' || to === 'completing' ? null : new Date();
+  const rows = await q.query(
+    `UPDATE multipart_sessions SET status = $3, finished_at = $4,
+       completing_since = CASE WHEN $3 = 'completing' THEN now() ELSE completing_since END
+     WHERE id = $1 AND status = $2 RETURNING id`,
+    [id, from, to, finished],
+  );
+  return rows.length > 0;
+}
+
+/** Renews the claim of a session being assembled, while it still is. */
+export async function renewCompleting(q: Queryable, id: string): Promise<void> {
+  await q.query(
+    `UPDATE multipart_sessions SET completing_since = now() WHERE id = $1 AND status = 'completing'`,
+    [id],
+  );
+}
+
+export async function markReleased(q: Queryable, id: string): Promise<void> {
+  await q.query('UPDATE multipart_sessions SET store_released_at = now() WHERE id = $1', [id]);
+}
+
+/** The part sizes granted so far (part number → bytes), the session locked until the transaction ends. */
+export async function lockGrants(q: Queryable, id: string): Promise<Record<string, number>> {
+  const [row] = await q.query<{ part_grants: Record<string, number> }>(
+    'SELECT part_grants FROM multipart_sessions WHERE id = $1 FOR UPDATE',
+    [id],
+  );
+  return row?.part_grants ?? {};
+}
+
+export async function recordGrant(q: Queryable, id: string, partNumber: number, size: number): Promise<void> {
+  await q.query(
+    `UPDATE multipart_sessions SET part_grants = part_grants || jsonb_build_object($2::text, $3::bigint)
+     WHERE id = $1`,
+    [id, String(partNumber), size],
+  );
+}
+
+/** Sessions left `completing` longer than `leaseSeconds` without renewal: their process died. */
+export function stuckSessions(q: Queryable, leaseSeconds: number): Promise<SessionRow[]> {
+  return q.query<SessionRow>(
+    `SELECT ${COLUMNS} FROM multipart_sessions
+     WHERE status = 'completing' AND completing_since < now() - make_interval(secs => $1) LIMIT 100`,
+    [leaseSeconds],
+  );
+}
+
+/** Open sessions past their expiry; a file under legal hold keeps its parts until the hold is released. */
+export function expiredSessions(q: Queryable): Promise<SessionRow[]> {
+  return q.query<SessionRow>(
+    `SELECT ${COLUMNS} FROM multipart_sessions s
+     WHERE status = 'open' AND expires_at <= now()
+       AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = s.file_id AND f.legal_hold)
+     ORDER BY expires_at LIMIT 100`,
+  );
+}
+
+/** Ended sessions whose parts the store still holds (its abort failed at the time). */
+export function unreleasedSessions(q: Queryable): Promise<SessionRow[]> {
+  return q.query<SessionRow>(
+    `SELECT ${COLUMNS} FROM multipart_sessions
+     WHERE status IN ('aborted', 'expired') AND store_released_at IS NULL
+       AND finished_at < now() - interval '1 minute'
+     ORDER BY finished_at LIMIT 100`,
+  );
+}

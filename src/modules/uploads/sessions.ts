@@ -1,0 +1,99 @@
+import type { Logger } from 'pino';
+import { invalidState, isDomainError } from '../../domain/errors.ts';
+import type { Db } from '../../infra/db.ts';
+import type { Metrics } from '../../infra/metrics.ts';
+import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import * as files from '../files/repo.ts';
+import { commitFile } from '../ingest/service.ts';
+import type { Project } from '../projects/schemas.ts';
+import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
+
+/**
+ * How a multipart session ends, for the REST multipart service and the reaper alike: settled into
+ * its file through the upload core, discarded with its file failed, its parts released.
+ */
+export function createSessionLifecycle(deps: {
+  db: Db;
+  store: ObjectStore;
+  leaseSeconds: number;
+  logger: Logger;
+  metrics?: Metrics;
+}) {
+  const { db, store, leaseSeconds, logger, metrics } = deps;
+
+  /**
+   * Discards the parts of an ended session in the store. A store that fails now does not undo the
+   * abort: the reaper tries again (sessions ended without their parts released).
+   */
+  async function release(session: SessionRow): Promise<void> {
+    try {
+      await store.abortMultipart(session.storage_key, session.store_upload_id);
+      await markReleased(db, session.id);
+    } catch (error) {
+      logger.warn(
+        { err: error, upload_id: session.id },
+        'parts of an ended multipart upload not released yet',
+      );
+    }
+  }
+
+  return {
+    release,
+
+    /**
+     * Records the assembled object as the file's content (session `completing` → `completed`). When the
+     * file moved on meanwhile (deleted), the session ends `aborted` and the object goes with the file.
+     */
+    async settle(session: SessionRow, project: Project, sha256: string | null): Promise<files.FileRow> {
+      try {
+        const file = await db.tx(async (q) => {
+          if (!(await setSessionStatus(q, session.id, 'completing', 'completed'))) {
+            throw invalidState('The multipart upload is no longer completing');
+          }
+          return commitFile(q, project, session.file_id, sha256);
+        });
+        metrics?.uploads.inc({ outcome: 'completed' });
+        return file;
+      } catch (error) {
+        if (isDomainError(error, 'INVALID_STATE'))
+          await setSessionStatus(db, session.id, 'completing', 'aborted');
+        throw error;
+      }
+    },
+
+    /** Puts a session back from `completing` to `open`, for another complete. */
+    reopen: (session: SessionRow) => setSessionStatus(db, session.id, 'completing', 'open'),
+
+    /** Ends an open session, its file failed and its parts released; false when it was not open. */
+    async discard(session: SessionRow, to: 'aborted' | 'expired'): Promise<boolean> {
+      const done = await db.tx(async (q) => {
+        if (!(await setSessionStatus(q, session.id, 'open', to))) return false;
+        await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+          failure_reason: to === 'aborted' ? 'upload_aborted' : 'upload_expired',
+          upload_expires_at: null,
+        });
+        return true;
+      });
+      if (done) {
+        metrics?.uploads.inc({ outcome: to });
+        await release(session);
+      }
+      return done;
+    },
+
+    /**
+     * Keeps the claim of a session being assembled (its completing_since) fresh every third of a job
+     * lease, however long the store takes; returns the function that stops it.
+     */
+    holdCompleting(id: string): () => void {
+      const timer = setInterval(
+        () => void renewCompleting(db, id).catch(() => undefined),
+        (leaseSeconds * 1000) / 3,
+      );
+      timer.unref();
+      return () => clearInterval(timer);
+    },
+  };
+}
+
+export type SessionLifecycle = ReturnType<typeof createSessionLifecycle>;
