@@ -21,6 +21,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/cli/client-commands.test.ts',
         'test/cli/scale-out.test.ts',
         'test/contract/**/*.test.ts',
+        'test/ingest/**/*.test.ts',
       ],
       env: { COFFER_TEST_BACKEND: 'postgres', COFFER_TEST_STORAGE: 's3' },
     });
