@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { copyFile, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { loadMigrations } from './migrate.ts';
+import { loadMigrations } from './migrations/index.ts';
 
 /**
  * A new embedded database, initialized and migrated, made once per PGlite version and set of

@@ -1,22 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Db } from './db.ts';
+import { loadMigrations } from './migrations/index.ts';
 
-const MIGRATIONS_DIR = join(import.meta.dirname, 'migrations');
 // Any constant works; it only has to be the same for every Coffer process.
 const MIGRATION_LOCK = 7_302_431_118;
-
-export interface Migration {
-  name: string;
-  sql: string;
-}
-
-export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
-  return readdirSync(dir)
-    .filter((name) => /^\d{3}_[a-z0-9_]+\.sql$/.test(name))
-    .sort()
-    .map((name) => ({ name, sql: readFileSync(join(dir, name), 'utf8') }));
-}
 
 /**
  * Applies the pending migrations in one transaction under an advisory lock, so that servers

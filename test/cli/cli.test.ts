@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { quoteIdent } from '../../src/infra/db.ts';
-import { loadMigrations } from '../../src/infra/migrate.ts';
+import { loadMigrations } from '../../src/infra/migrations/index.ts';
 import { backend, namespace, testDb } from '../support/backends.ts';
 
 const root = join(import.meta.dirname, '../..');

@@ -1,6 +1,7 @@
 /** The client: the API resources and uploads over one credential, for a platform (browser or Node.js). */
 import { type Api, createApi, type Fetch, type RequestOptions } from './api.js';
 import { invalidInput } from './errors.js';
+import { planUpload, type UploadOptions } from './plan.js';
 import { type FilesApi, filesApi } from './resources/files.js';
 import { type FoldersApi, foldersApi } from './resources/folders.js';
 import {
@@ -25,7 +26,7 @@ import { type RetryOptions, retryPolicy } from './retry.js';
 import type { UploadSource } from './source.js';
 import type { PutTransport } from './transport.js';
 import type { FileObject, Identity } from './types.js';
-import { planUpload, type UploadOptions, upload } from './upload.js';
+import { upload } from './upload.js';
 
 export interface ClientOptions {
   /** Where Coffer answers, e.g. https://files.example.com (without /v1). */

@@ -3,6 +3,13 @@ export type { Fetch, RequestOptions } from './api.js';
 export type { ClientOptions, CofferClient } from './client.js';
 export { type ClientErrorCode, CofferError, type CofferErrorInit, isCofferError } from './errors.js';
 export type { BodyOf, Method, MethodOf, ParamsOf, Path, QueryOf, ResponseOf } from './openapi.js';
+export {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_MULTIPART_THRESHOLD,
+  DEFAULT_PART_SIZE,
+  MIN_PART_SIZE,
+  type UploadOptions,
+} from './plan.js';
 export type { Progress, ProgressListener } from './progress.js';
 export type { DownloadOptions, FilesApi } from './resources/files.js';
 export type { FoldersApi } from './resources/folders.js';
@@ -20,11 +27,4 @@ export {
 export type { RetryOptions } from './retry.js';
 export type { UploadInput } from './source.js';
 export type * from './types.js';
-export {
-  DEFAULT_CONCURRENCY,
-  DEFAULT_MULTIPART_THRESHOLD,
-  DEFAULT_PART_SIZE,
-  MIN_PART_SIZE,
-  type UploadOptions,
-} from './upload.js';
 export { verifyWebhook } from './verify.js';

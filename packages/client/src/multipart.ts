@@ -4,13 +4,13 @@
  */
 import type { Api } from './api.js';
 import { abortedError, CofferError, isCofferError } from './errors.js';
+import { concurrencyOf, partSizeFor, type UploadContext, type UploadPlan } from './plan.js';
 import { runPool } from './pool.js';
 import { progressTracker } from './progress.js';
 import { isSuccess, putError, putWithRetries } from './put.js';
 import { type ResumeStore, readEntry, resumeKey } from './resume.js';
 import { placement } from './single.js';
 import type { FileObject } from './types.js';
-import { concurrencyOf, partSizeFor, type UploadContext, type UploadPlan } from './upload.js';
 
 const SESSION = '/v1/projects/{project_id}/files/upload/multipart/{upload_id}';
 /** Parts carry no signed type: one neutral type for all. */

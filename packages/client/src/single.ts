@@ -1,10 +1,10 @@
 /** The two-step upload: initiate, PUT the whole body to its URL, confirm. */
+import type { UploadContext, UploadOptions, UploadPlan } from './plan.js';
 import { progressTracker } from './progress.js';
 import { isSuccess, putError, putWithRetries } from './put.js';
 import type { RetryPolicy } from './retry.js';
 import type { PutBody, PutTransport } from './transport.js';
 import type { FileObject, InitiateUploadRequest } from './types.js';
-import type { UploadContext, UploadOptions, UploadPlan } from './upload.js';
 
 export interface WholeBody {
   url: string;
