@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { type Readable, Transform } from 'node:stream';
+import { pipeline, type Readable, Transform } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -110,17 +110,19 @@ function checkSize(size: number, field: string): void {
 
 /**
  * Passes `body` on while counting and hashing it; fails the stream, before it ends, when it holds
- * more or fewer than `size` bytes, so that a PUT of it is never completed.
+ * more or fewer than `size` bytes, so that a PUT of it is never completed. `failed` aborts when the
+ * body fails or its length is wrong, so that a request sending it stops at once.
  */
 function exactly(body: Readable, size: number) {
   const hash = createHash('sha256');
+  const failure = new AbortController();
   let seen = 0;
   let problem: StoreError | undefined;
   const refuse = (message: string) => {
     problem = new StoreError('InvalidArgument', message, { size_bytes: size });
     return problem;
   };
-  const stream = new Transform({
+  const counter = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       seen += chunk.length;
       if (seen > size) return done(refuse(`The body is longer than the declared ${size} bytes`));
@@ -131,9 +133,11 @@ function exactly(body: Readable, size: number) {
       done(seen === size ? null : refuse(`The body has ${seen} bytes but ${size} were declared`));
     },
   });
-  body.on('error', (error) => stream.destroy(error));
-  body.pipe(stream);
-  return { stream, sha256: () => hash.digest('hex'), problem: () => problem };
+  // pipeline() listens for every stream's errors: a failed body never goes unhandled.
+  const stream = pipeline(body, counter, (error) => {
+    if (error) failure.abort(error);
+  });
+  return { stream, failed: failure.signal, sha256: () => hash.digest('hex'), problem: () => problem };
 }
 
 export function createS3Store(options: S3StoreOptions): ObjectStore {
@@ -268,6 +272,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
               ContentLength: size,
               ContentType: contentType,
             }),
+            { abortSignal: counted.failed },
           ),
         );
         return { size, etag: put.ETag ?? '""', sha256: counted.sha256() };
