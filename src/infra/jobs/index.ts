@@ -5,6 +5,7 @@ export {
   claim,
   type Lease,
   LeaseLostError,
+  type QueueDepth,
   type QueueTable,
   queueDepth,
   release,

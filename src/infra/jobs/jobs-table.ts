@@ -21,6 +21,7 @@ export const JOBS: QueueTable<Job> = {
   due: 'run_at',
   kind: 'c.kind',
   select: 'c.project_id, c.file_id, c.content_id, c.storage_key',
+  created: 'created_at',
 };
 
 /** Adds a job; call it inside the transaction of the change that needs it. */

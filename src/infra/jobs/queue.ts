@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Db, Queryable } from '../db.ts';
+import type { Queryable } from '../db.ts';
 
 /**
  * What a claim returns of every row, whatever the queue: the columns a queue table must have
@@ -41,6 +41,8 @@ export interface QueueTable<J extends Claimed = Claimed> {
   readonly join?: string;
   /** A row claimed this often is `exhausted`: handed to its handler's `exhausted`, never run again. */
   readonly maxAttempts?: number;
+  /** The column holding when a row was queued, if the table keeps it: gives QueueDepth.oldest_seconds. */
+  readonly created?: string;
   /** Type only: the row a claim returns. */
   readonly row?: J;
 }
@@ -159,17 +161,21 @@ export interface QueueDepth {
   scheduled: number;
   /** How long the longest-due row has been waiting; null when none is due. */
   oldest_due_seconds: number | null;
+  /** Age of the oldest row (due, running or scheduled) since it was queued; null when the queue keeps no `created`. */
+  oldest_seconds: number | null;
 }
 
-export async function queueDepth(db: Db, queue: QueueTable<Claimed>): Promise<QueueDepth[]> {
+export async function queueDepth(db: Queryable, queue: QueueTable<Claimed>): Promise<QueueDepth[]> {
   const { values, param } = parameters();
   const due = `c.${queue.due}`;
+  const created = queue.created ? `c.${queue.created}` : undefined;
   return db.query<QueueDepth>(
     `SELECT ${queue.kind} AS kind,
        count(*) FILTER (WHERE ${due} <= now())::int4 AS due,
        count(*) FILTER (WHERE ${due} > now() AND c.lease_token IS NOT NULL)::int4 AS running,
        count(*) FILTER (WHERE ${due} > now() AND c.lease_token IS NULL)::int4 AS scheduled,
-       extract(epoch FROM now() - min(${due}) FILTER (WHERE ${due} <= now()))::float8 AS oldest_due_seconds
+       extract(epoch FROM now() - min(${due}) FILTER (WHERE ${due} <= now()))::float8 AS oldest_due_seconds,
+       ${created ? `extract(epoch FROM now() - min(${created}))::float8` : 'NULL::float8'} AS oldest_seconds
      FROM ${queue.table} c WHERE ${waitingRows(queue, param)} GROUP BY 1 ORDER BY 1`,
     values,
   );

@@ -14,6 +14,7 @@ import {
   writeHashed,
   writeManifest,
 } from './manifest.ts';
+import { referencedKeys } from './repo.ts';
 
 export const NOT_EMBEDDED =
   'coffer backup copies the embedded database; PostgreSQL is backed up with pg_dump or PITR, S3 with bucket versioning (see Backups in the README)';
@@ -24,30 +25,6 @@ export interface BackupSummary {
   databaseBytes: number;
   objects: number;
   objectBytes: number;
-}
-
-/**
- * Every storage key the database refers to and has not purged: files' current content, their
- * versions and their new content not current yet. Tables a database migrated long ago lacks are skipped.
- */
-async function referencedKeys(db: Db): Promise<string[]> {
-  const tables = new Set(
-    (
-      await db.query<{ name: string }>(
-        'SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()',
-      )
-    ).map((row) => row.name),
-  );
-  const sources = ['SELECT storage_key FROM files WHERE purged_at IS NULL'];
-  if (tables.has('file_versions')) {
-    sources.push(
-      'SELECT v.storage_key FROM file_versions v JOIN files f ON f.id = v.file_id WHERE f.purged_at IS NULL',
-    );
-  }
-  if (tables.has('pending_contents'))
-    sources.push('SELECT storage_key FROM pending_contents WHERE purged_at IS NULL');
-  const rows = await db.query<{ storage_key: string }>(`${sources.join(' UNION ')} ORDER BY 1`);
-  return rows.map((row) => row.storage_key);
 }
 
 /** Makes `dir` the backup's own: created when missing, refused when it holds anything. */

@@ -4,6 +4,7 @@ import type { Config } from '../../config.ts';
 import { isLockFile, lockEmbeddedDatabase, openPglite } from '../../infra/db.ts';
 import { entries } from '../../infra/storage/local/files.ts';
 import { BackupError, DATABASE_FILE, type Manifest, readManifest, verifyBackup } from './manifest.ts';
+import { probeRestored } from './repo.ts';
 
 export interface RestoreSummary {
   dataDir: string;
@@ -70,7 +71,7 @@ export async function restoreBackup(
     });
     const db = await openPglite(config.dataDir, { load: snapshot, locked: true });
     try {
-      await db.query('SELECT count(*) FROM files');
+      await probeRestored(db);
     } finally {
       await db.close();
     }

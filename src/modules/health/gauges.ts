@@ -1,8 +1,10 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db, PoolStats } from '../../infra/db.ts';
+import { JOBS, type QueueDepth, queueDepth } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { findAllUsage } from '../usage/repo.ts';
+import { PENDING_DELIVERIES } from '../webhooks/delivery-repo.ts';
 import { checkReadiness } from './readiness.ts';
 
 /** The database is read at most this often by one process, however many scrapers ask. */
@@ -14,9 +16,14 @@ const LOAD_WAIT_MS = 2_000;
 const FILE_BUCKETS = ['uploading', 'processing', 'ready', 'failed', 'quarantined', 'deleted'] as const;
 const JOB_KINDS = ['scan', 'digest'];
 
+interface Backlog {
+  depth: number;
+  oldest_seconds: number;
+}
+
 interface QueueState {
-  jobs: { kind: string; depth: number; oldest_seconds: number }[];
-  deliveries: { depth: number; oldest_seconds: number };
+  jobs: (Backlog & { kind: string })[];
+  deliveries: Backlog;
 }
 
 /**
@@ -57,17 +64,18 @@ function latest<T>(maxAgeMs: number, load: () => Promise<T>): () => Promise<T | 
 /** The numbers the database keeps per project in every change (no count over the files). */
 const projectUsage = (db: Db) => findAllUsage(db);
 
+/** Every row of a kind that is not finished: due, running or waiting for its time; age since it was queued. */
+const backlog = (depth: QueueDepth): Backlog => ({
+  depth: depth.due + depth.running + depth.scheduled,
+  oldest_seconds: depth.oldest_seconds ?? 0,
+});
+
 async function queueState(db: Db): Promise<QueueState> {
-  const age = 'coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_seconds';
-  const [jobs, [deliveries]] = await Promise.all([
-    db.query<QueueState['jobs'][number]>(
-      `SELECT kind, count(*)::int AS depth, ${age} FROM jobs GROUP BY kind`,
-    ),
-    db.query<QueueState['deliveries']>(
-      `SELECT count(*)::int AS depth, ${age} FROM deliveries WHERE status = 'pending'`,
-    ),
-  ]);
-  return { jobs, deliveries: deliveries ?? { depth: 0, oldest_seconds: 0 } };
+  const [jobs, [deliveries]] = await Promise.all([queueDepth(db, JOBS), queueDepth(db, PENDING_DELIVERIES)]);
+  return {
+    jobs: jobs.map((depth) => ({ kind: depth.kind, ...backlog(depth) })),
+    deliveries: deliveries ? backlog(deliveries) : { depth: 0, oldest_seconds: 0 },
+  };
 }
 
 /**

@@ -5,27 +5,8 @@ import type { Db, Queryable } from '../../infra/db.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { changedFields, recordAudit } from '../audit/service.ts';
 import type { Project } from '../projects/schemas.ts';
-
-export interface MetadataSchema {
-  schema: Record<string, unknown>;
-  is_active: boolean;
-  created_at: string;
-  updated_at: string;
-}
-
-interface Row {
-  schema: Record<string, unknown>;
-  is_active: boolean;
-  created_at: Date;
-  updated_at: Date;
-}
-
-const toSchema = (row: Row): MetadataSchema => ({
-  schema: row.schema,
-  is_active: row.is_active,
-  created_at: row.created_at.toISOString(),
-  updated_at: row.updated_at.toISOString(),
-});
+import type { MetadataSchema } from './repo.ts';
+import * as repo from './repo.ts';
 
 function newAjv(): Ajv2020 {
   return addFormats.default(new Ajv2020({ allErrors: true, strict: false })) as unknown as Ajv2020;
@@ -35,21 +16,9 @@ export function createMetadataSchemaService(db: Db) {
   // Compiled validators by project, reused while the stored schema is unchanged.
   const compiled = new Map<string, { updatedAt: string; validate: ValidateFunction }>();
 
-  async function find(
-    q: Queryable,
-    projectId: string,
-    forUpdate = false,
-  ): Promise<MetadataSchema | undefined> {
-    const [row] = await q.query<Row>(
-      `SELECT schema, is_active, created_at, updated_at FROM metadata_schemas WHERE project_id = $1${forUpdate ? ' FOR UPDATE' : ''}`,
-      [projectId],
-    );
-    return row && toSchema(row);
-  }
-
   return {
     async get(projectId: string): Promise<MetadataSchema> {
-      const found = await find(db, projectId);
+      const found = await repo.findSchema(db, projectId);
       if (!found) throw notFound('Metadata schema');
       return found;
     },
@@ -69,14 +38,9 @@ export function createMetadataSchemaService(db: Db) {
         });
       }
       return db.tx(async (q) => {
-        const current = await find(q, projectId, true);
-        const [row] = await q.query<Row>(
-          `INSERT INTO metadata_schemas (project_id, schema, is_active) VALUES ($1, $2::jsonb, $3)
-           ON CONFLICT (project_id) DO UPDATE SET schema = excluded.schema, is_active = excluded.is_active, updated_at = now()
-           RETURNING schema, is_active, created_at, updated_at`,
-          [projectId, JSON.stringify(schema), isActive],
-        );
-        const after = { schema: row!.schema, is_active: row!.is_active };
+        const current = await repo.findSchema(q, projectId, true);
+        const stored = await repo.upsertSchema(q, projectId, schema, isActive);
+        const after = { schema: stored.schema, is_active: stored.is_active };
         await recordAudit(q, audit, {
           action: 'metadata_schema.set',
           projectId,
@@ -85,16 +49,13 @@ export function createMetadataSchemaService(db: Db) {
             ? changedFields({ schema: current.schema, is_active: current.is_active }, after)
             : { after }),
         });
-        return toSchema(row!);
+        return stored;
       });
     },
 
     async remove(projectId: string, audit: AuditContext): Promise<void> {
       await db.tx(async (q) => {
-        const [row] = await q.query<Pick<Row, 'schema' | 'is_active'>>(
-          'DELETE FROM metadata_schemas WHERE project_id = $1 RETURNING schema, is_active',
-          [projectId],
-        );
+        const row = await repo.deleteSchema(q, projectId);
         if (!row) throw notFound('Metadata schema');
         await recordAudit(q, audit, {
           action: 'metadata_schema.delete',
@@ -111,7 +72,7 @@ export function createMetadataSchemaService(db: Db) {
      */
     async check(q: Queryable, project: Project, metadata: Record<string, unknown>): Promise<void> {
       if (!project.settings.enforce_schema) return;
-      const stored = await find(q, project.id);
+      const stored = await repo.findSchema(q, project.id);
       if (!stored?.is_active) return;
       let entry = compiled.get(project.id);
       if (entry?.updatedAt !== stored.updated_at) {

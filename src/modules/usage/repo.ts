@@ -112,3 +112,18 @@ export async function addToUsage(q: Queryable, delta: UsageRow): Promise<void> {
     [delta.project_id, ...COUNTERS.map((counter) => delta[counter])],
   );
 }
+
+// Any constant but the migrations' works; it only has to be the same for every Coffer process.
+const RECONCILE_LOCK = 7_302_431_119;
+/** The first key of the per-project admission locks (the second is the project id's hash). */
+const QUOTA_LOCK = 730_243;
+
+/** Admits one upload of the project at a time: held until the transaction ends. */
+export async function lockQuotaAdmission(q: Queryable, projectId: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [QUOTA_LOCK, projectId]);
+}
+
+/** Runs one reconcile pass at a time in the whole deployment: held until the transaction ends. */
+export async function lockReconcile(q: Queryable): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
+}

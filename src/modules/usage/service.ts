@@ -3,13 +3,17 @@ import { quotaExceeded } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { Project } from '../projects/schemas.ts';
-import { addToUsage, COUNTERS, findDrift, findUsage, foldUsage, totals } from './repo.ts';
+import {
+  addToUsage,
+  COUNTERS,
+  findDrift,
+  findUsage,
+  foldUsage,
+  lockQuotaAdmission,
+  lockReconcile,
+  totals,
+} from './repo.ts';
 import type { Usage } from './schemas.ts';
-
-// Any constant but the migrations' works; it only has to be the same for every Coffer process.
-const RECONCILE_LOCK = 7_302_431_119;
-/** The first key of the per-project admission locks (the second is the project id's hash). */
-const QUOTA_LOCK = 730_243;
 
 /** What one reconcile pass corrected: projects, and the absolute differences of their counters. */
 export interface Drift {
@@ -34,7 +38,7 @@ export async function enforceQuotas(
   const maxFiles = project.settings.max_files ?? null;
   if (maxBytes === null && maxFiles === null) return;
   // One admission at a time per project, until commit; the sums then see every upload admitted before.
-  await q.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [QUOTA_LOCK, project.id]);
+  await lockQuotaAdmission(q, project.id);
   const held = totals(await findUsage(q, project.id));
   if (maxFiles !== null && requested.files > 0 && held.files > maxFiles) {
     throw quotaExceeded('max_files', maxFiles, held.files - requested.files, requested.files);
@@ -93,7 +97,7 @@ export function createUsageService(deps: { db: Db; logger: Logger; metrics?: Pic
     async reconcile(): Promise<Drift> {
       const corrected = await db.tx(async (q) => {
         // A second pass waits for the first, then finds what the first corrected already corrected.
-        await q.query('SELECT pg_advisory_xact_lock($1)', [RECONCILE_LOCK]);
+        await lockReconcile(q);
         await foldUsage(q);
         const drift = await findDrift(q);
         for (const delta of drift) await addToUsage(q, delta);

@@ -2,51 +2,27 @@ import type { Logger } from 'pino';
 import { request, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Db } from '../../infra/db.ts';
 import { createSafeAgent } from '../../infra/http/safe-agent.ts';
-import { type Claimed, createJobRunner, type JobHandler, type QueueTable } from '../../infra/jobs/index.ts';
+import { createJobRunner, type JobHandler } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { hmacHex } from '../../lib/secrets.ts';
+import {
+  type AttemptRecord,
+  type ClaimedDelivery,
+  cancelClaimed,
+  deliveriesQueue,
+  markInterrupted,
+  recordAttempts,
+} from './delivery-repo.ts';
 
 /** A failed endpoint's answer is read only this far, to show why it failed. */
 const RESPONSE_SNIPPET_BYTES = 1024;
 const MAX_ATTEMPTS = 5;
 
-/** A claimed delivery, with what sending it needs of its webhook. */
-interface Delivery extends Claimed<'deliver'> {
-  event_id: string;
-  event: string;
-  payload: unknown;
-  url: string;
-  signing_secret: string;
-  live: boolean;
-}
-
 interface Outcome {
   ok: boolean;
   status: number | null;
   error: string | null;
-}
-
-/** Seconds before a delivery's first attempt, counted from its event. */
-const firstDelay = (options: DispatcherOptions) => options.retrySchedule[0] ?? 0;
-
-/**
- * Deliveries are a queue of the jobs module in their own table, which is also their log: a pending
- * delivery is due at next_attempt_at (its first attempt held back by the schedule's first delay),
- * and a claim counts its attempt. One claimed once its five attempts were spent is exhausted.
- */
-function deliveriesQueue(options: DispatcherOptions): QueueTable<Delivery> {
-  return {
-    name: 'deliveries',
-    table: 'deliveries',
-    due: 'next_attempt_at',
-    kind: "'deliver'",
-    waiting: (param) =>
-      `c.status = 'pending' AND (c.attempts > 0 OR c.created_at <= now() - make_interval(secs => ${param(firstDelay(options))}))`,
-    select: `c.event_id, c.event, c.payload, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
-    join: 'JOIN webhooks w ON w.id = c.webhook_id',
-    maxAttempts: MAX_ATTEMPTS,
-  };
 }
 
 export interface DispatcherOptions {
@@ -110,7 +86,7 @@ export function createDispatcher(deps: {
     connections: concurrency,
   });
 
-  async function attempt(delivery: Delivery, signal: AbortSignal): Promise<Outcome> {
+  async function attempt(delivery: ClaimedDelivery, signal: AbortSignal): Promise<Outcome> {
     const body = JSON.stringify(delivery.payload);
     try {
       const response = await request(delivery.url, {
@@ -151,31 +127,23 @@ export function createDispatcher(deps: {
   }
 
   // Outcomes are written in batches: one UPDATE for every delivery that finished in the same tick.
-  let batch: { row: unknown[]; done: () => void; failed: (error: unknown) => void }[] = [];
+  let batch: { record: AttemptRecord; done: () => void; failed: (error: unknown) => void }[] = [];
 
   async function flush(): Promise<void> {
-    const rows = batch;
+    const entries = batch;
     batch = [];
-    const column = (index: number) => rows.map((entry) => entry.row[index]);
     try {
-      // Only while still pending (a delivery cancelled meanwhile, its webhook deleted, stays
-      // cancelled) and still leased to this worker.
-      await db.query(
-        `UPDATE deliveries d SET status = o.status, next_attempt_at = now() + make_interval(secs => o.delay),
-           last_response_status = o.code, last_error = o.error, lease_token = NULL, failing_since = NULL,
-           updated_at = now()
-         FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[], $6::text[])
-           AS o (id, status, delay, code, error, token)
-         WHERE d.id = o.id AND d.status = 'pending' AND d.lease_token = o.token`,
-        [column(0), column(1), column(2), column(3), column(4), column(5)],
+      await recordAttempts(
+        db,
+        entries.map((entry) => entry.record),
       );
-      for (const entry of rows) entry.done();
+      for (const entry of entries) entry.done();
     } catch (error) {
-      for (const entry of rows) entry.failed(error);
+      for (const entry of entries) entry.failed(error);
     }
   }
 
-  async function record(delivery: Delivery, outcome: Outcome): Promise<void> {
+  async function record(delivery: ClaimedDelivery, outcome: Outcome): Promise<void> {
     const finalFailure = !outcome.ok && delivery.attempts >= MAX_ATTEMPTS;
     const status = outcome.ok ? 'delivered' : finalFailure ? 'dead' : 'pending';
     const delay = outcome.ok || finalFailure ? 0 : (options.retrySchedule[delivery.attempts] ?? 0);
@@ -185,25 +153,26 @@ export function createDispatcher(deps: {
         'webhook delivery failed',
       );
     }
-    const error = outcome.error?.slice(0, 2000) ?? null;
-    const row = [delivery.id, status, delay, outcome.status, error, delivery.lease_token];
+    const record: AttemptRecord = {
+      lease: delivery,
+      status,
+      delaySeconds: delay,
+      responseStatus: outcome.status,
+      error: outcome.error?.slice(0, 2000) ?? null,
+    };
     await new Promise<void>((done, failed) => {
       if (batch.length === 0) setImmediate(() => void flush());
-      batch.push({ row, done, failed });
+      batch.push({ record, done, failed });
     });
     metrics?.webhookDeliveries.inc({ outcome: status === 'pending' ? 'retry' : status });
   }
 
-  const deliver: JobHandler<Delivery> = {
+  const deliver: JobHandler<ClaimedDelivery> = {
     describe: (delivery) => ({ delivery_id: delivery.id }),
     async run(delivery, { signal }) {
       if (!delivery.live) {
         // Claimed but not sent (webhook deactivated or deleted): the claim's count is given back.
-        await db.query(
-          `UPDATE deliveries SET status = 'cancelled', attempts = $3, lease_token = NULL, updated_at = now()
-           WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
-          [delivery.id, delivery.lease_token, delivery.attempts - 1],
-        );
+        await cancelClaimed(db, delivery, delivery.attempts - 1);
         metrics?.webhookDeliveries.inc({ outcome: 'cancelled' });
         return;
       }
@@ -215,19 +184,15 @@ export function createDispatcher(deps: {
     },
     // The worker of the last attempt stopped before recording it: dead, never sent a sixth time.
     async exhausted(delivery) {
-      await db.query(
-        `UPDATE deliveries SET status = 'dead', lease_token = NULL, updated_at = now(),
-           last_error = 'the last attempt was interrupted before its outcome was recorded'
-         WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
-        [delivery.id, delivery.lease_token],
-      );
+      await markInterrupted(db, delivery);
       metrics?.webhookDeliveries.inc({ outcome: 'dead' });
     },
   };
 
   const runner = createJobRunner({
     db,
-    queue: deliveriesQueue(options),
+    // Seconds before a delivery's first attempt, counted from its event.
+    queue: deliveriesQueue({ firstDelaySeconds: options.retrySchedule[0] ?? 0, maxAttempts: MAX_ATTEMPTS }),
     handlers: { deliver },
     concurrency,
     leaseSeconds: options.leaseSeconds ?? 30,

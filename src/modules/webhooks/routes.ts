@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ErrorBody, NoContent, ProjectParams, Ref, StringEnum } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
+import { DELIVERY_STATUSES } from './delivery-repo.ts';
 import {
   CreatedWebhook,
   CreateWebhookBody,
@@ -11,7 +12,7 @@ import {
   Webhook,
   WebhookList,
 } from './schemas.ts';
-import { DELIVERY_STATUSES, type WebhookService } from './service.ts';
+import type { WebhookService } from './service.ts';
 
 const WebhookParams = Type.Object({ project_id: Type.String(), webhook_id: Type.String() });
 const tags = ['Webhooks'];

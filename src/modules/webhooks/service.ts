@@ -5,63 +5,17 @@ import { isId, newId } from '../../lib/ids.ts';
 import { randomSecret } from '../../lib/secrets.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { changedFields, recordAudit } from '../audit/service.ts';
-import { EVENT_TYPES, type EventType } from '../events/outbox.ts';
-
-export interface Webhook {
-  id: string;
-  url: string;
-  events: EventType[];
-  is_active: boolean;
-  created_at: string;
-  updated_at: string;
-}
-
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'dead', 'cancelled'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
-
-export interface Delivery {
-  id: string;
-  webhook_id: string;
-  event: EventType;
-  event_id: string;
-  status: DeliveryStatus;
-  attempts: number;
-  next_attempt_at: string | null;
-  last_response_status: number | null;
-  last_error: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-interface WebhookRow extends Omit<Webhook, 'created_at' | 'updated_at'> {
-  created_at: Date;
-  updated_at: Date;
-}
-
-interface DeliveryRow extends Omit<Delivery, 'created_at' | 'updated_at' | 'next_attempt_at'> {
-  created_at: Date;
-  updated_at: Date;
-  next_attempt_at: Date;
-}
-
-const WEBHOOK_COLUMNS = 'id, url, events, is_active, created_at, updated_at';
-const DELIVERY_COLUMNS =
-  'id, webhook_id, event, event_id, status, attempts, next_attempt_at, last_response_status, last_error, created_at, updated_at';
+import { EVENT_TYPES } from '../events/outbox.ts';
+import type { Delivery, DeliveryStatus } from './delivery-repo.ts';
+import * as deliveryRepo from './delivery-repo.ts';
+import type { Webhook } from './repo.ts';
+import * as repo from './repo.ts';
 
 /** What an audit entry shows of a webhook: never its signing secret (not even selected). */
-const settingsOf = (row: WebhookRow) => ({ url: row.url, events: row.events, is_active: row.is_active });
-
-const toWebhook = (row: WebhookRow): Webhook => ({
-  ...row,
-  created_at: row.created_at.toISOString(),
-  updated_at: row.updated_at.toISOString(),
-});
-
-const toDelivery = (row: DeliveryRow): Delivery => ({
-  ...row,
-  next_attempt_at: row.status === 'pending' ? row.next_attempt_at.toISOString() : null,
-  created_at: row.created_at.toISOString(),
-  updated_at: row.updated_at.toISOString(),
+const settingsOf = (webhook: Webhook) => ({
+  url: webhook.url,
+  events: webhook.events,
+  is_active: webhook.is_active,
 });
 
 export interface WebhookInput {
@@ -93,15 +47,12 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
   }
 
   /** The webhook (404 when missing or deleted); with a transaction `q`, locked until it ends. */
-  async function find(projectId: string, id: string, q?: Queryable): Promise<WebhookRow> {
-    const [row] = isId('wh', id)
-      ? await (q ?? db).query<WebhookRow>(
-          `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 AND id = $2 AND deleted_at IS NULL${q ? ' FOR UPDATE' : ''}`,
-          [projectId, id],
-        )
-      : [];
-    if (!row) throw webhookNotFound();
-    return row;
+  async function find(projectId: string, id: string, q?: Queryable): Promise<Webhook> {
+    const webhook = isId('wh', id)
+      ? await repo.findWebhook(q ?? db, projectId, id, q !== undefined)
+      : undefined;
+    if (!webhook) throw webhookNotFound();
+    return webhook;
   }
 
   return {
@@ -112,33 +63,32 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
     ) {
       await checkInput(input);
       const secret = `whsec_${randomSecret()}`;
-      const row = await db.tx(async (q) => {
-        const [inserted] = await q.query<WebhookRow>(
-          `INSERT INTO webhooks (id, project_id, url, events, is_active, signing_secret) VALUES ($1, $2, $3, $4, $5, $6)
-           RETURNING ${WEBHOOK_COLUMNS}`,
-          [newId('wh'), projectId, input.url, [...new Set(input.events)], input.is_active ?? true, secret],
-        );
+      const webhook = await db.tx(async (q) => {
+        const inserted = await repo.insertWebhook(q, {
+          id: newId('wh'),
+          projectId,
+          url: input.url,
+          events: [...new Set(input.events)],
+          isActive: input.is_active ?? true,
+          signingSecret: secret,
+        });
         await recordAudit(q, audit, {
           action: 'webhook.create',
           projectId,
-          targets: { webhook_id: inserted!.id },
-          after: settingsOf(inserted!),
+          targets: { webhook_id: inserted.id },
+          after: settingsOf(inserted),
         });
-        return inserted!;
+        return inserted;
       });
-      return { ...toWebhook(row), signing_secret: secret };
+      return { ...webhook, signing_secret: secret };
     },
 
-    async list(projectId: string): Promise<Webhook[]> {
-      const rows = await db.query<WebhookRow>(
-        `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 AND deleted_at IS NULL ORDER BY id DESC`,
-        [projectId],
-      );
-      return rows.map(toWebhook);
+    list(projectId: string): Promise<Webhook[]> {
+      return repo.listWebhooks(db, projectId);
     },
 
-    async get(projectId: string, id: string): Promise<Webhook> {
-      return toWebhook(await find(projectId, id));
+    get(projectId: string, id: string): Promise<Webhook> {
+      return find(projectId, id);
     },
 
     /** Changes what is given; the signing secret never rotates here. */
@@ -147,24 +97,18 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
       await checkInput(input);
       return db.tx(async (q) => {
         const current = await find(projectId, id, q);
-        const [row] = await q.query<WebhookRow>(
-          `UPDATE webhooks SET url = $3, events = $4, is_active = $5, updated_at = now()
-           WHERE project_id = $1 AND id = $2 RETURNING ${WEBHOOK_COLUMNS}`,
-          [
-            projectId,
-            id,
-            input.url ?? current.url,
-            input.events ? [...new Set(input.events)] : current.events,
-            input.is_active ?? current.is_active,
-          ],
-        );
+        const updated = await repo.updateWebhook(q, projectId, id, {
+          url: input.url ?? current.url,
+          events: input.events ? [...new Set(input.events)] : current.events,
+          isActive: input.is_active ?? current.is_active,
+        });
         await recordAudit(q, audit, {
           action: 'webhook.update',
           projectId,
           targets: { webhook_id: id },
-          ...changedFields(settingsOf(current), settingsOf(row!)),
+          ...changedFields(settingsOf(current), settingsOf(updated)),
         });
-        return toWebhook(row!);
+        return updated;
       });
     },
 
@@ -172,14 +116,8 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
     async remove(projectId: string, id: string, audit: AuditContext): Promise<void> {
       await db.tx(async (q) => {
         const current = await find(projectId, id, q);
-        await q.query(
-          'UPDATE webhooks SET deleted_at = now(), updated_at = now() WHERE project_id = $1 AND id = $2',
-          [projectId, id],
-        );
-        await q.query(
-          "UPDATE deliveries SET status = 'cancelled', updated_at = now() WHERE webhook_id = $1 AND status = 'pending'",
-          [id],
-        );
+        await repo.deleteWebhook(q, projectId, id);
+        await deliveryRepo.cancelPendingDeliveries(q, id);
         await recordAudit(q, audit, {
           action: 'webhook.delete',
           projectId,
@@ -191,15 +129,7 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
 
     async deliveries(projectId: string, webhookId: string, status: DeliveryStatus | undefined) {
       await find(projectId, webhookId);
-      // One statement, so that the page and the total are read from the same snapshot while the
-      // dispatcher changes statuses (the window count is taken before the LIMIT).
-      const rows = await db.query<DeliveryRow & { total: number }>(
-        `SELECT ${DELIVERY_COLUMNS}, count(*) OVER ()::int8 AS total FROM deliveries
-         WHERE webhook_id = $1 AND ($2::text IS NULL OR status = $2)
-         ORDER BY id DESC LIMIT 200`,
-        [webhookId, status ?? null],
-      );
-      return { items: rows.map(({ total: _, ...row }) => toDelivery(row)), total: rows[0]?.total ?? 0 };
+      return deliveryRepo.listDeliveries(db, webhookId, status);
     },
 
     /** Sends a finished delivery again, from its first attempt, with the same event id. */
@@ -210,24 +140,17 @@ export function createWebhookService(deps: { db: Db; allowPrivateNetworks: boole
       audit: AuditContext,
     ): Promise<Delivery> {
       await find(projectId, webhookId);
-      const [current] = await db.query<{ status: DeliveryStatus }>(
-        'SELECT status FROM deliveries WHERE webhook_id = $1 AND id = $2',
-        [webhookId, deliveryId],
-      );
-      if (!current) throw notFound('Delivery');
+      const status = await deliveryRepo.findDeliveryStatus(db, webhookId, deliveryId);
+      if (!status) throw notFound('Delivery');
       return db.tx(async (q) => {
-        const [row] = await q.query<DeliveryRow>(
-          `UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
-           WHERE webhook_id = $1 AND id = $2 AND status <> 'pending' RETURNING ${DELIVERY_COLUMNS}`,
-          [webhookId, deliveryId],
-        );
-        if (!row) throw invalidState('The delivery is still pending', { status: current.status });
+        const restarted = await deliveryRepo.restartDelivery(q, webhookId, deliveryId);
+        if (!restarted) throw invalidState('The delivery is still pending', { status });
         await recordAudit(q, audit, {
           action: 'webhook.redeliver',
           projectId,
           targets: { webhook_id: webhookId, delivery_id: deliveryId },
         });
-        return toDelivery(row);
+        return restarted;
       });
     },
   };
