@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openPostgres, quoteIdent } from '../../src/infra/db.ts';
-import { EVENT_TYPES } from '../../src/modules/events/outbox.ts';
+import { EVENT_TYPES } from '../../src/modules/events/types.ts';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import { backend, namespace, storage, testClamdUrl, testStorageEnv } from '../support/backends.ts';
 import { ADMIN_KEY, type CallOptions, expectStatus, type Reply, request } from '../support/coffer.ts';

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { expect } from 'vitest';
-import { EVENT_TYPES } from '../../src/modules/events/outbox.ts';
+import { EVENT_TYPES } from '../../src/modules/events/types.ts';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
 import { expectStatus, type Reply, request } from '../support/coffer.ts';
 import { sha256 } from '../support/files.ts';

@@ -52,7 +52,8 @@ function parseLabels(text: string, line: string): Record<string, string> {
 function parseValue(text: string, line: string): number {
   if (text === '+Inf') return Number.POSITIVE_INFINITY;
   if (text === '-Inf') return Number.NEGATIVE_INFINITY;
-  if (text === 'NaN') return Number.NaN;
+  // Prometheus reads values with Go's ParseFloat, which takes NaN in any case (prom-client writes `Nan`).
+  if (/^nan$/i.test(text)) return Number.NaN;
   const value = Number(text);
   if (text === '' || Number.isNaN(value)) throw new Error(`malformed value: ${line}`);
   return value;

@@ -14,7 +14,7 @@ import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { isId } from '../../lib/ids.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { recordAudit } from '../audit/service.ts';
-import { recordEvent } from '../events/outbox.ts';
+import { recordEvent } from '../events/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';

@@ -16,7 +16,7 @@ import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.t
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import { normalizeMimeType } from '../../lib/mime.ts';
-import { recordEvent } from '../events/outbox.ts';
+import { recordEvent } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
 import { categoryOf, checkMetadataSize, checkName, normalizeTags } from '../files/rules.ts';
 import { visibleFile } from '../files/service.ts';

@@ -16,7 +16,7 @@ import type { Metrics } from '../../infra/metrics.ts';
 import { type Scanner, ScanRejectedError } from '../../infra/scanner/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { failpoint } from '../../lib/failpoints.ts';
-import { recordEvent } from '../events/outbox.ts';
+import { recordEvent } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
 import { SCAN_UNAVAILABLE } from '../files/rules.ts';
 import { findContent, setContentChecksum, transitionContent } from '../ingest/content-repo.ts';

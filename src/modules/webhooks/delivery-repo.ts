@@ -1,6 +1,7 @@
 import type { Queryable } from '../../infra/db.ts';
 import type { Claimed, Lease, QueueTable } from '../../infra/jobs/index.ts';
-import type { EventType } from '../events/outbox.ts';
+import { newId } from '../../lib/ids.ts';
+import type { EventType } from '../events/types.ts';
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'dead', 'cancelled'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -177,5 +178,20 @@ export async function markInterrupted(q: Queryable, lease: Lease): Promise<void>
        last_error = 'the last attempt was interrupted before its outcome was recorded'
      WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
     [lease.id, lease.lease_token],
+  );
+}
+
+/** One pending delivery of the event to each of `webhookIds`, due at once, in the event's transaction. */
+export async function insertDeliveries(
+  q: Queryable,
+  event: { id: string; type: EventType; projectId: string; payload: string },
+  webhookIds: string[],
+): Promise<void> {
+  if (webhookIds.length === 0) return;
+  await q.query(
+    `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at)
+     SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now()
+     FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
+    [webhookIds.map(() => newId('dlv')), webhookIds, event.projectId, event.id, event.type, event.payload],
   );
 }

@@ -1,5 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
-import type { EventType } from '../events/outbox.ts';
+import type { EventType } from '../events/types.ts';
 
 export interface Webhook {
   id: string;

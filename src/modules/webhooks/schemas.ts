@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { ItemList, Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { MAX_WEBHOOK_URL_LENGTH } from '../../infra/http/safe-agent.ts';
-import { EVENT_TYPES } from '../events/outbox.ts';
+import { EVENT_TYPES } from '../events/types.ts';
 import { DELIVERY_STATUSES } from './delivery-repo.ts';
 
 export const Webhook = Type.Object(

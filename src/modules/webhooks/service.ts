@@ -5,7 +5,7 @@ import { isId, newId } from '../../lib/ids.ts';
 import { randomSecret } from '../../lib/secrets.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { changedFields, recordAudit } from '../audit/service.ts';
-import { EVENT_TYPES } from '../events/outbox.ts';
+import { EVENT_TYPES } from '../events/types.ts';
 import type { Delivery, DeliveryStatus } from './delivery-repo.ts';
 import * as deliveryRepo from './delivery-repo.ts';
 import type { Webhook } from './repo.ts';

@@ -1,29 +1,12 @@
 import type { Queryable } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
-
-export const EVENT_TYPES = [
-  'file.uploaded',
-  'file.ready',
-  'file.failed',
-  'file.quarantined',
-  'file.deleted',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
-
-/** The file as an event describes it, at the moment the event is recorded. */
-export interface EventFile {
-  id: string;
-  project_id: string;
-  filename: string;
-  size_bytes: number;
-  content_type: string;
-  status: string;
-}
+import { insertDeliveries } from '../webhooks/delivery-repo.ts';
+import type { EventFile, EventType } from './types.ts';
 
 /**
- * Records an event in the outbox, and one pending delivery per active webhook of the project
- * subscribed to it. Call it with the transaction that makes the change, so the change, its event
- * and its deliveries are committed (or rolled back) together.
+ * Records an event in the outbox (the events table), and through the webhooks' repo one pending
+ * delivery per active webhook of the project subscribed to it. Call it with the transaction that
+ * makes the change, so the change, its event and its deliveries are committed (or rolled back) together.
  */
 export async function recordEvent(
   q: Queryable,
@@ -58,14 +41,11 @@ export async function recordEvent(
      WHERE project_id = $2 AND is_active AND deleted_at IS NULL AND $3 = ANY (events) ORDER BY id`,
     [id, project.id, type, file.id, json],
   );
-  if (webhooks.length > 0) {
-    // Due at once: the dispatcher holds a first attempt back by the schedule's first delay itself.
-    await q.query(
-      `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at)
-       SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now()
-       FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
-      [webhooks.map(() => newId('dlv')), webhooks.map((webhook) => webhook.id), project.id, id, type, json],
-    );
-  }
+  // Due at once: the dispatcher holds a first attempt back by the schedule's first delay itself.
+  await insertDeliveries(
+    q,
+    { id, type, projectId: project.id, payload: json },
+    webhooks.map((webhook) => webhook.id),
+  );
   return id;
 }
