@@ -117,8 +117,8 @@ export interface ObjectStore {
   /**
    * Writes `body`, which must hold exactly `size` bytes (at most MAX_PART_SIZE), as the new object
    * `key`, sealed: the server-side way in, for bytes a protocol adapter receives itself rather than
-   * through a presigned URL. The SHA-256 is computed on the way. A body of another length, or one
-   * that fails, leaves no object.
+   * through a presigned URL. The SHA-256 is computed on the way, and the ETag is S3's (the quoted
+   * MD5 of the bytes). A body of another length, or one that fails, leaves no object.
    */
   write(key: string, body: Readable, options: { size: number; contentType: string }): Promise<ObjectInfo>;
   /** A URL serving the object as an attachment named `filename` until `expiresAt`. */

@@ -53,6 +53,14 @@ export function createCollector(deps: {
     return rejected.length;
   }
 
+  /** Objects whose content was replaced where versioning is off, after the grace period. */
+  async function purgeRetired(): Promise<number> {
+    const keys = await repo.retiredUncollected(db, graceSeconds, BATCH);
+    for (const key of keys) await store.delete(key);
+    if (keys.length > 0) await repo.forgetRetired(db, keys);
+    return keys.length;
+  }
+
   return {
     /** One pass; returns how many files it failed (abandoned) and purged, and the leftovers it removed. */
     async sweep(): Promise<{ abandoned: number; purged: number; rejected: number; stale: number }> {
@@ -61,7 +69,7 @@ export function createCollector(deps: {
       await purge(abandoned);
       const deleted = await repo.deletedUncollected(db, graceSeconds, BATCH);
       await purge(deleted);
-      const rejected = await purgeRejectedContent();
+      const rejected = (await purgeRejectedContent()) + (await purgeRetired());
       // Bytes of uploads whose process died (temp files, parts, incomplete store uploads).
       const stale = await removeStaleUploads(db, store, uploadUrlTtlSeconds + graceSeconds);
       if (abandoned.length + deleted.length + rejected + stale > 0) {

@@ -15,6 +15,8 @@ export interface FileRow {
   category: Category;
   storage_key: string;
   checksum_sha256: string | null;
+  /** The store's ETag of the content, quoted, as sealed (null for files stored before it was kept). */
+  etag: string | null;
   metadata: Record<string, unknown>;
   tags: string[];
   owner_user_id: string | null;
@@ -30,7 +32,7 @@ export interface FileRow {
 }
 
 const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-  checksum_sha256, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
+  checksum_sha256, etag, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
   scan_signature, created_at, updated_at, upload_expires_at, deleted_at`;
 
 export function toFileObject(row: FileRow): FileObject {
@@ -65,6 +67,7 @@ export type NewFile = Omit<
   | 'deleted_at'
   | 'legal_hold'
   | 'checksum_sha256'
+  | 'etag'
   | 'failure_reason'
   | 'scan_signature'
 >;
@@ -134,6 +137,7 @@ export type FileChanges = Partial<
     | 'metadata'
     | 'tags'
     | 'checksum_sha256'
+    | 'etag'
     | 'legal_hold'
     | 'failure_reason'
     | 'scan_signature'
@@ -400,4 +404,30 @@ export async function setChecksum(q: Queryable, storageKey: string, sha256: stri
     storageKey,
     sha256,
   ]);
+}
+
+/** An object no file refers to any more (content replaced without versioning): collected after the grace period. */
+export async function retireObject(q: Queryable, projectId: string, storageKey: string): Promise<void> {
+  await q.query(
+    'INSERT INTO retired_objects (storage_key, project_id) VALUES ($1, $2) ON CONFLICT (storage_key) DO NOTHING',
+    [storageKey, projectId],
+  );
+}
+
+/** Up to `limit` objects retired longer than `graceSeconds` ago. */
+export async function retiredUncollected(
+  q: Queryable,
+  graceSeconds: number,
+  limit: number,
+): Promise<string[]> {
+  const rows = await q.query<{ storage_key: string }>(
+    `SELECT storage_key FROM retired_objects WHERE retired_at < now() - make_interval(secs => $1)
+     ORDER BY retired_at LIMIT $2`,
+    [graceSeconds, limit],
+  );
+  return rows.map((row) => row.storage_key);
+}
+
+export async function forgetRetired(q: Queryable, storageKeys: string[]): Promise<void> {
+  await q.query('DELETE FROM retired_objects WHERE storage_key = ANY($1::text[])', [storageKeys]);
 }

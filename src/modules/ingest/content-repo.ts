@@ -23,12 +23,13 @@ export interface PendingContent {
   size_bytes: number;
   content_type: string;
   checksum_sha256: string | null;
+  etag: string | null;
   status: ContentStatus;
   failure_reason: string | null;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, status, failure_reason';
+  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason';
 
 function checkTransition(from: ContentStatus, to: ContentStatus): void {
   if (!CONTENT_TRANSITIONS[from].includes(to)) throw new Error(`Content cannot go from ${from} to ${to}`);
@@ -79,7 +80,7 @@ export async function transitionContent(
   id: string,
   from: ContentStatus,
   to: ContentStatus,
-  changes: Partial<Pick<PendingContent, 'checksum_sha256' | 'failure_reason'>> & {
+  changes: Partial<Pick<PendingContent, 'checksum_sha256' | 'etag' | 'failure_reason'>> & {
     scan_signature?: string | null;
   } = {},
 ): Promise<PendingContent | undefined> {

@@ -68,6 +68,9 @@ export interface ByteSource<T, U = undefined> {
   record?: (q: Queryable, file: files.FileRow, made: T) => Promise<U>;
 }
 
+/** What the store answered for sealed bytes: their SHA-256 when it hashed them, and its ETag. */
+export type Sealed = Pick<ObjectInfo, 'sha256' | 'etag'>;
+
 /** New content, committed at once (no scan) or waiting for its scan. */
 export interface ContentOutcome {
   version_id: string;
@@ -85,11 +88,13 @@ export async function commitFile(
   q: Queryable,
   project: Project,
   fileId: string,
-  checksum: string | null,
+  sealed: Sealed,
 ): Promise<files.FileRow> {
   const scan = project.settings.virus_scan_enabled;
+  const checksum = sealed.sha256 ?? null;
   const file = await files.transitionFile(q, project.id, fileId, 'uploading', scan ? 'processing' : 'ready', {
     checksum_sha256: checksum ?? undefined,
+    etag: sealed.etag,
     upload_expires_at: null,
   });
   if (!file) throw invalidState('The file is no longer uploading');
@@ -103,21 +108,27 @@ export async function commitFile(
 }
 
 /** Makes `snapshot` the file's current content; its metadata, status and folder are untouched. */
-async function replaceContent(q: Queryable, file: files.FileRow, snapshot: Snapshot): Promise<files.FileRow> {
+async function replaceContent(
+  q: Queryable,
+  file: files.FileRow,
+  snapshot: Snapshot & { etag: string | null },
+): Promise<files.FileRow> {
   const updated = await files.updateFile(q, file.project_id, file.id, {
     storage_key: snapshot.storage_key,
     size_bytes: snapshot.size_bytes,
     content_type: snapshot.content_type,
     category: categoryOf(snapshot.content_type),
     checksum_sha256: snapshot.checksum_sha256,
+    etag: snapshot.etag,
   });
   return updated!;
 }
 
 /**
- * Makes committed new content the file's current content and a version (its id is the content's),
- * with its file.ready event. A file whose earlier content predates versioning gets that content
- * recorded first, so it can be restored.
+ * Makes committed new content the file's current content, with its file.ready event: a version (its
+ * id is the content's) where the project keeps versions or the file has some already (a file whose
+ * earlier content predates versioning gets that content recorded first, so it can be restored);
+ * otherwise the earlier content is retired, and collected after the grace period.
  */
 export async function commitContent(
   q: Queryable,
@@ -126,8 +137,14 @@ export async function commitContent(
 ): Promise<files.FileRow> {
   const file = await files.findFile(q, content.project_id, content.file_id, true);
   if (!file || file.deleted_at !== null) throw notFound('File');
-  if (!(await hasVersions(q, file.id))) await recordVersion(q, file, file, 'upload');
-  await recordVersion(q, file, content, 'upload', { id: content.id });
+  const versioned = await hasVersions(q, file.id);
+  if (project.settings.versioning_enabled || versioned) {
+    if (!versioned) await recordVersion(q, file, file, 'upload');
+    await recordVersion(q, file, content, 'upload', { id: content.id });
+  } else {
+    // Replaced, not kept (an S3 PUT over a key where versioning is off): the old bytes are collected.
+    await files.retireObject(q, file.project_id, file.storage_key);
+  }
   const updated = await replaceContent(q, file, content);
   await recordEvent(q, project, 'file.ready', updated);
   return updated;
@@ -255,12 +272,14 @@ export function createIngestService(deps: {
     project: Project,
     file: files.FileRow,
     contentId: string,
-    checksum: string | null,
+    sealed: Sealed,
   ): Promise<ContentOutcome> {
     const scan = project.settings.virus_scan_enabled;
+    const checksum = sealed.sha256 ?? null;
     // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
     const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
       checksum_sha256: checksum,
+      etag: sealed.etag,
     });
     if (!claimed) throw invalidState('The upload is no longer uploading');
     if (scan) {
@@ -375,7 +394,7 @@ export function createIngestService(deps: {
       // is made with its file, never later): a concurrent delete or confirm that came first makes it
       // fail, and the file as it is now tells why.
       const confirmed = await db
-        .tx((q) => commitFile(q, caller.project, file.id, object.sha256 ?? null))
+        .tx((q) => commitFile(q, caller.project, file.id, object))
         .catch(async (error: unknown) => {
           await uploadingFile();
           throw error;
@@ -401,7 +420,7 @@ export function createIngestService(deps: {
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
           const created = await recordFile(q, caller, request, planned);
-          return commitFile(q, caller.project, created.id, object.sha256 ?? null);
+          return commitFile(q, caller.project, created.id, object);
         }),
       );
       metrics?.uploads.inc({ outcome: 'initiated' });
@@ -444,7 +463,7 @@ export function createIngestService(deps: {
         });
       }
       failpoint('version.confirm.sealed');
-      return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object.sha256 ?? null));
+      return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object));
     },
 
     /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
@@ -466,7 +485,7 @@ export function createIngestService(deps: {
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await recordContent(q, caller, file, content);
-          return commitNewContent(q, caller.project, file, content.id, object.sha256 ?? null);
+          return commitNewContent(q, caller.project, file, content.id, object);
         }),
       );
     },
@@ -485,7 +504,7 @@ export function createIngestService(deps: {
       if (version.checksum_sha256 === null) {
         await enqueueJob(q, 'digest', project.id, file.id, null, version.storage_key);
       }
-      return replaceContent(q, file, version);
+      return replaceContent(q, file, { ...version, etag: null });
     },
   };
 }

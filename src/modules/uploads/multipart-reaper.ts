@@ -33,7 +33,7 @@ export function createMultipartReaper(deps: {
           await sessions.reopen(session);
           continue;
         }
-        await sessions.settle(session, project, object.sha256 ?? null);
+        await sessions.settle(session, project, object);
         logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
       } catch (error) {
         // One session that cannot be settled must not hold back the others (nor the reaper).

@@ -285,15 +285,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled)
-          return files.toFileObject(await sessions.settle(session, caller.project, assembled.sha256 ?? null));
+        if (assembled) return files.toFileObject(await sessions.settle(session, caller.project, assembled));
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return files.toFileObject(await sessions.settle(session, caller.project, object.sha256 ?? null));
+      return files.toFileObject(await sessions.settle(session, caller.project, object));
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
 import { access, link, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -248,7 +249,17 @@ class LocalStore implements LocalObjectStore {
       checkContentType(options.contentType);
       checkWriteSize(options.size);
       await this.#refuseExisting(key);
-      return this.#storeObject(key, body, { exact: options.size, max: options.size });
+      // The ETag of an object written here is S3's, the MD5 of its bytes, for the S3 endpoint's clients.
+      const md5 = createHash('md5');
+      const hashed = async function* () {
+        for await (const chunk of body as AsyncIterable<Buffer>) {
+          md5.update(chunk);
+          yield chunk;
+        }
+      };
+      return this.#storeObject(key, hashed(), { exact: options.size, max: options.size }, () =>
+        md5.digest('hex'),
+      );
     });
   }
 
@@ -341,7 +352,12 @@ class LocalStore implements LocalObjectStore {
    * with a hard link, which fails when it exists: of concurrent PUTs through one URL exactly one wins,
    * and no bytes ever replace an object (a rename would).
    */
-  async #storeObject(key: string, source: AsyncIterable<Buffer>, limits: Limits): Promise<ObjectInfo> {
+  async #storeObject(
+    key: string,
+    source: AsyncIterable<Buffer>,
+    limits: Limits,
+    etagOf?: () => string,
+  ): Promise<ObjectInfo> {
     const path = this.#path(key);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
       // The folder may be pruned by a concurrent delete between its creation and the link: retry once.
@@ -364,7 +380,7 @@ class LocalStore implements LocalObjectStore {
       });
       await syncFolder(dirname(path));
     });
-    const info: ObjectInfo = { size, etag: `"${digest}"`, sha256: digest };
+    const info: ObjectInfo = { size, etag: `"${etagOf?.() ?? digest}"`, sha256: digest };
     try {
       await this.#writeSidecar(key, info);
     } catch (error) {
