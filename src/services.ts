@@ -34,6 +34,8 @@ export interface Infra {
   webhookCa?: string;
   logger: Logger;
   adminKeyHash: string;
+  /** The server key (COFFER_SECRET_KEY or the embedded data dir's secret.key). */
+  secretKey: Buffer;
 }
 
 /** The composition root: every service, wired to the infrastructure it was given. */
