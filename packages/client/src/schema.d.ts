@@ -147,7 +147,7 @@ export interface paths {
         head?: never;
         /**
          * Update a project
-         * @description Partial update: only the given fields and settings change. The limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).
+         * @description Partial update: only the given fields and settings change. The `bucket` and the limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).
          *
          *     Requires: scope projects:update.
          */
@@ -983,6 +983,8 @@ export interface components {
             id: string;
             organization_id: string;
             name: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server */
+            bucket: string;
             settings: components["schemas"]["ProjectSettings"];
             /** Format: date-time */
             created_at: string;
@@ -1036,10 +1038,14 @@ export interface components {
         };
         CreateProjectRequest: {
             name: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. Omitted: derived from the name, with a short suffix when that is taken. */
+            bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };
         UpdateProjectRequest: {
             name?: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. */
+            bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };
         CreateApiKeyRequest: {
