@@ -1,4 +1,4 @@
--- The S3-compatible endpoint: a project is a bucket.
+-- The S3-compatible endpoint: a project is a bucket, reached with S3 credentials of its own.
 
 -- A bucket name per project, unique on the server (the S3 endpoint is path-style: /s3/{bucket}/{key}).
 ALTER TABLE projects ADD COLUMN bucket text COLLATE "C";
@@ -34,3 +34,20 @@ END $$;
 ALTER TABLE projects ALTER COLUMN bucket SET NOT NULL;
 ALTER TABLE projects ADD CONSTRAINT projects_bucket_format
   CHECK (bucket ~ '^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$');
+
+-- Long-lived S3 credentials of a project, made with the admin key. SigV4 needs the secret itself
+-- (not a hash) to check a signature, so it is stored sealed: an AES-256-GCM envelope under the
+-- server key (COFFER_SECRET_KEY, or the embedded data dir's secret.key), bound to the access key id.
+-- Temporary credentials are not stored: their session token carries what they are.
+CREATE TABLE s3_credentials (
+  id text COLLATE "C" PRIMARY KEY,
+  project_id text COLLATE "C" NOT NULL REFERENCES projects (id),
+  name text NOT NULL,
+  access_key_id text COLLATE "C" NOT NULL UNIQUE CHECK (access_key_id ~ '^CFR[A-Z0-9]{17}$'),
+  secret_sealed text NOT NULL,
+  -- a subset of files:read, files:upload, files:delete
+  scopes text[] NOT NULL,
+  created_at timestamptz(3) NOT NULL DEFAULT now(),
+  revoked_at timestamptz(3)
+);
+CREATE INDEX s3_credentials_project ON s3_credentials (project_id, id);

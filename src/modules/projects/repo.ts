@@ -173,3 +173,15 @@ export async function findActiveApiKeyWithProject(
   const { key_id, scopes, ...project } = row;
   return { key: { id: key_id, project_id: project.id, scopes }, project: toProject(project) };
 }
+
+/** The active key with this id (a principal named by a session token, resolved afresh). */
+export async function findActiveApiKey(
+  q: Queryable,
+  id: string,
+): Promise<{ id: string; project_id: string; scopes: Scope[] } | undefined> {
+  const [row] = await q.query<{ id: string; project_id: string; scopes: Scope[] }>(
+    'SELECT id, project_id, scopes FROM api_keys WHERE id = $1 AND revoked_at IS NULL',
+    [id],
+  );
+  return row;
+}

@@ -151,13 +151,15 @@ export const ApiKey = Type.Object(
 );
 export type ApiKey = Static<typeof ApiKey>;
 
-export const CREDENTIAL_KINDS = ['admin', 'api_key', 'upload_token'] as const;
+export const CREDENTIAL_KINDS = ['admin', 'api_key', 'upload_token', 's3_credential'] as const;
 
 export const Identity = Type.Object(
   {
     kind: StringEnum(CREDENTIAL_KINDS),
     project_id: Nullable(
-      Type.String({ description: 'The project of an API key or upload token; null for the admin key' }),
+      Type.String({
+        description: 'The project of an API key, upload token or S3 credential; null for the admin key',
+      }),
     ),
     scopes: Type.Array(StringEnum(SCOPES), {
       description: 'What the credential may do on its project (the admin key: everything, on every project)',

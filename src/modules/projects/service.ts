@@ -27,6 +27,7 @@ export const API_KEY_PREFIX = 'coffer_live_';
 const projectCacheKey = (id: string) => `project:${id}`;
 const bucketCacheKey = (bucket: string) => `bucket:${bucket}`;
 const apiKeyCacheKey = (hash: string) => `apikey:${hash}`;
+const apiKeyIdCacheKey = (id: string) => `apikey-id:${id}`;
 
 /** Suffixed names tried for a project whose derived bucket is taken, before giving up. */
 const BUCKET_ATTEMPTS = 8;
@@ -265,6 +266,15 @@ export function createProjectService(db: Db, cache: Cache) {
         return revoked;
       });
       await evict(cache, apiKeyCacheKey(hash));
+      await evict(cache, apiKeyIdCacheKey(keyId));
+    },
+
+    /** The active key with this id, as a principal (what a temporary S3 credential of the key acts as). */
+    getApiKey(keyId: string): Promise<ApiKeyPrincipal | undefined> {
+      return readThrough<ApiKeyPrincipal>(cache, apiKeyIdCacheKey(keyId), API_KEY_TTL_SECONDS, async () => {
+        const row = await repo.findActiveApiKey(db, keyId);
+        return row && { keyId: row.id, projectId: row.project_id, scopes: row.scopes };
+      });
     },
 
     /**
