@@ -18,6 +18,8 @@ export const KiB = 1024;
 export const MiB = 1024 * 1024;
 export const ROOT = resolve(import.meta.dirname, '..');
 export const ADMIN_KEY = `coffer_admin_${'b'.repeat(43)}`;
+/** COFFER_SECRET_KEY of the servers a run starts on PostgreSQL. */
+const BENCH_SECRET_KEY = Buffer.alloc(32, 'bench').toString('base64');
 
 // ---------------------------------------------------------------------------------------------- output
 
@@ -178,7 +180,8 @@ export async function startCoffer(
     COFFER_DATA_DIR: dataDir,
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
-    ...(databaseUrl ? { COFFER_DATABASE_URL: databaseUrl } : {}),
+    // PostgreSQL deployments must set the server key; the embedded one makes its own in the data dir.
+    ...(databaseUrl ? { COFFER_DATABASE_URL: databaseUrl, COFFER_SECRET_KEY: BENCH_SECRET_KEY } : {}),
     ...options.env,
   };
   return mode === 'child'

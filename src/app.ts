@@ -29,6 +29,8 @@ import { metadataSchemaRoutes } from './modules/metadata-schema/routes.ts';
 import { metadataSchemaSchemas } from './modules/metadata-schema/schemas.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
 import { projectSchemas } from './modules/projects/schemas.ts';
+import { s3CredentialRoutes } from './modules/s3-credentials/routes.ts';
+import { s3CredentialSchemas } from './modules/s3-credentials/schemas.ts';
 import { uploadRoutes } from './modules/uploads/routes.ts';
 import { uploadSchemas } from './modules/uploads/schemas.ts';
 import { usageRoutes } from './modules/usage/routes.ts';
@@ -58,6 +60,7 @@ const NAMED_SCHEMAS = [
   ErrorBody,
   ...healthSchemas,
   ...projectSchemas,
+  ...s3CredentialSchemas,
   ...fileSchemas,
   ...uploadSchemas,
   ...folderSchemas,
@@ -267,7 +270,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
         documented.security = [{ bearer: [] }];
         documented.description = [
           schema?.description,
-          `Requires: ${REQUIREMENTS[access] ?? `scope ${access}`}.`,
+          `Requires: ${route.config?.requirement ?? REQUIREMENTS[access] ?? `scope ${access}`}.`,
         ]
           .filter(Boolean)
           .join('\n\n');
@@ -293,6 +296,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));
+      await v1.register(s3CredentialRoutes(services.s3Credentials));
       await v1.register(uploadRoutes(services.uploads, services.tokens, services.multipart));
       await v1.register(fileRoutes(services.files));
       await v1.register(folderRoutes(services.folders));

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { parseClamdUrl } from './infra/scanner/clamd.ts';
+import { KEY_FORMAT, parseKey } from './lib/encryption.ts';
 
 /** Everything Coffer reads from its environment, validated once at start. */
 export interface Config {
@@ -32,6 +33,13 @@ export interface Config {
   auditRetentionDays: number;
   /** Where `GET /metrics` listens, apart from the API; undefined (no metrics) unless COFFER_METRICS_PORT is set. */
   metrics: { host: string; port: number } | undefined;
+  /**
+   * The server key (32 bytes) that S3 secrets are stored and session tokens sealed under; undefined:
+   * the embedded database's `$COFFER_DATA_DIR/secret.key` (see secret-key.ts), refused on PostgreSQL.
+   */
+  secretKey: Buffer | undefined;
+  /** The region S3 clients sign requests to the /s3 endpoint with. */
+  s3ApiRegion: string;
 }
 
 /** Requests a minute each counter allows (0: no limit); see README, Rate limits. */
@@ -191,6 +199,23 @@ function adminKey(env: Env): string | undefined {
   return raw;
 }
 
+function secretKey(env: Env): Buffer | undefined {
+  const raw = read(env, 'COFFER_SECRET_KEY');
+  if (raw === undefined) return undefined;
+  const key = parseKey(raw);
+  // Never echo a secret back, not even a malformed one.
+  if (!key) throw new ConfigError(`COFFER_SECRET_KEY: expected ${KEY_FORMAT}`);
+  return key;
+}
+
+function s3ApiRegion(env: Env): string {
+  const name = 'COFFER_S3_API_REGION';
+  const raw = read(env, name) ?? 'us-east-1';
+  // It is a field of every signature's credential scope, which slashes separate.
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(raw)) fail(name, 'a region name of letters, digits, - and _', raw);
+  return raw;
+}
+
 function metrics(env: Env, apiPort: number): Config['metrics'] {
   const name = 'COFFER_METRICS_PORT';
   if (read(env, name) === undefined) return undefined;
@@ -246,5 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     auditRetentionDays: integer(env, 'COFFER_AUDIT_RETENTION_DAYS', 365, 1, 36_500),
     metrics: metrics(env, port),
+    secretKey: secretKey(env),
+    s3ApiRegion: s3ApiRegion(env),
   };
 }

@@ -119,11 +119,12 @@ async function bootstrap(args: string[]): Promise<void> {
   try {
     const { projects } = runtime.services;
     const organization = await projects.createOrganization(values.org, CLI_AUDIT);
-    const project = await projects.createProject(organization.id, values.project, undefined, CLI_AUDIT);
+    const project = await projects.createProject(organization.id, { name: values.project }, CLI_AUDIT);
     const key = await projects.createApiKey(project.id, 'bootstrap', [...SCOPES], CLI_AUDIT);
     if (runtime.generatedAdminKey) print(`admin key:       ${runtime.generatedAdminKey}  (shown once)`);
     print(`organization_id: ${organization.id}`);
     print(`project_id:      ${project.id}`);
+    print(`bucket:          ${project.bucket}`);
     print(`api_key:         ${key.key}  (shown once; every scope)`);
   } finally {
     await runtime.close();

@@ -1,9 +1,10 @@
 import pino, { type Logger } from 'pino';
-import type { Config } from './config.ts';
+import { type Config, ConfigError } from './config.ts';
 import { type Cache, memoryCache, redisCache } from './infra/cache.ts';
 import { type Db, openPglite, openPostgres } from './infra/db.ts';
 import { migrate } from './infra/migrate.ts';
 import { createScanner } from './infra/scanner/index.ts';
+import { loadOrCreateSecretKey, SecretKeyFileError } from './infra/secret-key.ts';
 import { getOrCreateSetting } from './infra/server-settings.ts';
 import { createObjectStore } from './infra/storage/index.ts';
 import { randomSecret } from './lib/secrets.ts';
@@ -40,9 +41,34 @@ export async function openDatabase(config: Config): Promise<Db> {
   return config.databaseUrl ? openPostgres(config.databaseUrl) : openPglite(config.dataDir);
 }
 
+/**
+ * The server key: COFFER_SECRET_KEY, else (embedded database only) the data dir's key file, made on
+ * the first start. Servers sharing a PostgreSQL database must share one key, which no file in a data
+ * dir of one of them can guarantee: there the variable is required.
+ */
+async function resolveSecretKey(config: Config, kind: Db['kind'], logger: Logger): Promise<Buffer> {
+  if (config.secretKey) return config.secretKey;
+  if (kind === 'postgres') {
+    throw new ConfigError(
+      'COFFER_SECRET_KEY: required with PostgreSQL, the same on every server: 32 bytes in base64 (openssl rand -base64 32)',
+    );
+  }
+  try {
+    const { key, created } = await loadOrCreateSecretKey(config.dataDir);
+    if (created) logger.info('generated the server key in the data dir (secret.key)');
+    return key;
+  } catch (error) {
+    if (error instanceof SecretKeyFileError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
 /** Opens the database (migrated), the cache and the object store that `config` names, and wires the services. */
 export async function openRuntime(config: Config, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = options.logger ?? createLogger(config);
+  // Before anything is opened: a deployment that cannot have its key does not start.
+  const kind = options.db?.kind ?? (config.databaseUrl ? 'postgres' : 'pglite');
+  const secretKey = await resolveSecretKey(config, kind, logger);
   const db = options.db ?? (await openDatabase(config));
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
@@ -63,6 +89,7 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
     scanner,
     logger,
     adminKeyHash: admin.hash,
+    secretKey,
     webhookCa: options.webhookCa,
   });
   return {

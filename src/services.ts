@@ -16,6 +16,7 @@ import { createIngestService } from './modules/ingest/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
+import { createS3CredentialService } from './modules/s3-credentials/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
 import { createUploadTokenService } from './modules/uploads/tokens.ts';
@@ -34,6 +35,8 @@ export interface Infra {
   webhookCa?: string;
   logger: Logger;
   adminKeyHash: string;
+  /** The server key (COFFER_SECRET_KEY or the embedded data dir's secret.key). */
+  secretKey: Buffer;
 }
 
 /** The composition root: every service, wired to the infrastructure it was given. */
@@ -54,6 +57,17 @@ export function createServices(infra: Infra) {
   const ingest = createIngestService({ config, db, store, folders, schemas, metrics });
   const uploads = createUploadService({ store, ingest });
   const tokens = createUploadTokenService({ db, folders });
+  const s3Credentials = createS3CredentialService({
+    db,
+    cache: lookups,
+    projects,
+    tokens,
+    folders,
+    secretKey: infra.secretKey,
+    publicUrl: config.publicUrl,
+    region: config.s3ApiRegion,
+    logger: infra.logger,
+  });
   const multipart = createMultipartService({
     config,
     db,
@@ -122,6 +136,7 @@ export function createServices(infra: Infra) {
     ingest,
     uploads,
     tokens,
+    s3Credentials,
     multipart,
     pipeline,
     versions,

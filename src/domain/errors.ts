@@ -100,6 +100,9 @@ export const adminOnlySetting = (field: string) =>
     field,
     required_scope: 'admin',
   });
+/** A credential of a kind the operation is not for (temporary S3 credentials of the admin key). */
+export const wrongCredentialKind = (message: string, accepted: string[]) =>
+  new DomainError('INSUFFICIENT_SCOPE', message, { accepted_credentials: accepted });
 /** A presigned object URL refused (tampered with, expired, or used for another request). */
 export const forbidden = (message: string, details?: Details) =>
   new DomainError('FORBIDDEN', message, details);

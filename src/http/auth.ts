@@ -23,6 +23,8 @@ declare module 'fastify' {
     access?: Access;
     /** Whether upload tokens may call the endpoint (within their two scopes); API keys are unaffected. */
     uploadToken?: boolean;
+    /** What the OpenAPI document says the route requires, where `access` alone would say too much. */
+    requirement?: string;
   }
   interface FastifyRequest {
     principal: Principal;

@@ -25,12 +25,20 @@ const LOCAL_COUNTERS = 20_000;
 const REMEMBERED_ADDRESSES = 10_000;
 
 /** Whose limit a request counts against, as the 429 body's `details.limit_source` names it. */
-type LimitSource = 'api_key' | 'project' | 'upload_token' | 'client_ip' | 'failed_auth' | 'object_urls';
+type LimitSource =
+  | 'api_key'
+  | 'project'
+  | 'upload_token'
+  | 's3_credential'
+  | 'client_ip'
+  | 'failed_auth'
+  | 'object_urls';
 
 const DESCRIPTIONS: Record<LimitSource, string> = {
   api_key: 'for this API key',
   project: "for this API key (the project's limit)",
   upload_token: 'for this upload token',
+  s3_credential: 'for this S3 credential',
   client_ip: 'without a credential from this address',
   failed_auth: 'that failed authentication from this address',
   object_urls: 'to object URLs from this address',
@@ -193,6 +201,13 @@ export async function createRateLimits(
           ? { source: 'api_key', key: `key:${principal.keyId}`, max: limits.apiKeyPerMinute }
           : { source: 'project', key: `key:${principal.keyId}`, max: override };
       }
+      case 's3_credential':
+        // A key of the project as an API key is: the same default, and the project's override.
+        return {
+          source: 's3_credential',
+          key: `s3:${principal.credentialId}`,
+          max: project?.settings.rate_limit_per_minute ?? limits.apiKeyPerMinute,
+        };
     }
   }
 

@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config.ts';
 import { redisCache } from '../../src/infra/cache.ts';
 import { openPostgres } from '../../src/infra/db.ts';
 import { openRuntime } from '../../src/runtime.ts';
-import { backend, namespace } from '../support/backends.ts';
+import { backend, namespace, testSecretKeyEnv } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer } from '../support/coffer.ts';
 import { startProxy } from '../support/proxy.ts';
 
@@ -43,6 +43,7 @@ describe.runIf(backend === 'postgres' && process.env.COFFER_TEST_REDIS_URL)(
         PORT: '0',
         COFFER_ADMIN_KEY: ADMIN_KEY,
         COFFER_DATA_DIR: '/tmp/coffer-health',
+        ...testSecretKeyEnv(),
       });
       const db = await openPostgres(pgUrl.toString(), { schema: namespace() });
       const cache = await redisCache(redisUrl.toString(), `${namespace()}:health:`);

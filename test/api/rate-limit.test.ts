@@ -7,7 +7,7 @@ import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { type Cache, redisCache } from '../../src/infra/cache.ts';
 import { openRuntime } from '../../src/runtime.ts';
-import { backend, namespace, secondDb, storage } from '../support/backends.ts';
+import { backend, namespace, secondDb, storage, testSecretKeyEnv } from '../support/backends.ts';
 import {
   ADMIN_KEY,
   type CallOptions,
@@ -298,6 +298,7 @@ async function servesWithout(cache: Cache): Promise<void> {
     COFFER_LOG_LEVEL: 'silent',
     COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: '1',
     COFFER_RATE_LIMIT_IP_PER_MINUTE: '1',
+    ...testSecretKeyEnv(),
   });
   const runtime = await openRuntime(config, {
     db: await secondDb(),

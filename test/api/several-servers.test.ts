@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { openRuntime, type Runtime } from '../../src/runtime.ts';
-import { backend, secondDb } from '../support/backends.ts';
+import { backend, secondDb, testSecretKeyEnv } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer } from '../support/coffer.ts';
 
 /** A server as `coffer serve` builds it from its environment alone: no COFFER_REDIS_URL, so no shared cache. */
@@ -16,6 +16,7 @@ async function server() {
     COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
+    ...testSecretKeyEnv(),
   });
   const runtime = await openRuntime(config, { db: await secondDb(), logger: pino({ level: 'silent' }) });
   const app = await buildApp({ config, services: runtime.services });

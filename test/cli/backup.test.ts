@@ -240,4 +240,32 @@ describe.skipIf(!enabled)('coffer backup and coffer restore', () => {
     const orgs = await request(`${copy.url}/v1/organizations`, 'GET', { token: ADMIN_KEY });
     expect(orgs.body.items.map((item: { id: string }) => item.id)).toContain(org.body.id);
   }, 120_000);
+
+  it('includes the server key only with --with-secret-key, and a restore puts it back', async () => {
+    const dataDir = folder('keyed');
+    const node = await serve('serve (keyed)', dataDir);
+    const key = readFileSync(join(dataDir, 'secret.key'), 'utf8');
+    const plain = await coffer(['backup', folder('keyed-plain')], dataDir);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).toContain('The server key is not in the backup');
+    expect(readdirSync(folder('keyed-plain'))).not.toContain('secret.key');
+    // Made by the running server, with the key it runs with.
+    const live = await coffer(['backup', folder('keyed-live'), '--with-secret-key'], dataDir);
+    expect(live.code, live.stderr).toBe(0);
+    expect(live.stdout).toContain('The backup holds the server key');
+    expect(readFileSync(join(folder('keyed-live'), 'secret.key'), 'utf8')).toBe(key);
+    node.child.kill('SIGTERM');
+    expect(await exitOf(node)).toBe('0');
+    // Made by the command itself, from the data dir's file.
+    const offline = await coffer(['backup', folder('keyed-offline'), '--with-secret-key'], dataDir);
+    expect(offline.code, offline.stderr).toBe(0);
+    expect(readFileSync(join(folder('keyed-offline'), 'secret.key'), 'utf8')).toBe(key);
+
+    const restore = await coffer(['restore', folder('keyed-live')], folder('keyed-restored'));
+    expect(restore.code, restore.stderr).toBe(0);
+    expect(restore.stdout).toContain('Restored the server key');
+    expect(readFileSync(join(folder('keyed-restored'), 'secret.key'), 'utf8')).toBe(key);
+    const misplaced = await coffer(['restore', folder('keyed-live'), '--with-secret-key'], folder('unused'));
+    expect(misplaced.code).toBe(2);
+  }, 120_000);
 });

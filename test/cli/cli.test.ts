@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { quoteIdent } from '../../src/infra/db.ts';
 import { loadMigrations } from '../../src/infra/migrations/index.ts';
-import { backend, namespace, testDb } from '../support/backends.ts';
+import { backend, namespace, TEST_SECRET_KEY, testDb } from '../support/backends.ts';
 
 const root = join(import.meta.dirname, '../..');
 const children: ChildProcess[] = [];
@@ -277,6 +277,7 @@ describe.runIf(backend === 'postgres')('on PostgreSQL', () => {
       COFFER_DATABASE_URL: url,
       COFFER_REDIS_URL: process.env.COFFER_TEST_REDIS_URL ?? '',
       COFFER_ADMIN_KEY: `coffer_admin_${'c'.repeat(43)}`,
+      COFFER_SECRET_KEY: TEST_SECRET_KEY,
     });
     const [a, b] = await Promise.all([serve(env(port())), serve(env(port()))]);
     expect((await fetch(`${a.url}/health/ready`)).status).toBe(200);

@@ -1,9 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.ts';
+import { openPglite } from '../../src/infra/db.ts';
+import { loadOrCreateSecretKey } from '../../src/infra/secret-key.ts';
+import { openRuntime } from '../../src/runtime.ts';
 
 describe('configuration', () => {
   it('has the contract defaults', () => {
@@ -26,6 +31,8 @@ describe('configuration', () => {
       scanRetryWindowSeconds: 86400,
       jobLeaseSeconds: 30,
       gcIntervalSeconds: 60,
+      secretKey: undefined,
+      s3ApiRegion: 'us-east-1',
     });
     expect(config.dataDir).toMatch(/\/data$/);
   });
@@ -49,6 +56,8 @@ describe('configuration', () => {
       COFFER_SCAN_RETRY_WINDOW_SECONDS: '0',
       COFFER_JOB_LEASE_SECONDS: '5',
       COFFER_GC_INTERVAL_SECONDS: '10',
+      COFFER_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
+      COFFER_S3_API_REGION: 'eu-west-3',
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -68,6 +77,8 @@ describe('configuration', () => {
       scanRetryWindowSeconds: 0,
       jobLeaseSeconds: 5,
       gcIntervalSeconds: 10,
+      secretKey: Buffer.alloc(32, 7),
+      s3ApiRegion: 'eu-west-3',
     });
   });
 
@@ -107,6 +118,11 @@ describe('configuration', () => {
     ['COFFER_RATE_LIMIT_IP_PER_MINUTE', 'many'],
     ['COFFER_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE', '100000001'],
     ['COFFER_RATE_LIMIT_OBJECTS_PER_MINUTE', '1e6'],
+    ['COFFER_SECRET_KEY', 'short'],
+    ['COFFER_SECRET_KEY', randomBytes(16).toString('base64')],
+    ['COFFER_SECRET_KEY', randomBytes(33).toString('base64')],
+    ['COFFER_S3_API_REGION', 'eu/west-3'],
+    ['COFFER_S3_API_REGION', 'x'.repeat(65)],
   ])('rejects %s=%s naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: expected`));
@@ -225,5 +241,93 @@ describe('configuration', () => {
       expect.stringMatching(/^Invalid configuration: COFFER_CLAMD_URL: expected .*"unix:relative.sock"$/),
     ]);
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('reads COFFER_SECRET_KEY in base64 or base64url, and never echoes it', () => {
+    const key = randomBytes(32);
+    expect(loadConfig({ COFFER_SECRET_KEY: key.toString('base64') }).secretKey).toEqual(key);
+    expect(loadConfig({ COFFER_SECRET_KEY: key.toString('base64url') }).secretKey).toEqual(key);
+    const wrong = randomBytes(24).toString('base64');
+    expect(() => loadConfig({ COFFER_SECRET_KEY: wrong })).toThrow(
+      'COFFER_SECRET_KEY: expected 32 bytes in base64 (openssl rand -base64 32)',
+    );
+    try {
+      loadConfig({ COFFER_SECRET_KEY: wrong });
+    } catch (error) {
+      expect((error as Error).message).not.toContain(wrong);
+    }
+  });
+
+  it('refuses to start on PostgreSQL without COFFER_SECRET_KEY, with one line and before opening anything', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-config-'));
+    const result = spawnSync(process.execPath, ['src/main.ts', 'serve'], {
+      env: {
+        ...process.env,
+        PORT: '0',
+        COFFER_DATA_DIR: dir,
+        // Never reached: the key is checked first.
+        COFFER_DATABASE_URL: 'postgres://coffer@127.0.0.1:1/none',
+        COFFER_SECRET_KEY: '',
+      },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^Invalid configuration: COFFER_SECRET_KEY: required with PostgreSQL/),
+    ]);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe('the server key of the embedded database', () => {
+  const open = async (dataDir: string, env: Record<string, string> = {}) => {
+    const config = loadConfig({ COFFER_DATA_DIR: dataDir, COFFER_LOG_LEVEL: 'silent', ...env });
+    const db = await openPglite(undefined);
+    try {
+      const runtime = await openRuntime(config, { db, logger: pino({ level: 'silent' }) });
+      const key = runtime.services.secretKey;
+      await runtime.close();
+      return key;
+    } finally {
+      await db.close();
+    }
+  };
+
+  it('is generated into secret.key (mode 0600) on the first start and read on the next ones', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-key-'));
+    const first = await open(dir);
+    expect(first).toHaveLength(32);
+    const path = join(dir, 'secret.key');
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(readFileSync(path, 'utf8')).toBe(`${first.toString('base64')}\n`);
+    // Written whole through a temporary file, which is gone.
+    expect(readdirSync(dir).filter((name) => name.startsWith('secret.key'))).toEqual(['secret.key']);
+    expect(await open(dir)).toEqual(first);
+  });
+
+  it('is COFFER_SECRET_KEY when set, and no file is written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-key-'));
+    const key = randomBytes(32);
+    expect(await open(dir, { COFFER_SECRET_KEY: key.toString('base64') })).toEqual(key);
+    expect(readdirSync(dir)).not.toContain('secret.key');
+  });
+
+  it('refuses a secret.key that holds no key, naming the file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-key-'));
+    writeFileSync(join(dir, 'secret.key'), 'garbage\n');
+    const error = await open(dir).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toBe(
+      `${join(dir, 'secret.key')}: expected 32 bytes in base64 (openssl rand -base64 32)`,
+    );
+    expect(readFileSync(join(dir, 'secret.key'), 'utf8')).toBe('garbage\n');
+  });
+
+  it('gives two processes racing on a fresh data dir one key', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coffer-key-'));
+    const keys = await Promise.all(Array.from({ length: 8 }, () => loadOrCreateSecretKey(dir)));
+    expect(keys.filter((outcome) => outcome.created)).toHaveLength(1);
+    for (const outcome of keys) expect(outcome.key).toEqual(keys[0]!.key);
   });
 });

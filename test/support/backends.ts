@@ -53,6 +53,17 @@ export function testStorageEnv(): Record<string, string> {
   };
 }
 
+/**
+ * The server key of every Coffer this suite runs on PostgreSQL (COFFER_SECRET_KEY is required there);
+ * on the embedded database each data dir makes its own secret.key.
+ */
+export const TEST_SECRET_KEY = Buffer.alloc(32, 's3cr3t').toString('base64');
+
+/** COFFER_SECRET_KEY for a Coffer on this run's database: set on PostgreSQL, none on the embedded one. */
+export function testSecretKeyEnv(): Record<string, string> {
+  return backend === 'postgres' ? { COFFER_SECRET_KEY: TEST_SECRET_KEY } : {};
+}
+
 /** A name unique to this run and worker process: schema and Redis key prefix. */
 export function namespace(): string {
   return `coffer_t_${inject('runId')}_${process.pid}`;

@@ -11,7 +11,7 @@ import { SCOPES, type Scope, type SettingsInput } from '../../src/modules/projec
 import { openRuntime } from '../../src/runtime.ts';
 import type { Services } from '../../src/services.ts';
 import { startWorkers } from '../../src/workers.ts';
-import { testCache, testClamdUrl, testDb, testStorageEnv } from './backends.ts';
+import { testCache, testClamdUrl, testDb, testSecretKeyEnv, testStorageEnv } from './backends.ts';
 import { freePort } from './net.ts';
 
 export const ADMIN_KEY = `coffer_admin_${'t'.repeat(43)}`;
@@ -103,6 +103,7 @@ export async function startCoffer(
     COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-test-')),
     COFFER_ADMIN_KEY: ADMIN_KEY,
     COFFER_LOG_LEVEL: 'silent',
+    ...testSecretKeyEnv(),
     ...(testClamdUrl() ? { COFFER_CLAMD_URL: testClamdUrl()! } : {}),
     ...testStorageEnv(),
     ...env,

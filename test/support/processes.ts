@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { TEST_SECRET_KEY } from './backends.ts';
 
 const root = join(import.meta.dirname, '../..');
 
@@ -30,9 +31,11 @@ export function startProcess(
   command: 'serve' | 'worker',
   env: Record<string, string>,
 ): CofferProcess {
+  // On PostgreSQL the server key must be set (the same for every process of the database).
+  const secretKey = env.COFFER_DATABASE_URL ? { COFFER_SECRET_KEY: TEST_SECRET_KEY } : {};
   const child = spawn(process.execPath, ['src/main.ts', command], {
     cwd: root,
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...secretKey, ...env },
   });
   const node: CofferProcess = {
     name,

@@ -147,7 +147,7 @@ export interface paths {
         head?: never;
         /**
          * Update a project
-         * @description Partial update: only the given fields and settings change. The limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).
+         * @description Partial update: only the given fields and settings change. The `bucket` and the limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).
          *
          *     Requires: scope projects:update.
          */
@@ -197,6 +197,78 @@ export interface paths {
          *     Requires: the admin key.
          */
         delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/s3-credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List S3 credentials
+         * @description Newest first, revoked ones included; never their secrets.
+         *
+         *     Requires: the admin key.
+         */
+        get: operations["listS3Credentials"];
+        put?: never;
+        /**
+         * Create an S3 credential
+         * @description An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects), files:upload (PutObject, multipart, CopyObject), files:delete (DeleteObject). The secret is returned only in this response.
+         *
+         *     Requires: the admin key.
+         */
+        post: operations["createS3Credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/s3-credentials/{credential_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an S3 credential
+         * @description The credential is refused at once.
+         *
+         *     Requires: the admin key.
+         */
+        delete: operations["revokeS3Credential"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/s3-credentials/temporary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create temporary S3 credentials
+         * @description S3 credentials acting as the upload token (with every constraint of it) or API key (with its scopes) of the request, sent with X-Amz-Security-Token: the session token. They expire after expires_in seconds (default 3600), never after the upload token, and stop working as soon as the token expires or the key is revoked. The admin key is refused (403 INSUFFICIENT_SCOPE): it creates S3 credentials instead. The project's IP allowlist applies.
+         *
+         *     Requires: an upload token or an API key (any scope) of the project.
+         */
+        post: operations["createTemporaryS3Credentials"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -983,6 +1055,8 @@ export interface components {
             id: string;
             organization_id: string;
             name: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server */
+            bucket: string;
             settings: components["schemas"]["ProjectSettings"];
             /** Format: date-time */
             created_at: string;
@@ -996,8 +1070,8 @@ export interface components {
         /** @description The credential a request was made with */
         Identity: {
             /** @enum {string} */
-            kind: "admin" | "api_key" | "upload_token";
-            /** @description The project of an API key or upload token; null for the admin key */
+            kind: "admin" | "api_key" | "upload_token" | "s3_credential";
+            /** @description The project of an API key, upload token or S3 credential; null for the admin key */
             project_id: string | null;
             /** @description What the credential may do on its project (the admin key: everything, on every project) */
             scopes: ("upload_tokens:create" | "files:upload" | "files:read" | "files:download" | "files:update_metadata" | "files:delete" | "projects:read" | "projects:update" | "audit:read")[];
@@ -1036,15 +1110,75 @@ export interface components {
         };
         CreateProjectRequest: {
             name: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. Omitted: derived from the name, with a short suffix when that is taken. */
+            bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };
         UpdateProjectRequest: {
             name?: string;
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. */
+            bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };
         CreateApiKeyRequest: {
             name: string;
             scopes: ("upload_tokens:create" | "files:upload" | "files:read" | "files:download" | "files:update_metadata" | "files:delete" | "projects:read" | "projects:update" | "audit:read")[];
+        };
+        /** @description A long-lived S3 credential of a project, without its secret */
+        S3Credential: {
+            /** @description key_… */
+            id: string;
+            name: string;
+            /** @description CFR followed by 17 uppercase letters and digits (CFT for temporary credentials) */
+            access_key_id: string;
+            scopes: ("files:read" | "files:upload" | "files:delete")[];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+        };
+        S3CredentialList: {
+            items: components["schemas"]["S3Credential"][];
+            total: number;
+        };
+        /** @description The new S3 credential, with its secret */
+        CreatedS3Credential: {
+            /** @description key_… */
+            id: string;
+            name: string;
+            /** @description CFR followed by 17 uppercase letters and digits (CFT for temporary credentials) */
+            access_key_id: string;
+            /** @description 40 characters; shown only here */
+            secret_access_key: string;
+            scopes: ("files:read" | "files:upload" | "files:delete")[];
+            /** Format: date-time */
+            created_at: string;
+        };
+        CreateS3CredentialRequest: {
+            name: string;
+            scopes: ("files:read" | "files:upload" | "files:delete")[];
+        };
+        CreateTemporaryS3CredentialsRequest: {
+            /** @description Lifetime in seconds (default 3600); never past the upload token's expires_at */
+            expires_in?: number;
+        };
+        /** @description S3 credentials acting as the upload token or API key they were issued to, with its constraints or scopes, until expiration */
+        TemporaryS3Credentials: {
+            /** @description CFR followed by 17 uppercase letters and digits (CFT for temporary credentials) */
+            access_key_id: string;
+            secret_access_key: string;
+            /** @description Sent as X-Amz-Security-Token (the SDKs: sessionToken) */
+            session_token: string;
+            /** Format: date-time */
+            expiration: string;
+            /** @description The region to sign with (COFFER_S3_API_REGION) */
+            region: string;
+            /** @description The S3 endpoint URL, path-style */
+            endpoint: string;
+            /** @description The project's bucket */
+            bucket: string;
+            /** @description The key prefix the upload token uploads under: its folder's path and '/', or '' */
+            prefix: string;
         };
         /** @description A file */
         File: {
@@ -1433,10 +1567,10 @@ export interface components {
             /** @description null for an action on the organization itself */
             project_id: string | null;
             /** @enum {string} */
-            action: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+            action: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
             /** @enum {string} */
-            actor_type: "admin" | "api_key" | "upload_token" | "cli";
-            /** @description The API key (key_…) or upload token (tok_…); null for the admin key */
+            actor_type: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
+            /** @description The API key or S3 credential (key_…) or upload token (tok_…); null for the admin key */
             actor_id: string | null;
             client_ip: string | null;
             /** @description The x-request-id of the request that made the change */
@@ -1846,6 +1980,137 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listS3Credentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["S3CredentialList"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createS3Credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateS3CredentialRequest"];
+            };
+        };
+        responses: {
+            /** @description The new S3 credential, with its secret */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedS3Credential"];
+                };
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    revokeS3Credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                credential_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error body of every failed request */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createTemporaryS3Credentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTemporaryS3CredentialsRequest"];
+            };
+        };
+        responses: {
+            /** @description S3 credentials acting as the upload token or API key they were issued to, with its constraints or scopes, until expiration */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemporaryS3Credentials"];
+                };
             };
             /** @description The error body of every failed request */
             default: {
@@ -3259,9 +3524,9 @@ export interface operations {
     listAuditLog: {
         parameters: {
             query: {
-                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
-                actor_type?: "admin" | "api_key" | "upload_token" | "cli";
-                /** @description An API key or upload token id */
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                actor_type?: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
+                /** @description An API key, upload token or S3 credential id */
                 actor_id?: string;
                 /** @description ISO 8601; earliest created_at included */
                 from?: string;
@@ -3302,9 +3567,9 @@ export interface operations {
     listOrganizationAuditLog: {
         parameters: {
             query: {
-                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
-                actor_type?: "admin" | "api_key" | "upload_token" | "cli";
-                /** @description An API key or upload token id */
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                actor_type?: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
+                /** @description An API key, upload token or S3 credential id */
                 actor_id?: string;
                 /** @description ISO 8601; earliest created_at included */
                 from?: string;

@@ -8,6 +8,9 @@ export const AUDIT_ACTIONS = [
   'project.update',
   'api_key.create',
   'api_key.revoke',
+  's3_credential.create',
+  's3_credential.revoke',
+  's3_credential.create_temporary',
   'webhook.create',
   'webhook.update',
   'webhook.delete',
@@ -23,14 +26,17 @@ export const AUDIT_ACTIONS = [
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
-/** Who acted: the admin key, a project's API key, an upload token, or the `coffer admin` command. */
-export const ACTOR_TYPES = ['admin', 'api_key', 'upload_token', 'cli'] as const;
+/**
+ * Who acted: the admin key, a project's API key, an upload token, a long-lived S3 credential, or the
+ * `coffer admin` command (a temporary S3 credential acts as the token or key it was issued to).
+ */
+export const ACTOR_TYPES = ['admin', 'api_key', 'upload_token', 's3_credential', 'cli'] as const;
 export type ActorType = (typeof ACTOR_TYPES)[number];
 
 /** Who made a change, from where, in which request: what every entry of the change records. */
 export interface AuditContext {
   actorType: ActorType;
-  /** The API key's or upload token's id; null for the admin key and the CLI. */
+  /** The API key's, upload token's or S3 credential's id; null for the admin key and the CLI. */
   actorId: string | null;
   ip: string | null;
   requestId: string | null;
@@ -51,7 +57,9 @@ export const AuditEntry = Type.Object(
     action: StringEnum(AUDIT_ACTIONS),
     actor_type: StringEnum(ACTOR_TYPES),
     actor_id: Nullable(
-      Type.String({ description: 'The API key (key_…) or upload token (tok_…); null for the admin key' }),
+      Type.String({
+        description: 'The API key or S3 credential (key_…) or upload token (tok_…); null for the admin key',
+      }),
     ),
     client_ip: Nullable(Type.String()),
     request_id: Nullable(
@@ -70,7 +78,9 @@ export type AuditEntry = Static<typeof AuditEntry>;
 export const AuditLogQuery = Type.Object({
   action: Type.Optional(StringEnum(AUDIT_ACTIONS)),
   actor_type: Type.Optional(StringEnum(ACTOR_TYPES)),
-  actor_id: Type.Optional(Type.String({ maxLength: 64, description: 'An API key or upload token id' })),
+  actor_id: Type.Optional(
+    Type.String({ maxLength: 64, description: 'An API key, upload token or S3 credential id' }),
+  ),
   from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
   to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
   limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),

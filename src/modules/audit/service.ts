@@ -7,17 +7,26 @@ import { idBound, isId, newId, timeOfId } from '../../lib/ids.ts';
 import * as repo from './repo.ts';
 import type { AuditAction, AuditContext, AuditEntry, AuditLogQuery } from './schemas.ts';
 
+/** The id of the credential that acted; none for the admin key. */
+function actorIdOf(principal: Principal): string | null {
+  switch (principal.kind) {
+    case 'admin':
+      return null;
+    case 'api_key':
+      return principal.keyId;
+    case 'upload_token':
+      return principal.tokenId;
+    case 's3_credential':
+      return principal.credentialId;
+  }
+}
+
 /** The audit context of an API request: its caller, client IP (as COFFER_TRUST_PROXY reads it) and request id. */
 export function auditContext(request: { principal: Principal; ip: string; id: string }): AuditContext {
   const { principal } = request;
   return {
     actorType: principal.kind,
-    actorId:
-      principal.kind === 'api_key'
-        ? principal.keyId
-        : principal.kind === 'upload_token'
-          ? principal.tokenId
-          : null,
+    actorId: actorIdOf(principal),
     ip: request.ip,
     requestId: request.id,
   };

@@ -1,7 +1,9 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import type { Db } from '../../infra/db.ts';
+import { SECRET_KEY_FILE } from '../../infra/secret-key.ts';
 import { isLocalStore } from '../../infra/storage/local/store.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import {
@@ -25,6 +27,13 @@ export interface BackupSummary {
   databaseBytes: number;
   objects: number;
   objectBytes: number;
+  /** Whether the server key is in the backup (asked for with --with-secret-key). */
+  secretKey: boolean;
+}
+
+export interface BackupOptions {
+  /** The server key, to be included (as secret.key, mode 0600); left out when absent. */
+  secretKey?: Buffer;
 }
 
 /** Makes `dir` the backup's own: created when missing, refused when it holds anything. */
@@ -50,6 +59,7 @@ export async function createBackup(
   store: ObjectStore,
   dir: string,
   signal?: AbortSignal,
+  options: BackupOptions = {},
 ): Promise<BackupSummary> {
   if (!db.snapshot) throw new BackupError(NOT_EMBEDDED);
   await claimFolder(dir);
@@ -73,9 +83,21 @@ export async function createBackup(
         }
       }
     }
+    if (options.secretKey) {
+      // In the form of the data dir's own key file, so that a restore puts it back as it was.
+      const text = Readable.from([`${options.secretKey.toString('base64')}\n`]);
+      files.push({ path: SECRET_KEY_FILE, ...(await writeHashed(text, join(dir, SECRET_KEY_FILE), 0o600)) });
+    }
     const manifest = newManifest(store.kind, files);
     await writeManifest(dir, manifest);
-    return { dir, storage: store.kind, databaseBytes: database.size, objects: manifest.objects, objectBytes };
+    return {
+      dir,
+      storage: store.kind,
+      databaseBytes: database.size,
+      objects: manifest.objects,
+      objectBytes,
+      secretKey: options.secretKey !== undefined,
+    };
   } catch (error) {
     // Everything in the folder is this backup's (it was empty): an unfinished backup leaves nothing.
     for (const name of await readdir(dir).catch(() => [])) {

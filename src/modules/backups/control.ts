@@ -14,7 +14,8 @@ import { BackupError } from './manifest.ts';
  * backup copies, so it needs no key. One request per connection: a JSON line, answered by one.
  */
 
-export type ControlRequest = { command: 'backup'; dir: string };
+/** `withSecretKey`: include the server key the process holding the database runs with. */
+export type ControlRequest = { command: 'backup'; dir: string; withSecretKey?: boolean };
 export type ControlReply = { ok: true; backup: BackupSummary } | { ok: false; error: string };
 
 /** Unix socket paths are short (108 bytes on Linux, 104 on macOS, the end byte included). */
@@ -46,7 +47,12 @@ function readLine(socket: Socket): Promise<string> {
 
 function parseRequest(line: string): ControlRequest {
   const request = JSON.parse(line) as ControlRequest;
-  if (request?.command !== 'backup' || typeof request.dir !== 'string' || !isAbsolute(request.dir)) {
+  if (
+    request?.command !== 'backup' ||
+    typeof request.dir !== 'string' ||
+    !isAbsolute(request.dir) ||
+    !['undefined', 'boolean'].includes(typeof request.withSecretKey)
+  ) {
     throw new BackupError('Unknown control request');
   }
   return request;
@@ -58,7 +64,7 @@ function parseRequest(line: string): ControlRequest {
  */
 export async function serveBackups(
   config: Pick<Config, 'dataDir' | 'databaseUrl'>,
-  services: Pick<Services, 'db' | 'store'>,
+  services: Pick<Services, 'db' | 'store' | 'secretKey'>,
   logger: Logger,
 ): Promise<{ close(): Promise<void> }> {
   const none = { close: async () => {} };
@@ -85,7 +91,9 @@ export async function serveBackups(
     try {
       const request = parseRequest(await readLine(socket));
       logger.info({ dir: request.dir }, 'backup started');
-      const backup = await createBackup(services.db, services.store, request.dir, abort.signal);
+      const backup = await createBackup(services.db, services.store, request.dir, abort.signal, {
+        secretKey: request.withSecretKey ? services.secretKey : undefined,
+      });
       logger.info({ ...backup }, 'backup written');
       reply = { ok: true, backup };
     } catch (error) {

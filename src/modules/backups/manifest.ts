@@ -4,12 +4,15 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { SECRET_KEY_FILE } from '../../infra/secret-key.ts';
 
 /**
  * A backup is a folder:
  *   database.tar.gz   the embedded database (a snapshot of its folder, see Db.snapshot)
  *   objects/…         the local store's files of every object the database refers to, laid out as in
  *                     $COFFER_DATA_DIR/objects (none when the objects live in S3)
+ *   secret.key        the server key, only when asked for (--with-secret-key): whoever holds it can
+ *                     open the S3 secrets stored in the database, so it is left out by default
  *   manifest.json     written last: what the backup holds, with the size and SHA-256 of every file
  */
 
@@ -39,8 +42,12 @@ export interface Manifest {
   files: BackupEntry[];
 }
 
-/** Streams `source` into the new file `to` (its folders made), returning its size and SHA-256. */
-export async function writeHashed(source: Readable, to: string): Promise<{ size: number; sha256: string }> {
+/** Streams `source` into the new file `to` (its folders made, of `mode`), returning its size and SHA-256. */
+export async function writeHashed(
+  source: Readable,
+  to: string,
+  mode = 0o666,
+): Promise<{ size: number; sha256: string }> {
   const hash = createHash('sha256');
   let size = 0;
   await mkdir(dirname(to), { recursive: true });
@@ -53,7 +60,7 @@ export async function writeHashed(source: Readable, to: string): Promise<{ size:
         done(null, chunk);
       },
     }),
-    createWriteStream(to, { flags: 'wx' }),
+    createWriteStream(to, { flags: 'wx', mode }),
   );
   return { size, sha256: hash.digest('hex') };
 }
@@ -88,11 +95,11 @@ export async function writeManifest(dir: string, manifest: Manifest): Promise<vo
   await rename(tmp, join(dir, MANIFEST_FILE));
 }
 
-/** Whether `path` (from a manifest) names a file a backup may hold: the database or a file under objects/. */
+/** Whether `path` (from a manifest) names a file a backup may hold: the database, the key or a file under objects/. */
 function isBackupPath(path: unknown): path is string {
   if (typeof path !== 'string' || path.includes('\\')) return false;
   if (path.split('/').some((part) => part === '' || part === '.' || part === '..')) return false;
-  return path === DATABASE_FILE || path.startsWith(`${OBJECTS_FOLDER}/`);
+  return path === DATABASE_FILE || path === SECRET_KEY_FILE || path.startsWith(`${OBJECTS_FOLDER}/`);
 }
 
 /** Reads the manifest of the backup in `dir`; BackupError when there is none or it is not one. */

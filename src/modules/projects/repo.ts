@@ -12,6 +12,7 @@ interface ProjectRow {
   id: string;
   organization_id: string;
   name: string;
+  bucket: string;
   settings: Settings;
   created_at: Date;
   updated_at: Date;
@@ -24,6 +25,13 @@ const toProject = (row: ProjectRow): Project => ({
   created_at: row.created_at.toISOString(),
   updated_at: row.updated_at.toISOString(),
 });
+
+const PROJECT_COLUMNS = 'id, organization_id, name, bucket, settings, created_at, updated_at';
+
+/** Whether a unique violation is of the bucket (taken by another project). */
+export const isBucketTaken = (error: unknown) =>
+  (error as { code?: string }).code === '23505' &&
+  (error as { constraint?: string }).constraint === 'projects_bucket_key';
 
 export async function insertOrganization(q: Queryable, id: string, name: string): Promise<Organization> {
   const [row] = await q.query<{ id: string; name: string; created_at: Date }>(
@@ -46,12 +54,12 @@ export async function organizationExists(q: Queryable, id: string): Promise<bool
 
 export async function insertProject(
   q: Queryable,
-  project: { id: string; organizationId: string; name: string; settings: Settings },
+  project: { id: string; organizationId: string; name: string; bucket: string; settings: Settings },
 ): Promise<Project> {
   const [row] = await q.query<ProjectRow>(
-    `INSERT INTO projects (id, organization_id, name, settings) VALUES ($1, $2, $3, $4::jsonb)
-     RETURNING id, organization_id, name, settings, created_at, updated_at`,
-    [project.id, project.organizationId, project.name, JSON.stringify(project.settings)],
+    `INSERT INTO projects (id, organization_id, name, bucket, settings) VALUES ($1, $2, $3, $4, $5::jsonb)
+     RETURNING ${PROJECT_COLUMNS}`,
+    [project.id, project.organizationId, project.name, project.bucket, JSON.stringify(project.settings)],
   );
   return toProject(row!);
 }
@@ -59,8 +67,7 @@ export async function insertProject(
 /** The organization's projects, newest first. */
 export async function listProjects(q: Queryable, organizationId: string): Promise<Project[]> {
   const rows = await q.query<ProjectRow>(
-    `SELECT id, organization_id, name, settings, created_at, updated_at FROM projects
-     WHERE organization_id = $1 ORDER BY id DESC`,
+    `SELECT ${PROJECT_COLUMNS} FROM projects WHERE organization_id = $1 ORDER BY id DESC`,
     [organizationId],
   );
   return rows.map(toProject);
@@ -69,21 +76,33 @@ export async function listProjects(q: Queryable, organizationId: string): Promis
 /** The project; `forUpdate` locks it until the transaction ends (not against key references). */
 export async function findProject(q: Queryable, id: string, forUpdate = false): Promise<Project | undefined> {
   const [row] = await q.query<ProjectRow>(
-    `SELECT id, organization_id, name, settings, created_at, updated_at FROM projects WHERE id = $1${forUpdate ? ' FOR NO KEY UPDATE' : ''}`,
+    `SELECT ${PROJECT_COLUMNS} FROM projects WHERE id = $1${forUpdate ? ' FOR NO KEY UPDATE' : ''}`,
     [id],
   );
   return row && toProject(row);
 }
 
+/** The project whose bucket is `bucket` (the S3 endpoint's name of it). */
+export async function findProjectByBucket(q: Queryable, bucket: string): Promise<Project | undefined> {
+  const [row] = await q.query<ProjectRow>(`SELECT ${PROJECT_COLUMNS} FROM projects WHERE bucket = $1`, [
+    bucket,
+  ]);
+  return row && toProject(row);
+}
+
+export async function bucketExists(q: Queryable, bucket: string): Promise<boolean> {
+  return (await q.query('SELECT 1 FROM projects WHERE bucket = $1', [bucket])).length > 0;
+}
+
 export async function updateProject(
   q: Queryable,
   id: string,
-  changes: { name: string; settings: Settings },
+  changes: { name: string; bucket: string; settings: Settings },
 ): Promise<Project | undefined> {
   const [row] = await q.query<ProjectRow>(
-    `UPDATE projects SET name = $2, settings = $3::jsonb, updated_at = now() WHERE id = $1
-     RETURNING id, organization_id, name, settings, created_at, updated_at`,
-    [id, changes.name, JSON.stringify(changes.settings)],
+    `UPDATE projects SET name = $2, bucket = $3, settings = $4::jsonb, updated_at = now() WHERE id = $1
+     RETURNING ${PROJECT_COLUMNS}`,
+    [id, changes.name, changes.bucket, JSON.stringify(changes.settings)],
   );
   return row && toProject(row);
 }
@@ -144,7 +163,8 @@ export async function findActiveApiKeyWithProject(
   hash: string,
 ): Promise<{ key: { id: string; project_id: string; scopes: Scope[] }; project: Project } | undefined> {
   const [row] = await q.query<ProjectRow & { key_id: string; scopes: Scope[] }>(
-    `SELECT k.id AS key_id, k.scopes, p.id, p.organization_id, p.name, p.settings, p.created_at, p.updated_at
+    `SELECT k.id AS key_id, k.scopes, p.id, p.organization_id, p.name, p.bucket, p.settings, p.created_at,
+       p.updated_at
      FROM api_keys k JOIN projects p ON p.id = k.project_id
      WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
     [hash],
@@ -152,4 +172,16 @@ export async function findActiveApiKeyWithProject(
   if (!row) return undefined;
   const { key_id, scopes, ...project } = row;
   return { key: { id: key_id, project_id: project.id, scopes }, project: toProject(project) };
+}
+
+/** The active key with this id (a principal named by a session token, resolved afresh). */
+export async function findActiveApiKey(
+  q: Queryable,
+  id: string,
+): Promise<{ id: string; project_id: string; scopes: Scope[] } | undefined> {
+  const [row] = await q.query<{ id: string; project_id: string; scopes: Scope[] }>(
+    'SELECT id, project_id, scopes FROM api_keys WHERE id = $1 AND revoked_at IS NULL',
+    [id],
+  );
+  return row;
 }

@@ -75,14 +75,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
       async (request, reply) =>
         reply
           .code(201)
-          .send(
-            await projects.createProject(
-              request.params.org_id,
-              request.body.name,
-              request.body.settings,
-              auditContext(request),
-            ),
-          ),
+          .send(await projects.createProject(request.params.org_id, request.body, auditContext(request))),
     );
 
     app.get(
@@ -149,7 +142,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           operationId: 'updateProject',
           summary: 'Update a project',
           description:
-            'Partial update: only the given fields and settings change. The limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).',
+            'Partial update: only the given fields and settings change. The `bucket` and the limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).',
           params: ProjectParams,
           body: Ref(UpdateProjectBody),
           response: { 200: Ref(Project), ...errors },
@@ -158,6 +151,9 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
       async (request) => {
         // A tenant does not lift its own limits: the operator sets them.
         if (request.principal.kind !== 'admin') {
+          // The bucket is the project's name on the server, among every tenant's: the operator's too.
+          const { bucket } = request.body;
+          if (bucket !== undefined && bucket !== request.project.bucket) throw adminOnlySetting('bucket');
           for (const name of OPERATOR_SETTINGS) {
             const value = request.body.settings?.[name];
             if (value !== undefined && value !== request.project.settings[name])

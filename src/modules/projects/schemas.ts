@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ItemList, Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { BUCKET_PATTERN } from './bucket.ts';
 
 export const SCOPES = [
   'upload_tokens:create',
@@ -119,11 +120,15 @@ export const Organization = Type.Object(
 export type Organization = Static<typeof Organization>;
 export const OrganizationList = ItemList(Organization);
 
+const BUCKET_DESCRIPTION =
+  "The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server";
+
 export const Project = Type.Object(
   {
     id: Type.String(),
     organization_id: Type.String(),
     name: Type.String(),
+    bucket: Type.String({ description: BUCKET_DESCRIPTION }),
     settings: Ref(Settings),
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -146,13 +151,15 @@ export const ApiKey = Type.Object(
 );
 export type ApiKey = Static<typeof ApiKey>;
 
-export const CREDENTIAL_KINDS = ['admin', 'api_key', 'upload_token'] as const;
+export const CREDENTIAL_KINDS = ['admin', 'api_key', 'upload_token', 's3_credential'] as const;
 
 export const Identity = Type.Object(
   {
     kind: StringEnum(CREDENTIAL_KINDS),
     project_id: Nullable(
-      Type.String({ description: 'The project of an API key or upload token; null for the admin key' }),
+      Type.String({
+        description: 'The project of an API key, upload token or S3 credential; null for the admin key',
+      }),
     ),
     scopes: Type.Array(StringEnum(SCOPES), {
       description: 'What the credential may do on its project (the admin key: everything, on every project)',
@@ -169,17 +176,28 @@ export const CreatedApiKey = Type.Object(
 export const ApiKeyList = ItemList(ApiKey);
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Bucket = (more = '') =>
+  Type.String({
+    minLength: 3,
+    maxLength: 63,
+    pattern: BUCKET_PATTERN,
+    description: `${BUCKET_DESCRIPTION}: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only.${more}`,
+  });
 
 export const CreateOrganizationBody = Type.Object(
   { name: Name },
   { $id: 'CreateOrganizationRequest', additionalProperties: false },
 );
 export const CreateProjectBody = Type.Object(
-  { name: Name, settings: Type.Optional(Ref(SettingsInput)) },
+  {
+    name: Name,
+    bucket: Type.Optional(Bucket(' Omitted: derived from the name, with a short suffix when that is taken.')),
+    settings: Type.Optional(Ref(SettingsInput)),
+  },
   { $id: 'CreateProjectRequest', additionalProperties: false },
 );
 export const UpdateProjectBody = Type.Object(
-  { name: Type.Optional(Name), settings: Type.Optional(Ref(SettingsInput)) },
+  { name: Type.Optional(Name), bucket: Type.Optional(Bucket()), settings: Type.Optional(Ref(SettingsInput)) },
   { $id: 'UpdateProjectRequest', additionalProperties: false },
 );
 export const CreateApiKeyBody = Type.Object(

@@ -1,13 +1,14 @@
-import { notFound, validationError } from '../../domain/errors.ts';
+import { conflict, notFound, validationError } from '../../domain/errors.ts';
 import type { Cache } from '../../infra/cache.ts';
 import { evict, readThrough } from '../../infra/cached.ts';
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
 import { parseCidr } from '../../lib/ip.ts';
 import { parseMimeList } from '../../lib/mime.ts';
 import { randomSecret, sha256Hex } from '../../lib/secrets.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { changedFields, recordAudit } from '../audit/service.ts';
+import { bucketCandidates, checkBucket, isBucketName } from './bucket.ts';
 import * as repo from './repo.ts';
 import {
   type ApiKey,
@@ -24,7 +25,15 @@ const API_KEY_TTL_SECONDS = 60;
 export const API_KEY_PREFIX = 'coffer_live_';
 
 const projectCacheKey = (id: string) => `project:${id}`;
+const bucketCacheKey = (bucket: string) => `bucket:${bucket}`;
 const apiKeyCacheKey = (hash: string) => `apikey:${hash}`;
+const apiKeyIdCacheKey = (id: string) => `apikey-id:${id}`;
+
+/** Suffixed names tried for a project whose derived bucket is taken, before giving up. */
+const BUCKET_ATTEMPTS = 8;
+
+const bucketTaken = (bucket: string) =>
+  conflict(`The bucket ${bucket} is taken by another project`, { field: 'bucket', value: bucket });
 
 export interface ApiKeyPrincipal {
   keyId: string;
@@ -68,6 +77,16 @@ export function mergeSettings(base: Settings, input: SettingsInput = {}): Settin
 }
 
 export function createProjectService(db: Db, cache: Cache) {
+  /** The first bucket derived from `name` that no project holds. */
+  async function freeBucket(q: Queryable, name: string): Promise<string> {
+    let tries = 0;
+    for (const candidate of bucketCandidates(name)) {
+      if (!(await repo.bucketExists(q, candidate))) return candidate;
+      if (++tries === BUCKET_ATTEMPTS) break;
+    }
+    throw conflict('No free bucket name was found: name one', { field: 'bucket' });
+  }
+
   return {
     createOrganization(name: string, audit: AuditContext): Promise<Organization> {
       checkName(name);
@@ -87,29 +106,48 @@ export function createProjectService(db: Db, cache: Cache) {
       return repo.listOrganizations(db);
     },
 
+    /**
+     * Creates a project. Its bucket is the one asked for (409 when taken), or else derived from its
+     * name, with a random suffix when that is taken (a concurrent creation included).
+     */
     async createProject(
       organizationId: string,
-      name: string,
-      settings: SettingsInput | undefined,
+      input: { name: string; bucket?: string; settings?: SettingsInput },
       audit: AuditContext,
     ): Promise<Project> {
+      const { name } = input;
       checkName(name);
-      return db.tx(async (q) => {
-        if (!(await repo.organizationExists(q, organizationId))) throw notFound('Organization');
-        const project = await repo.insertProject(q, {
-          id: newId('proj'),
-          organizationId,
-          name,
-          settings: mergeSettings(DEFAULT_SETTINGS, settings),
-        });
-        await recordAudit(q, audit, {
-          action: 'project.create',
-          projectId: project.id,
-          targets: { project_id: project.id },
-          after: { name: project.name, settings: project.settings },
-        });
-        return project;
-      });
+      if (input.bucket !== undefined) checkBucket(input.bucket);
+      const settings = mergeSettings(DEFAULT_SETTINGS, input.settings);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await db.tx(async (q) => {
+            if (!(await repo.organizationExists(q, organizationId))) throw notFound('Organization');
+            const bucket = input.bucket ?? (await freeBucket(q, name));
+            if (input.bucket !== undefined && (await repo.bucketExists(q, bucket))) throw bucketTaken(bucket);
+            const project = await repo.insertProject(q, {
+              id: newId('proj'),
+              organizationId,
+              name,
+              bucket,
+              settings,
+            });
+            await recordAudit(q, audit, {
+              action: 'project.create',
+              projectId: project.id,
+              targets: { project_id: project.id },
+              after: { name: project.name, bucket: project.bucket, settings: project.settings },
+            });
+            return project;
+          });
+        } catch (error) {
+          // Another project took the bucket between the check and the insert.
+          if (!repo.isBucketTaken(error)) throw error;
+          if (input.bucket !== undefined) throw bucketTaken(input.bucket);
+          if (attempt === BUCKET_ATTEMPTS)
+            throw conflict('No free bucket name was found: name one', { field: 'bucket' });
+        }
+      }
     },
 
     organizationExists(id: string): Promise<boolean> {
@@ -126,32 +164,65 @@ export function createProjectService(db: Db, cache: Cache) {
       return readThrough(cache, projectCacheKey(id), PROJECT_TTL_SECONDS, () => repo.findProject(db, id));
     },
 
+    /**
+     * The project whose bucket is `bucket` (the S3 endpoint names projects so), through the same cache
+     * as getProject: the bucket's project id is cached, the project itself under its own entry, which
+     * a PATCH evicts; a cached id whose project has another bucket by now is read again.
+     */
+    async getProjectByBucket(bucket: string): Promise<Project | undefined> {
+      if (!isBucketName(bucket)) return undefined;
+      const id = await readThrough<string>(cache, bucketCacheKey(bucket), PROJECT_TTL_SECONDS, async () => {
+        const project = await repo.findProjectByBucket(db, bucket);
+        if (!project) return undefined;
+        await cache
+          .set(projectCacheKey(project.id), JSON.stringify(project), PROJECT_TTL_SECONDS)
+          .catch(() => {});
+        return project.id;
+      });
+      if (id === undefined) return undefined;
+      const project = await this.getProject(id);
+      if (project?.bucket === bucket) return project;
+      await evict(cache, bucketCacheKey(bucket));
+      return repo.findProjectByBucket(db, bucket);
+    },
+
     async updateProject(
       id: string,
-      changes: { name?: string; settings?: SettingsInput },
+      changes: { name?: string; bucket?: string; settings?: SettingsInput },
       audit: AuditContext,
     ): Promise<Project> {
       if (changes.name !== undefined) checkName(changes.name);
-      const project = await db.tx(async (q) => {
-        const current = await repo.findProject(q, id, true);
-        if (!current) throw notFound('Project');
-        const updated = await repo.updateProject(q, id, {
-          name: changes.name ?? current.name,
-          settings: mergeSettings(current.settings, changes.settings),
+      if (changes.bucket !== undefined) checkBucket(changes.bucket);
+      let before: string | undefined;
+      let project: Project;
+      try {
+        project = await db.tx(async (q) => {
+          const current = await repo.findProject(q, id, true);
+          if (!current) throw notFound('Project');
+          before = current.bucket;
+          const bucket = changes.bucket ?? current.bucket;
+          if (bucket !== current.bucket && (await repo.bucketExists(q, bucket))) throw bucketTaken(bucket);
+          const updated = await repo.updateProject(q, id, {
+            name: changes.name ?? current.name,
+            bucket,
+            settings: mergeSettings(current.settings, changes.settings),
+          });
+          const fields = (p: Project) => ({ name: p.name, bucket: p.bucket, settings: p.settings });
+          await recordAudit(q, audit, {
+            action: 'project.update',
+            projectId: id,
+            targets: { project_id: id },
+            ...changedFields(fields(current), fields(updated!)),
+          });
+          return updated!;
         });
-        await recordAudit(q, audit, {
-          action: 'project.update',
-          projectId: id,
-          targets: { project_id: id },
-          ...changedFields(
-            { name: current.name, settings: current.settings },
-            { name: updated!.name, settings: updated!.settings },
-          ),
-        });
-        return updated;
-      });
+      } catch (error) {
+        if (repo.isBucketTaken(error)) throw bucketTaken(changes.bucket!);
+        throw error;
+      }
       await evict(cache, projectCacheKey(id));
-      return project!;
+      if (before !== undefined && before !== project.bucket) await evict(cache, bucketCacheKey(before));
+      return project;
     },
 
     /** Creates a key; the secret is in the result and nowhere else, only its hash is stored. */
@@ -195,6 +266,15 @@ export function createProjectService(db: Db, cache: Cache) {
         return revoked;
       });
       await evict(cache, apiKeyCacheKey(hash));
+      await evict(cache, apiKeyIdCacheKey(keyId));
+    },
+
+    /** The active key with this id, as a principal (what a temporary S3 credential of the key acts as). */
+    getApiKey(keyId: string): Promise<ApiKeyPrincipal | undefined> {
+      return readThrough<ApiKeyPrincipal>(cache, apiKeyIdCacheKey(keyId), API_KEY_TTL_SECONDS, async () => {
+        const row = await repo.findActiveApiKey(db, keyId);
+        return row && { keyId: row.id, projectId: row.project_id, scopes: row.scopes };
+      });
     },
 
     /**

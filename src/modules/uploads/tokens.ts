@@ -9,7 +9,7 @@ import { recordAudit } from '../audit/service.ts';
 import { checkMetadataSize, normalizeTags } from '../files/rules.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { Project } from '../projects/schemas.ts';
-import { findTokenByHash, insertToken } from './token-repo.ts';
+import { findToken, findTokenByHash, insertToken, type UploadTokenRow } from './token-repo.ts';
 
 export const UPLOAD_TOKEN_PREFIX = 'coffer_upload_token_';
 export const TOKEN_DEFAULTS = { max_size: 104_857_600, max_files: 10, expires_in: 3600 } as const;
@@ -25,6 +25,19 @@ export interface TokenRequest {
   expires_in?: number;
   owner_user_id?: string | null;
   owner_org_id?: string | null;
+}
+
+/** The principal of a token's row, 'expired' past its expires_at. */
+function principalOf(row: UploadTokenRow): UploadTokenPrincipal | 'expired' {
+  if (row.expires_at.getTime() <= Date.now()) return 'expired';
+  return {
+    kind: 'upload_token',
+    tokenId: row.id,
+    projectId: row.project_id,
+    scopes: UPLOAD_TOKEN_SCOPES,
+    ownerUserId: row.owner_user_id,
+    ownerOrgId: row.owner_org_id,
+  };
 }
 
 export function createUploadTokenService(deps: { db: Db; folders: FolderService }) {
@@ -129,16 +142,19 @@ export function createUploadTokenService(deps: { db: Db; folders: FolderService 
     /** The principal of a token, 'expired' past its expires_at, undefined when unknown. */
     async resolve(secret: string): Promise<UploadTokenPrincipal | 'expired' | undefined> {
       const row = await findTokenByHash(db, sha256Hex(secret));
-      if (!row) return undefined;
-      if (row.expires_at.getTime() <= Date.now()) return 'expired';
-      return {
-        kind: 'upload_token',
-        tokenId: row.id,
-        projectId: row.project_id,
-        scopes: UPLOAD_TOKEN_SCOPES,
-        ownerUserId: row.owner_user_id,
-        ownerOrgId: row.owner_org_id,
-      };
+      return row && principalOf(row);
+    },
+
+    /** The same by the token's id (a credential issued to the token names it so). */
+    async resolveById(id: string): Promise<UploadTokenPrincipal | 'expired' | undefined> {
+      const row = await findToken(db, id);
+      return row && principalOf(row);
+    },
+
+    /** Until when the token is valid, and the folder it uploads into (null: where the upload says). */
+    async describe(id: string): Promise<{ expiresAt: Date; folderId: string | null } | undefined> {
+      const row = await findToken(db, id);
+      return row && { expiresAt: row.expires_at, folderId: row.folder_id };
     },
   };
 }
