@@ -22,6 +22,8 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/cli/scale-out.test.ts',
         'test/contract/**/*.test.ts',
         'test/ingest/**/*.test.ts',
+        'test/protocols/s3/endpoint.test.ts',
+        'test/protocols/s3/clients.test.ts',
       ],
       env: { COFFER_TEST_BACKEND: 'postgres', COFFER_TEST_STORAGE: 's3' },
     });

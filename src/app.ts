@@ -39,6 +39,7 @@ import { versionRoutes } from './modules/versions/routes.ts';
 import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
+import { s3Routes } from './protocols/s3/routes.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
@@ -293,6 +294,13 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   await app.register(healthRoutes(services.db, services.cache, services.store));
   if (isLocalStore(services.store)) await app.register(objectRoutes(services.store, services.metrics));
   await app.register(consoleRoutes(services.store));
+  await app.register(
+    s3Routes({
+      services,
+      region: config.s3ApiRegion,
+      charge: (request, reply) => limits.chargeCaller(request, reply),
+    }),
+  );
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));

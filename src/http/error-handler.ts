@@ -82,7 +82,7 @@ function fromValidation(error: FastifyError): DomainError {
 }
 
 /** Turns anything thrown into a DomainError; unknown failures become a 500 that reveals nothing. */
-function toDomainError(error: unknown): DomainError {
+export function toDomainError(error: unknown): DomainError {
   if (error instanceof DomainError) return error;
   if (error instanceof StoreError) return fromStoreError(error);
   if (error instanceof DatabaseUnavailableError) return databaseUnavailable();

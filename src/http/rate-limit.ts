@@ -63,6 +63,8 @@ export interface RateLimits {
   beforeAuth: onRequestHookHandler;
   /** onRequest, after authentication: the caller's own limit (API key or upload token). */
   afterAuth: onRequestHookHandler;
+  /** The same charge, for an edge that authenticates in its handler (the S3 endpoint). */
+  chargeCaller(request: FastifyRequest, reply: FastifyReply): Promise<void>;
 }
 
 /** An IPv6 client holds a whole /64: its addresses share one counter. */
@@ -211,11 +213,13 @@ export async function createRateLimits(
     }
   }
 
-  const afterAuth: onRequestHookHandler = (request, reply, done) => {
+  const chargeCaller = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const counter = request.principal && callerCounter(request.principal, request.project as Project | null);
-    if (!counter) return done();
-    charge(request, reply, counter).then(() => done(), done);
+    if (counter) await charge(request, reply, counter);
+  };
+  const afterAuth: onRequestHookHandler = (request, reply, done) => {
+    chargeCaller(request, reply).then(() => done(), done);
   };
 
-  return { beforeAuth, afterAuth };
+  return { beforeAuth, afterAuth, chargeCaller };
 }

@@ -43,3 +43,7 @@ CREATE TABLE retired_objects (
   retired_at timestamptz(3) NOT NULL DEFAULT now()
 );
 CREATE INDEX retired_objects_due ON retired_objects (retired_at);
+
+-- An S3 multipart upload declares no size: its session holds the most it may take, and the size is
+-- the parts' when it completes.
+ALTER TABLE multipart_sessions ADD COLUMN size_deferred boolean NOT NULL DEFAULT false;

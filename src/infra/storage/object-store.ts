@@ -146,6 +146,12 @@ export interface ObjectStore {
     partNumber: number,
     options: { expiresAt: Date; size?: number },
   ): Promise<string>;
+  /**
+   * Writes `body`, exactly `size` bytes, as part `partNumber` of the multipart upload (replacing an
+   * earlier one of that number): the server-side way in for parts, as `write` is for objects.
+   * Answers the part's quoted MD5 ETag.
+   */
+  writePart(key: string, uploadId: string, partNumber: number, body: Readable, size: number): Promise<string>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
   completeMultipart(

@@ -377,6 +377,31 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       );
     },
 
+    async writePart(key, uploadId, partNumber, body, size) {
+      assertKey(key);
+      checkPartNumber(partNumber);
+      checkSize(size, 'size');
+      const counted = exactly(body, size);
+      try {
+        const part = await call('write part', () =>
+          client.send(
+            new UploadPartCommand({
+              Bucket,
+              Key: key,
+              UploadId: uploadId,
+              PartNumber: partNumber,
+              Body: counted.stream,
+              ContentLength: size,
+            }),
+            { abortSignal: counted.failed },
+          ),
+        );
+        return part.ETag ?? '""';
+      } catch (error) {
+        throw counted.problem() ?? error;
+      }
+    },
+
     async listParts(key, uploadId) {
       assertKey(key);
       const parts: PartInfo[] = [];

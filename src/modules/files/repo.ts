@@ -31,7 +31,7 @@ export interface FileRow {
   deleted_at: Date | null;
 }
 
-const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
+export const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
   checksum_sha256, etag, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
   scan_signature, created_at, updated_at, upload_expires_at, deleted_at`;
 

@@ -43,6 +43,19 @@ export async function findFolder(
   return row && toFolder(row);
 }
 
+/** The folder at the slash-joined `path` from the root. */
+export async function findFolderByPath(
+  q: Queryable,
+  projectId: string,
+  path: string,
+): Promise<Folder | undefined> {
+  const [row] = await q.query<FolderRow>(
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND path = $2`,
+    [projectId, path],
+  );
+  return row && toFolder(row);
+}
+
 /** The folder `name` in `parentId` (null: the root). */
 export async function findChild(
   q: Queryable,

@@ -145,6 +145,11 @@ export function createFolderService(db: Db) {
       return (await repo.findFolder(q, projectId, id, 'key share')) !== undefined;
     },
 
+    /** The folder at a slash-separated path, when it exists. */
+    findByPath(projectId: string, path: string): Promise<Folder | undefined> {
+      return repo.findFolderByPath(db, projectId, path);
+    },
+
     /** The folder at a slash-separated path, creating the missing segments. */
     async ensurePath(projectId: string, path: string, field = 'folder_path'): Promise<Folder> {
       const names = path.split('/').filter((segment) => segment.length > 0);

@@ -3,6 +3,7 @@ import type { Config } from '../../config.ts';
 import {
   invalidState,
   notFound,
+  permissionDenied,
   tokenExpired,
   tokenLimitReached,
   unauthenticated,
@@ -22,7 +23,7 @@ import { categoryOf, checkMetadataSize, checkName, normalizeTags } from '../file
 import { visibleFile } from '../files/service.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
-import type { Project } from '../projects/schemas.ts';
+import { MAX_OBJECT_BYTES, type Project } from '../projects/schemas.ts';
 import { consumeToken, findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
@@ -43,6 +44,11 @@ export interface UploadRequest {
   /** The request field the size came in, for errors. */
   size_field?: SizeField;
   folder_id?: string | null;
+  /**
+   * Whether `folder_id` is where the file must go (an S3 key names its folder): an upload token bound
+   * to another folder is then refused, where otherwise its folder simply applies.
+   */
+  exact_folder?: boolean;
   metadata?: Record<string, unknown>;
   tags?: string[];
 }
@@ -82,13 +88,16 @@ export interface ContentOutcome {
  * The bytes of an `uploading` file are complete: it becomes `processing` (a scan job queued) when
  * the project scans, else `ready` (event file.ready); with versioning on, the content is recorded
  * as a version. A checksum the store did not compute is left to the scan, or to a digest job.
- * Only from `uploading`: a second call is 409.
+ * Only from `uploading`: a second call is 409. `deferredSize` is the size of an upload declared
+ * without one (an S3 multipart upload is declared with 0 bytes, held to `sizeLimit` part by part):
+ * recorded now, and counted against the quota now.
  */
 export async function commitFile(
   q: Queryable,
   project: Project,
   fileId: string,
   sealed: Sealed,
+  deferredSize?: number,
 ): Promise<files.FileRow> {
   const scan = project.settings.virus_scan_enabled;
   const checksum = sealed.sha256 ?? null;
@@ -96,8 +105,11 @@ export async function commitFile(
     checksum_sha256: checksum ?? undefined,
     etag: sealed.etag,
     upload_expires_at: null,
+    size_bytes: deferredSize,
   });
   if (!file) throw invalidState('The file is no longer uploading');
+  // A size learned only now counts against the quota now, in the transaction that records it.
+  if (deferredSize !== undefined) await enforceQuotas(q, project, { bytes: deferredSize, files: 0 });
   if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
   if (scan) await enqueueJob(q, 'scan', project.id, file.id);
   else {
@@ -190,6 +202,9 @@ export function createIngestService(deps: {
     const token = await tokenOf(q, caller);
     if (token) {
       checkTokenRules(token, contentType, request.size_bytes, request.size_field);
+      if (request.exact_folder && folderId !== token.folder_id) {
+        throw permissionDenied('The upload token stores files in another folder');
+      }
       folderId = token.folder_id;
       metadata = { ...metadata, ...token.metadata };
       tags = normalizeTags([...tags, ...(token.tags ?? [])]);
@@ -340,6 +355,16 @@ export function createIngestService(deps: {
   }
 
   return {
+    /**
+     * The most bytes an upload of `caller` may hold: the upload token's and the project's size
+     * limits, else S3's object limit. An upload whose size is deferred is held to it as its parts arrive.
+     */
+    async sizeLimit(caller: Caller): Promise<number> {
+      const token = await tokenOf(db, caller);
+      const project = caller.project.settings.max_file_size_bytes;
+      return Math.min(token?.max_size ?? MAX_OBJECT_BYTES, project ?? MAX_OBJECT_BYTES);
+    },
+
     /**
      * Declares a new file: checks the caller's limits, makes the way its bytes will arrive
      * (`source`), and records the file (uploading) with its event, token count and quota

@@ -1,6 +1,7 @@
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
-import { invalidState, notFound, partsTooLarge, validationError } from '../../domain/errors.ts';
+import { fileTooLarge, invalidState, notFound, partsTooLarge, validationError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
@@ -16,18 +17,25 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
-import type { IngestService, UploadRequest } from '../ingest/service.ts';
+import type { ByteSource, IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {
   findSession,
   insertSession,
   lockGrants,
+  openUploads,
   recordGrant,
   type SessionRow,
   setSessionStatus,
 } from './session-repo.ts';
 import { createSessionLifecycle } from './sessions.ts';
+
+function checkPartNumber(partNumber: number): void {
+  if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
+    throw validationError(`part must run from 1 to ${MAX_PART_NUMBER}`, { field: 'part' });
+  }
+}
 
 /** S3 and browsers hand ETags around with or without their quotes. */
 const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
@@ -36,7 +44,7 @@ const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"
 export function checkParts(
   listed: { part_number: number; etag: string }[],
   stored: PartInfo[],
-  totalSizeBytes: number,
+  expected: number | { atMost: number },
 ): void {
   if (listed.length === 0) throw validationError('parts must list at least one part', { field: 'parts' });
   const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
@@ -76,22 +84,19 @@ export function checkParts(
     }
     total += found.size;
   });
-  if (total !== totalSizeBytes) {
-    throw validationError(
-      `The parts hold ${total} bytes, not the declared total_size_bytes ${totalSizeBytes}`,
-      {
-        field: 'parts',
-        parts_size_bytes: total,
-        total_size_bytes: totalSizeBytes,
-      },
-    );
+  if (typeof expected === 'object') {
+    if (total > expected.atMost) throw fileTooLarge(expected.atMost, 'project', 'parts');
+    return;
+  }
+  if (total !== expected) {
+    throw validationError(`The parts hold ${total} bytes, not the declared total_size_bytes ${expected}`, {
+      field: 'parts',
+      parts_size_bytes: total,
+      total_size_bytes: expected,
+    });
   }
 }
 
-/**
- * REST multipart uploads: a session beside the file the upload core declared, part URLs, and
- * completion, which assembles the parts and commits the file through the core.
- */
 export function createMultipartService(deps: {
   config: Config;
   db: Db;
@@ -155,6 +160,36 @@ export function createMultipartService(deps: {
     });
   }
 
+  /**
+   * The bytes of a multipart upload: the store's upload, made before the file is recorded, and its
+   * session recorded with it. `sizeLimit` marks a deferred size (the session holds the limit, not a total).
+   */
+  function partsSource(expiresAt: Date, sizeLimit?: number): ByteSource<string, string> {
+    return {
+      make: (planned) =>
+        store.createMultipart(planned.storageKey, {
+          contentType: planned.contentType,
+          totalSize: sizeLimit ?? planned.size,
+        }),
+      // Not recorded: the store's upload would have no session and never be reaped.
+      undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
+      record: async (q, created, storeUploadId) => {
+        const id = newId('session');
+        await insertSession(q, {
+          id,
+          project_id: created.project_id,
+          file_id: created.id,
+          store_upload_id: storeUploadId,
+          storage_key: created.storage_key,
+          total_size_bytes: sizeLimit ?? created.size_bytes,
+          size_deferred: sizeLimit !== undefined,
+          expires_at: expiresAt,
+        });
+        return id;
+      },
+    };
+  }
+
   const reap = createMultipartReaper({
     db,
     store,
@@ -170,28 +205,7 @@ export function createMultipartService(deps: {
       const { file, extra: uploadId } = await ingest.declare(
         caller,
         { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
-        {
-          make: (planned) =>
-            store.createMultipart(planned.storageKey, {
-              contentType: planned.contentType,
-              totalSize: planned.size,
-            }),
-          // Not recorded: the store's upload would have no session and never be reaped.
-          undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
-          record: async (q, created, storeUploadId) => {
-            const id = newId('session');
-            await insertSession(q, {
-              id,
-              project_id: created.project_id,
-              file_id: created.id,
-              store_upload_id: storeUploadId,
-              storage_key: created.storage_key,
-              total_size_bytes: created.size_bytes,
-              expires_at: expiresAt,
-            });
-            return id;
-          },
-        },
+        partsSource(expiresAt),
         { uploadExpiresAt: expiresAt },
       );
       return {
@@ -200,6 +214,37 @@ export function createMultipartService(deps: {
         expires_at: expiresAt.toISOString(),
         min_part_size_bytes: MIN_PART_SIZE,
       };
+    },
+
+    /**
+     * A multipart upload whose size is known only at completion (S3's CreateMultipartUpload): the
+     * file is declared with 0 bytes, its parts held to the caller's size limit as they arrive, and
+     * its size, with the quota, settled when it completes.
+     */
+    async startDeferred(caller: Caller, request: Omit<UploadRequest, 'size_bytes'>) {
+      const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      const limit = await ingest.sizeLimit(caller);
+      const { file, extra: uploadId } = await ingest.declare(
+        caller,
+        { ...request, size_bytes: 0 },
+        partsSource(expiresAt, limit),
+        { uploadExpiresAt: expiresAt },
+      );
+      return { uploadId: uploadId!, file };
+    },
+
+    /** Open uploads of the caller's project by their file's key (S3's ListMultipartUploads). */
+    listOpen(caller: Caller, range: Parameters<typeof openUploads>[2], limit: number) {
+      return openUploads(db, caller.project.id, range, limit);
+    },
+
+    /** Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag. */
+    async writePart(caller: Caller, uploadId: string, partNumber: number, body: Readable, size: number) {
+      const { session } = await load(caller, uploadId);
+      requireOpen(session);
+      checkPartNumber(partNumber);
+      await grant(session, partNumber, size);
+      return store.writePart(session.storage_key, session.store_upload_id, partNumber, body, size);
     },
 
     /**
@@ -215,9 +260,7 @@ export function createMultipartService(deps: {
     ) {
       const { session } = await load(caller, uploadId);
       requireOpen(session);
-      if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
-        throw validationError(`part must run from 1 to ${MAX_PART_NUMBER}`, { field: 'part' });
-      }
+      checkPartNumber(partNumber);
       if (size === undefined && store.capabilities.partSizeRequired) {
         throw validationError('size is required: part URLs are signed for the exact size of the part', {
           field: 'size',
@@ -254,6 +297,15 @@ export function createMultipartService(deps: {
 
     /** Validates the parts, assembles the object, then finishes the file exactly as confirm does. */
     async complete(caller: Caller, uploadId: string, parts: { part_number: number; etag: string }[]) {
+      return files.toFileObject(await this.finish(caller, uploadId, parts));
+    },
+
+    /** complete, answering the file as recorded (its ETag too, for S3's answer). */
+    async finish(
+      caller: Caller,
+      uploadId: string,
+      parts: { part_number: number; etag: string }[],
+    ): Promise<files.FileRow> {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       if (file.status !== 'uploading') {
@@ -264,7 +316,11 @@ export function createMultipartService(deps: {
         if (isStoreError(error, 'NoSuchUpload')) throw invalidState('The multipart upload is no longer open');
         throw error;
       });
-      checkParts(parts, stored, session.total_size_bytes);
+      checkParts(
+        parts,
+        stored,
+        session.size_deferred ? { atMost: session.total_size_bytes } : session.total_size_bytes,
+      );
       // Claims the session so that concurrent completes or aborts cannot interleave with assembly.
       if (!(await setSessionStatus(db, session.id, 'open', 'completing'))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
@@ -285,14 +341,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled) return files.toFileObject(await sessions.settle(session, caller.project, assembled));
+        if (assembled) return sessions.settle(session, caller.project, assembled);
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return files.toFileObject(await sessions.settle(session, caller.project, object));
+      return sessions.settle(session, caller.project, object);
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {

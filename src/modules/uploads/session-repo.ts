@@ -9,17 +9,21 @@ export interface SessionRow {
   file_id: string;
   store_upload_id: string;
   storage_key: string;
+  /** The declared total; with `size_deferred`, the most the upload may hold (its size comes at completion). */
   total_size_bytes: number;
+  size_deferred: boolean;
   status: SessionStatus;
   expires_at: Date;
 }
 
-const COLUMNS = 'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, status, expires_at';
+const COLUMNS =
+  'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at';
 
 export async function insertSession(q: Queryable, session: Omit<SessionRow, 'status'>): Promise<void> {
   await q.query(
-    `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes,
+       size_deferred, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     [
       session.id,
       session.project_id,
@@ -27,6 +31,7 @@ export async function insertSession(q: Queryable, session: Omit<SessionRow, 'sta
       session.store_upload_id,
       session.storage_key,
       session.total_size_bytes,
+      session.size_deferred,
       session.expires_at,
     ],
   );
@@ -116,5 +121,31 @@ export function unreleasedSessions(q: Queryable): Promise<SessionRow[]> {
      WHERE status IN ('aborted', 'expired') AND store_released_at IS NULL
        AND finished_at < now() - interval '1 minute'
      ORDER BY finished_at LIMIT 100`,
+  );
+}
+
+/** An open upload as S3's ListMultipartUploads shows it: its file's key, its id, when it began. */
+export interface OpenUpload {
+  key: string;
+  id: string;
+  created_at: Date;
+}
+
+/**
+ * Up to `limit` open uploads of the project whose file's S3 key lies in [`from`, `below`), after
+ * (`afterKey`, `afterId`), by key then id. Files are another module's table, read only here.
+ */
+export function openUploads(
+  q: Queryable,
+  projectId: string,
+  range: { from: string; below?: string; afterKey: string; afterId: string },
+  limit: number,
+): Promise<OpenUpload[]> {
+  return q.query<OpenUpload>(
+    `SELECT f.s3_key AS key, s.id, s.created_at FROM multipart_sessions s JOIN files f ON f.id = s.file_id
+     WHERE s.project_id = $1 AND s.status = 'open' AND f.s3_key >= $2 AND ($3::text IS NULL OR f.s3_key < $3)
+       AND (f.s3_key, s.id) > ($4 COLLATE "C", $5 COLLATE "C")
+     ORDER BY f.s3_key, s.id LIMIT $6`,
+    [projectId, range.from, range.below ?? null, range.afterKey, range.afterId, limit],
   );
 }

@@ -2,9 +2,9 @@ import type { Logger } from 'pino';
 import { invalidState, isDomainError } from '../../domain/errors.ts';
 import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
-import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
 import * as files from '../files/repo.ts';
-import { commitFile, type Sealed } from '../ingest/service.ts';
+import { commitFile } from '../ingest/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
 
@@ -44,13 +44,19 @@ export function createSessionLifecycle(deps: {
      * Records the assembled object as the file's content (session `completing` → `completed`). When the
      * file moved on meanwhile (deleted), the session ends `aborted` and the object goes with the file.
      */
-    async settle(session: SessionRow, project: Project, sealed: Sealed): Promise<files.FileRow> {
+    async settle(session: SessionRow, project: Project, sealed: ObjectInfo): Promise<files.FileRow> {
       try {
         const file = await db.tx(async (q) => {
           if (!(await setSessionStatus(q, session.id, 'completing', 'completed'))) {
             throw invalidState('The multipart upload is no longer completing');
           }
-          return commitFile(q, project, session.file_id, sealed);
+          return commitFile(
+            q,
+            project,
+            session.file_id,
+            sealed,
+            session.size_deferred ? sealed.size : undefined,
+          );
         });
         metrics?.uploads.inc({ outcome: 'completed' });
         return file;

@@ -1,3 +1,33 @@
+import type { FastifyRequest } from 'fastify';
+import { DomainError, type ErrorCode } from '../../domain/errors.ts';
+import { toDomainError } from '../../http/error-handler.ts';
+
+/**
+ * An S3 error, as S3 answers it: its code (`NoSuchKey`…), HTTP status and message; `details` become
+ * extra elements of the error document (Region, ServerTime…), `headers` extra response headers.
+ * Messages never carry a secret, a signature or a session token.
+ */
+export class S3Error extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly details: Readonly<Record<string, string>>;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    options: { details?: Record<string, string>; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = 'S3Error';
+    this.status = status;
+    this.code = code;
+    this.details = options.details ?? {};
+    this.headers = options.headers;
+  }
+}
+
 /** The S3 error codes the SigV4 verifier raises, with the HTTP status S3 answers each with. */
 const STATUS = {
   AccessDenied: 403,
@@ -38,21 +68,81 @@ const DEFAULT_MESSAGE: Record<SigV4ErrorCode, string> = {
   InvalidRequest: 'Invalid Request',
 };
 
-/**
- * A request S3 would refuse, as S3 words it: `code` and `status` go into the error document, and the
- * `details` (Region, ServerTime, …) become extra elements of it. Messages never carry a secret, a
- * signature or a session token, so they can be logged and returned as they are.
- */
-export class SigV4Error extends Error {
-  readonly code: SigV4ErrorCode;
-  readonly status: number;
-  readonly details: Readonly<Record<string, string>>;
+/** A request the SigV4 verifier refuses, with the status S3 answers its code with. */
+export class SigV4Error extends S3Error {
+  declare readonly code: SigV4ErrorCode;
 
   constructor(code: SigV4ErrorCode, message?: string, details: Record<string, string> = {}) {
-    super(message ?? DEFAULT_MESSAGE[code]);
+    super(STATUS[code], code, message ?? DEFAULT_MESSAGE[code], { details });
     this.name = 'SigV4Error';
-    this.code = code;
-    this.status = STATUS[code];
-    this.details = details;
   }
+}
+
+export const noSuchBucket = () => new S3Error(404, 'NoSuchBucket', 'The specified bucket does not exist');
+export const noSuchKey = () => new S3Error(404, 'NoSuchKey', 'The specified key does not exist.');
+export const noSuchUpload = () =>
+  new S3Error(404, 'NoSuchUpload', 'The specified multipart upload does not exist.');
+export const noSuchVersion = () => new S3Error(404, 'NoSuchVersion', 'The specified version does not exist.');
+export const accessDenied = (message = 'Access Denied') => new S3Error(403, 'AccessDenied', message);
+export const invalidArgument = (message: string) => new S3Error(400, 'InvalidArgument', message);
+export const invalidRequest = (message: string) => new S3Error(400, 'InvalidRequest', message);
+export const malformedXml = () =>
+  new S3Error(
+    400,
+    'MalformedXML',
+    'The XML you provided was not well-formed or did not validate against our published schema',
+  );
+export const notImplemented = (what: string) =>
+  new S3Error(501, 'NotImplemented', `${what} is not implemented by Coffer`);
+export const preconditionFailed = () =>
+  new S3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+export const invalidObjectState = (status: string) =>
+  new S3Error(403, 'InvalidObjectState', `The object is ${status}, not ready: it cannot be read yet`);
+
+/** Coffer's refusals in S3's words (the contract's S3 section). */
+const FROM_DOMAIN: Record<ErrorCode, [number, string]> = {
+  BAD_REQUEST: [400, 'InvalidArgument'],
+  UNAUTHENTICATED: [403, 'AccessDenied'],
+  TOKEN_EXPIRED: [400, 'ExpiredToken'],
+  INSUFFICIENT_SCOPE: [403, 'AccessDenied'],
+  PERMISSION_DENIED: [403, 'AccessDenied'],
+  TOKEN_LIMIT_REACHED: [403, 'AccessDenied'],
+  QUOTA_EXCEEDED: [403, 'QuotaExceeded'],
+  FORBIDDEN: [403, 'AccessDenied'],
+  NOT_FOUND: [404, 'NoSuchKey'],
+  webhook_not_found: [404, 'NoSuchKey'],
+  CONFLICT: [409, 'OperationAborted'],
+  INVALID_STATE: [403, 'InvalidObjectState'],
+  LEGAL_HOLD: [403, 'AccessDenied'],
+  VERSIONING_DISABLED: [400, 'InvalidArgument'],
+  FILE_TOO_LARGE: [400, 'EntityTooLarge'],
+  REQUEST_TOO_LARGE: [400, 'EntityTooLarge'],
+  RANGE_NOT_SATISFIABLE: [416, 'InvalidRange'],
+  VALIDATION_ERROR: [400, 'InvalidArgument'],
+  invalid_url: [400, 'InvalidArgument'],
+  RATE_LIMITED: [503, 'SlowDown'],
+  INTERNAL: [500, 'InternalError'],
+  STORE_UNAVAILABLE: [503, 'ServiceUnavailable'],
+  DATABASE_UNAVAILABLE: [503, 'ServiceUnavailable'],
+  STORAGE_FULL: [507, 'InsufficientStorage'],
+};
+
+export function fromDomainError(error: DomainError): S3Error {
+  // A type the token or the project does not take is refused as access, naming the type.
+  if (error.code === 'VALIDATION_ERROR' && error.details?.field === 'content_type') {
+    return accessDenied(error.message);
+  }
+  const [status, code] = FROM_DOMAIN[error.code];
+  const retryAfter = error.details?.retry_after_seconds;
+  const headers = typeof retryAfter === 'number' ? { 'retry-after': String(retryAfter) } : undefined;
+  return new S3Error(status, code, error.message, { headers });
+}
+
+/** Anything thrown, as S3 words it; the unexpected ones logged, their cause never answered. */
+export function asS3Error(request: FastifyRequest, error: unknown): S3Error {
+  if (error instanceof S3Error) return error;
+  const domain = error instanceof DomainError ? error : toDomainError(error);
+  const mapped = fromDomainError(domain);
+  if (mapped.status >= 500) request.log.error({ err: error }, 's3 request failed');
+  return mapped;
 }

@@ -602,12 +602,13 @@ describe('large bodies', () => {
 });
 
 // botocore signs with code of its own; it is exercised where python3-boto3 (or pip's boto3) is installed.
-const hasBoto3 = spawnSync('python3', ['-c', 'import boto3'], { stdio: 'ignore' }).status === 0;
+const python = process.env.COFFER_TEST_PYTHON_BOTO3 ?? 'python3';
+const hasBoto3 = spawnSync(python, ['-c', 'import boto3'], { stdio: 'ignore' }).status === 0;
 
 describe.skipIf(!hasBoto3)('requests signed by boto3', () => {
   it('accepts its uploads, odd keys and queries and presigned URLs, and refuses a wrong secret', async () => {
     const script = join(import.meta.dirname, 'boto3-client.py');
-    const { stdout } = await promisify(execFile)('python3', [script, endpoint, ACCESS_KEY, SECRET_KEY]);
+    const { stdout } = await promisify(execFile)(python, [script, endpoint, ACCESS_KEY, SECRET_KEY]);
     const results = stdout
       .trim()
       .split('\n')

@@ -284,6 +284,22 @@ class LocalStore implements LocalObjectStore {
     });
   }
 
+  writePart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    size: number,
+  ): Promise<string> {
+    return failing(async () => {
+      assertKey(key);
+      checkUploadId(uploadId);
+      checkPartNumber(partNumber);
+      checkPartSize(size, await this.#multipart.totalSize(key, uploadId));
+      return this.#multipart.receivePart({ kind: 'part', key, expires: 0, uploadId, partNumber, size }, body);
+    });
+  }
+
   listParts(key: string, uploadId: string): Promise<PartInfo[]> {
     return this.#multipart.listParts(key, uploadId);
   }

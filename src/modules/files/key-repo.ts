@@ -1,0 +1,88 @@
+import type { Queryable } from '../../infra/db.ts';
+import { COLUMNS, type FileRow } from './repo.ts';
+
+/**
+ * The S3 view of a project's files (migration 015): a file's key is its folder's path and its name
+ * joined by '/', an empty folder is the key `path/`. Only files past their upload and not deleted are seen,
+ * and a key shows the newest file that holds it.
+ */
+
+/** What a listing finds at a key: the newest file holding it, or a folder. */
+export type KeyEntry =
+  | { key: string; file: FileRow }
+  | { key: string; folder: { id: string; created_at: Date } };
+
+/** The files S3 shows (the condition of the partial index files_s3_key), columns of `alias`. */
+const shown = (alias = 'files') =>
+  `${alias}.deleted_at IS NULL AND ${alias}.status IN ('processing', 'ready')`;
+
+/** The newest file S3 shows at `key`, when there is one. */
+export async function findByKey(q: Queryable, projectId: string, key: string): Promise<FileRow | undefined> {
+  const [row] = await q.query<FileRow>(
+    `SELECT ${COLUMNS} FROM files WHERE project_id = $1 AND s3_key = $2 AND ${shown()} ORDER BY id DESC LIMIT 1`,
+    [projectId, key],
+  );
+  return row;
+}
+
+/** Bounds of a walk in binary key order: keys after `after` (exclusive), from `from` on, below `below`. */
+export interface KeyRange {
+  after?: string;
+  from?: string;
+  below?: string;
+}
+
+/** Binary UTF-8 order, which is code point order (JavaScript's `<` compares UTF-16 units instead). */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+/** `column` within `range`, as SQL conditions whose values are appended to `params`. */
+function within(column: string, range: KeyRange, params: unknown[]): string {
+  let where = '';
+  for (const [op, value] of [
+    ['>', range.after],
+    ['>=', range.from],
+    ['<', range.below],
+  ] as const) {
+    if (value === undefined) continue;
+    params.push(value);
+    where += ` AND ${column} ${op} $${params.length}`;
+  }
+  return where;
+}
+
+/** Up to `limit` keys of the project in binary (UTF-8) order within `range`, files and folders merged. */
+export async function listKeys(
+  q: Queryable,
+  projectId: string,
+  range: KeyRange,
+  limit: number,
+): Promise<KeyEntry[]> {
+  const fileParams: unknown[] = [projectId, limit];
+  const files = await q.query<FileRow & { key: string }>(
+    `SELECT DISTINCT ON (s3_key) s3_key AS key, ${COLUMNS} FROM files
+     WHERE project_id = $1 AND ${shown()}${within('s3_key', range, fileParams)}
+     ORDER BY s3_key, id DESC LIMIT $2`,
+    fileParams,
+  );
+  const folderKey = `(path || '/') COLLATE "C"`;
+  const folderParams: unknown[] = [projectId, limit];
+  // Only empty folders are keys of their own: a folder that holds something shows through its keys,
+  // as a key's folders do in S3, where they are no objects.
+  const folders = await q.query<{ key: string; id: string; created_at: Date }>(
+    `SELECT ${folderKey} AS key, id, created_at FROM folders d
+     WHERE project_id = $1${within(folderKey, range, folderParams)}
+       AND NOT EXISTS (SELECT 1 FROM folders c
+                       WHERE c.project_id = d.project_id AND coalesce(c.parent_id, '') = d.id)
+       AND NOT EXISTS (SELECT 1 FROM files f
+                       WHERE f.project_id = d.project_id AND f.folder_id = d.id AND ${shown('f')})
+     ORDER BY ${folderKey} LIMIT $2`,
+    folderParams,
+  );
+  const entries: KeyEntry[] = [
+    ...files.map(({ key, ...file }) => ({ key, file })),
+    ...folders.map(({ key, id, created_at }) => ({ key, folder: { id, created_at } })),
+  ];
+  return entries.sort((a, b) => compareKeys(a.key, b.key)).slice(0, limit);
+}

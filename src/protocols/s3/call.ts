@@ -1,0 +1,71 @@
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Caller } from '../../domain/principal.ts';
+import { accessDenied, S3Error } from './errors.ts';
+import { verifiedBody } from './sigv4.ts';
+import type { Authenticated } from './types.ts';
+import { s3Xml } from './xml.ts';
+
+/** A request's bucket and key, percent-decoded from its path-style URL. */
+export interface Target {
+  bucket?: string;
+  key?: string;
+}
+
+/** What an operation is called with, once the request is authenticated and its bucket checked. */
+export interface S3Call {
+  request: FastifyRequest;
+  reply: FastifyReply;
+  caller: Caller;
+  auth: Authenticated;
+  target: Required<Target>;
+  query: URLSearchParams;
+}
+
+/** An operation of the endpoint, by `METHOD target[?subresource]` (see operationOf in routes.ts). */
+export type Operation = (call: S3Call) => Promise<unknown>;
+
+export function requireScope(caller: Caller, scope: 'files:read' | 'files:upload' | 'files:delete'): void {
+  if (caller.principal.kind !== 'admin' && !caller.principal.scopes.includes(scope)) throw accessDenied();
+}
+
+/** Listings show every file of the bucket: an upload token, which sees only its own, may not list. */
+export function refuseTokens(caller: Caller): void {
+  if (caller.principal.kind === 'upload_token') {
+    throw accessDenied('Upload token credentials may write and read their own files, not list the bucket');
+  }
+}
+
+/** The raw body of a request: a stream, as the endpoint's content type parser leaves it. */
+export const requestBody = (request: FastifyRequest) => (request.body as Readable | undefined) ?? request.raw;
+
+/** The verified bytes of a request body: every signature and checksum checked as they stream. */
+export const bodyOf = (request: FastifyRequest, auth: Authenticated) =>
+  verifiedBody(requestBody(request), auth);
+
+/** The most an XML request body may hold (a DeleteObjects of 1000 long keys fits). */
+export const MAX_XML_BYTES = 2 * 1024 * 1024;
+
+/** A request body read whole, refused past `limit` bytes. */
+export async function readAll(body: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of body) {
+    length += (chunk as Buffer).length;
+    if (length > limit) throw new S3Error(400, 'MaxMessageLengthExceeded', 'Your request was too big.');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** An S3 XML answer. */
+export function xml(reply: FastifyReply, root: string, fields: Record<string, unknown> | string) {
+  return reply
+    .type('application/xml')
+    .send(typeof fields === 'string' ? s3Xml(root, { '#text': fields }) : s3Xml(root, fields));
+}
+
+/** The type a PUT declares; without one, bytes of no particular type (whatever the name's extension). */
+export function contentTypeOf(header: string | undefined): string {
+  return header?.trim() || 'application/octet-stream';
+}

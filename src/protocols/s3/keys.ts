@@ -1,0 +1,34 @@
+import { invalidArgument, S3Error } from './errors.ts';
+
+/** S3's limit on a key, in UTF-8 bytes. */
+const MAX_KEY_BYTES = 1024;
+
+/** Where a key lives in Coffer: a file `filename` in the folder at `folderPath` (null: the root), or a folder. */
+export type KeyPlace =
+  | { kind: 'file'; folderPath: string | null; filename: string }
+  | { kind: 'folder'; folderPath: string };
+
+/**
+ * The folder and name a key stands for: `photos/2026/cat.jpg` is `cat.jpg` in `photos/2026`, and
+ * `photos/2026/` the folder itself. Coffer's folders have names, so a key with an empty segment
+ * (`a//b`, `/a`) has no place: refused.
+ */
+export function placeOf(key: string): KeyPlace {
+  if (key.length === 0) throw invalidArgument('The key must not be empty');
+  if (Buffer.byteLength(key) > MAX_KEY_BYTES)
+    throw new S3Error(400, 'KeyTooLongError', 'Your key is too long');
+  const segments = key.split('/');
+  const isFolder = key.endsWith('/');
+  if (isFolder) segments.pop();
+  if (segments.some((segment) => segment.length === 0 || segment === '.' || segment === '..')) {
+    throw invalidArgument(
+      'Coffer keys are folder names and a file name joined by /: no segment may be empty, . or ..',
+    );
+  }
+  if (isFolder) return { kind: 'folder', folderPath: segments.join('/') };
+  const filename = segments.pop()!;
+  return { kind: 'file', folderPath: segments.length > 0 ? segments.join('/') : null, filename };
+}
+
+/** Keys and prefixes as S3 sends them with `encoding-type=url`: percent-encoded, slashes kept. */
+export const urlEncodeKey = (key: string) => encodeURIComponent(key).replace(/%2F/g, '/');

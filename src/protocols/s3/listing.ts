@@ -1,0 +1,122 @@
+import type { Queryable } from '../../infra/db.ts';
+import { type KeyEntry, type KeyRange, listKeys } from '../../modules/files/key-repo.ts';
+import { invalidArgument } from './errors.ts';
+import { EMPTY_ETAG, etagOf } from './etag.ts';
+import { urlEncodeKey } from './keys.ts';
+
+/**
+ * The smallest string above every string that starts with `prefix`, in UTF-8 byte order: its last
+ * code point, counted up (past the surrogates, which UTF-8 cannot hold).
+ */
+export function successor(prefix: string): string | undefined {
+  const points = [...prefix];
+  while (points.length > 0) {
+    const last = points.pop()!.codePointAt(0)!;
+    if (last < 0x10ffff) {
+      const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
+      return points.join('') + String.fromCodePoint(next);
+    }
+  }
+  return undefined;
+}
+
+/** Where a walk resumes: after a key, or past every key under a common prefix. */
+export type Resume = { after: string } | { from: string };
+
+export interface Walk {
+  /** Keys and common prefixes, in key order. */
+  items: ({ kind: 'key'; entry: KeyEntry } | { kind: 'prefix'; prefix: string })[];
+  truncated: boolean;
+  /** Where the next page starts, when truncated. */
+  next?: Resume;
+}
+
+/**
+ * One page of a bucket's keys under `prefix`, rolled up at `delimiter` into common prefixes, at most
+ * `maxKeys` items (keys and prefixes count alike), starting at `resume`. A common prefix is skipped
+ * past in one index probe, so a folder of a million files costs one item, not a million rows.
+ */
+export async function walkKeys(
+  q: Queryable,
+  projectId: string,
+  options: { prefix: string; delimiter: string; maxKeys: number; resume?: Resume },
+): Promise<Walk> {
+  const { prefix, delimiter, maxKeys } = options;
+  const bounds: KeyRange = { from: prefix || undefined, below: prefix ? successor(prefix) : undefined };
+  let range: KeyRange = { ...bounds, ...options.resume };
+  if (options.resume && 'from' in options.resume && prefix > options.resume.from) range.from = prefix;
+  const items: Walk['items'] = [];
+  let next: Resume | undefined;
+  while (items.length < maxKeys) {
+    const wanted = maxKeys - items.length + 1;
+    const rows = await listKeys(q, projectId, range, wanted);
+    let skipped = false;
+    for (const entry of rows) {
+      if (items.length === maxKeys) return { items, truncated: true, next };
+      const at = delimiter ? entry.key.indexOf(delimiter, prefix.length) : -1;
+      if (at >= 0) {
+        const common = entry.key.slice(0, at + delimiter.length);
+        items.push({ kind: 'prefix', prefix: common });
+        const past = successor(common);
+        next = past === undefined ? { after: entry.key } : { from: past };
+        if (past === undefined) return { items, truncated: false };
+        range = { ...bounds, from: past };
+        skipped = true;
+        break;
+      }
+      items.push({ kind: 'key', entry });
+      next = { after: entry.key };
+      range = { ...bounds, after: entry.key };
+    }
+    if (!skipped && rows.length < wanted) return { items, truncated: false };
+  }
+  // Full: whether anything follows decides IsTruncated.
+  const more = maxKeys === 0 ? [] : await listKeys(q, projectId, range, 1);
+  return { items, truncated: more.length > 0, next: more.length > 0 ? next : undefined };
+}
+
+/** A continuation token: where the next page starts, opaque to the client. */
+export const encodeToken = (resume: Resume) => Buffer.from(JSON.stringify(resume)).toString('base64url');
+
+export function decodeToken(token: string): Resume {
+  try {
+    const resume = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Resume;
+    const value = 'after' in resume ? resume.after : resume.from;
+    if (typeof value === 'string' && Object.keys(resume).length === 1) return resume;
+  } catch {
+    // refused below
+  }
+  throw invalidArgument('The continuation token provided is incorrect');
+}
+
+/** `max-keys`: 0..1000 (more is taken as 1000, as S3 does); 1000 when absent. */
+export function maxKeysOf(value: string | null): number {
+  if (value === null) return 1000;
+  if (!/^\d+$/.test(value)) throw invalidArgument('Provided max-keys not an integer or within integer range');
+  return Math.min(Number(value), 1000);
+}
+
+/** `<Contents>` and `<CommonPrefixes>` of a listing page, keys URL-encoded when the client asked. */
+export function listed(walk: Walk, urlEncoded: boolean) {
+  const encode = (key: string) => (urlEncoded ? urlEncodeKey(key) : key);
+  const contents: Record<string, unknown>[] = [];
+  const prefixes: Record<string, unknown>[] = [];
+  for (const item of walk.items) {
+    if (item.kind === 'prefix') prefixes.push({ Prefix: encode(item.prefix) });
+    else {
+      const { entry } = item;
+      const [modified, etag, size] =
+        'file' in entry
+          ? [entry.file.updated_at, etagOf(entry.file), entry.file.size_bytes]
+          : [entry.folder.created_at, EMPTY_ETAG, 0];
+      contents.push({
+        Key: encode(entry.key),
+        LastModified: modified.toISOString(),
+        ETag: etag,
+        Size: size,
+        StorageClass: 'STANDARD',
+      });
+    }
+  }
+  return { Contents: contents, CommonPrefixes: prefixes };
+}

@@ -1,0 +1,128 @@
+import type { Services } from '../../services.ts';
+import {
+  bodyOf,
+  contentTypeOf,
+  MAX_XML_BYTES,
+  type Operation,
+  readAll,
+  refuseTokens,
+  requestBody,
+  requireScope,
+  xml,
+} from './call.ts';
+import { notImplemented } from './errors.ts';
+import { etagOf } from './etag.ts';
+import { urlEncodeKey } from './keys.ts';
+import { maxKeysOf } from './listing.ts';
+import {
+  abortUpload,
+  completedParts,
+  completeUpload,
+  createUpload,
+  listParts,
+  listUploads,
+  partNumberOf,
+  uploadPart,
+} from './multipart.ts';
+import { declaredSize, metadataOf } from './objects.ts';
+import { verifiedBody } from './sigv4.ts';
+
+/** Multipart uploads: Create, UploadPart, Complete, Abort, ListParts, ListMultipartUploads. */
+export function multipartOperations(services: Services): Record<string, Operation> {
+  return {
+    'POST object?uploads': async ({ request, reply, caller, target }) => {
+      requireScope(caller, 'files:upload');
+      const uploadId = await createUpload(services, caller, target.key, {
+        contentType: contentTypeOf(request.headers['content-type']),
+        metadata: metadataOf(request.headers),
+      });
+      return xml(reply, 'InitiateMultipartUploadResult', {
+        Bucket: caller.project.bucket,
+        Key: target.key,
+        UploadId: uploadId,
+      });
+    },
+
+    'PUT object?partNumber': async ({ request, reply, caller, auth, query }) => {
+      requireScope(caller, 'files:upload');
+      if (request.headers['x-amz-copy-source'] !== undefined) throw notImplemented('UploadPartCopy');
+      const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
+      const etag = await uploadPart(
+        services,
+        caller,
+        query.get('uploadId') ?? '',
+        partNumberOf(query.get('partNumber')),
+        bodyOf(request, auth),
+        declaredSize(request.headers, decoded),
+      );
+      return reply.header('etag', etag).send();
+    },
+
+    'POST object?uploadId': async ({ request, reply, caller, auth, target, query }) => {
+      requireScope(caller, 'files:upload');
+      // The checksum headers of a complete describe the whole object, not this XML.
+      const body = verifiedBody(requestBody(request), auth, { headerChecksums: false });
+      const parts = completedParts((await readAll(body, MAX_XML_BYTES)).toString('utf8'));
+      const file = await completeUpload(services, caller, query.get('uploadId') ?? '', parts);
+      reply.header('x-coffer-file-id', file.id);
+      return xml(reply, 'CompleteMultipartUploadResult', {
+        Location: `${request.protocol}://${request.host}/s3/${caller.project.bucket}/${urlEncodeKey(target.key)}`,
+        Bucket: caller.project.bucket,
+        Key: target.key,
+        ETag: etagOf(file),
+      });
+    },
+
+    'DELETE object?uploadId': async ({ reply, caller, query }) => {
+      requireScope(caller, 'files:upload');
+      await abortUpload(services, caller, query.get('uploadId') ?? '');
+      return reply.code(204).send();
+    },
+
+    'GET object?uploadId': async ({ reply, caller, target, query }) => {
+      requireScope(caller, 'files:upload');
+      const uploadId = query.get('uploadId') ?? '';
+      const marker = Number(query.get('part-number-marker') ?? 0) || 0;
+      const maxParts = maxKeysOf(query.get('max-parts'));
+      const { parts, truncated } = await listParts(services, caller, uploadId, marker, maxParts);
+      return xml(reply, 'ListPartsResult', {
+        Bucket: caller.project.bucket,
+        Key: target.key,
+        UploadId: uploadId,
+        PartNumberMarker: marker,
+        ...(truncated ? { NextPartNumberMarker: parts.at(-1)?.part_number } : {}),
+        MaxParts: maxParts,
+        IsTruncated: truncated,
+        StorageClass: 'STANDARD',
+        Part: parts.map((part) => ({ PartNumber: part.part_number, ETag: part.etag, Size: part.size_bytes })),
+      });
+    },
+
+    'GET bucket?uploads': async ({ reply, caller, query }) => {
+      requireScope(caller, 'files:upload');
+      refuseTokens(caller);
+      const prefix = query.get('prefix') ?? '';
+      const keyMarker = query.get('key-marker') ?? '';
+      const uploadIdMarker = query.get('upload-id-marker') ?? '';
+      const maxUploads = maxKeysOf(query.get('max-uploads'));
+      const found = await listUploads(services, caller, { prefix, keyMarker, uploadIdMarker, maxUploads });
+      const page = found.slice(0, maxUploads);
+      const truncated = found.length > maxUploads;
+      return xml(reply, 'ListMultipartUploadsResult', {
+        Bucket: caller.project.bucket,
+        KeyMarker: keyMarker,
+        UploadIdMarker: uploadIdMarker,
+        ...(truncated ? { NextKeyMarker: page.at(-1)?.key, NextUploadIdMarker: page.at(-1)?.id } : {}),
+        Prefix: prefix,
+        MaxUploads: maxUploads,
+        IsTruncated: truncated,
+        Upload: page.map((upload) => ({
+          Key: upload.key,
+          UploadId: upload.id,
+          Initiated: upload.created_at.toISOString(),
+          StorageClass: 'STANDARD',
+        })),
+      });
+    },
+  };
+}

@@ -1,0 +1,124 @@
+import type { Readable } from 'node:stream';
+import { isDomainError } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Services } from '../../services.ts';
+import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
+import { placeOf } from './keys.ts';
+import { successor } from './listing.ts';
+import { folderFor } from './objects.ts';
+import { parseS3Xml } from './xml.ts';
+
+/**
+ * S3 multipart uploads onto Coffer's multipart sessions. S3 declares no size up front: the file is
+ * declared with its size deferred, each part held to the caller's limit, and the size, with the
+ * quota, settled at completion.
+ */
+export type MultipartServices = Pick<Services, 'multipart' | 'folders'>;
+
+/** Runs `work` with Coffer's refusals of an unknown, finished or foreign upload in S3's words. */
+async function onUpload<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isDomainError(error, 'NOT_FOUND') || isDomainError(error, 'INVALID_STATE')) throw noSuchUpload();
+    // A part list that does not match what was uploaded, in S3's words.
+    if (isDomainError(error, 'VALIDATION_ERROR') && String(error.details?.field ?? '').startsWith('parts')) {
+      const tooSmall = error.details?.min_size_bytes !== undefined;
+      throw new S3Error(400, tooSmall ? 'EntityTooSmall' : 'InvalidPart', error.message);
+    }
+    throw error;
+  }
+}
+
+export async function createUpload(
+  services: MultipartServices,
+  caller: Caller,
+  key: string,
+  request: { contentType: string; metadata: Record<string, string> },
+): Promise<string> {
+  const place = placeOf(key);
+  if (place.kind === 'folder') throw invalidArgument('A key ending in / is a folder: it takes no bytes');
+  const started = await services.multipart.startDeferred(caller, {
+    filename: place.filename,
+    content_type: request.contentType,
+    folder_id: await folderFor(services, caller, place.folderPath),
+    exact_folder: true,
+    metadata: Object.keys(request.metadata).length > 0 ? request.metadata : undefined,
+  });
+  return started.uploadId;
+}
+
+/** A part number as S3 sends it: a whole number from 1 to 10,000. */
+export function partNumberOf(value: string | null): number {
+  const number = Number(value);
+  if (!value || !/^\d+$/.test(value) || number < 1 || number > 10_000) {
+    throw invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
+  }
+  return number;
+}
+
+export const uploadPart = (
+  services: MultipartServices,
+  caller: Caller,
+  uploadId: string,
+  partNumber: number,
+  body: Readable,
+  size: number,
+) => onUpload(() => services.multipart.writePart(caller, uploadId, partNumber, body, size));
+
+/** The parts a CompleteMultipartUpload lists, from its XML body. */
+export function completedParts(xml: string): { part_number: number; etag: string }[] {
+  const document = parseS3Xml(xml)?.CompleteMultipartUpload as {
+    Part?: { PartNumber?: string; ETag?: string }[];
+  };
+  const parts = document?.Part;
+  if (!parts || parts.length === 0) throw malformedXml();
+  return parts.map((part) => {
+    if (typeof part.ETag !== 'string' || typeof part.PartNumber !== 'string') throw malformedXml();
+    return { part_number: partNumberOf(part.PartNumber), etag: part.ETag };
+  });
+}
+
+export const completeUpload = (
+  services: MultipartServices,
+  caller: Caller,
+  uploadId: string,
+  parts: { part_number: number; etag: string }[],
+) => onUpload(() => services.multipart.finish(caller, uploadId, parts));
+
+export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>
+  onUpload(() => services.multipart.abort(caller, uploadId));
+
+/** ListParts: the uploaded parts after `marker`, at most `maxParts` of them. */
+export async function listParts(
+  services: MultipartServices,
+  caller: Caller,
+  uploadId: string,
+  marker: number,
+  maxParts: number,
+) {
+  const described = await onUpload(() => services.multipart.describe(caller, uploadId));
+  if (described.status !== 'open') throw noSuchUpload();
+  const after = described.parts.filter((part) => part.part_number > marker);
+  return { parts: after.slice(0, maxParts), truncated: after.length > maxParts };
+}
+
+/** ListMultipartUploads: open uploads under `prefix`, after the markers, by key then upload id. */
+export function listUploads(
+  services: MultipartServices,
+  caller: Caller,
+  options: { prefix: string; keyMarker: string; uploadIdMarker: string; maxUploads: number },
+) {
+  const { prefix, keyMarker, uploadIdMarker, maxUploads } = options;
+  return services.multipart.listOpen(
+    caller,
+    {
+      from: prefix,
+      below: prefix ? successor(prefix) : undefined,
+      afterKey: keyMarker,
+      // Without an upload id marker, S3 resumes after every upload of the key marker.
+      afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
+    },
+    maxUploads + 1,
+  );
+}

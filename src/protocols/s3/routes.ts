@@ -1,0 +1,175 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Caller } from '../../domain/principal.ts';
+import { ipInCidrs } from '../../lib/ip.ts';
+import type { Services } from '../../services.ts';
+import type { Target } from './call.ts';
+import { accessDenied, asS3Error, noSuchBucket, notImplemented, S3Error } from './errors.ts';
+import { s3Operations } from './operations.ts';
+import { authenticate, SigV4Error } from './sigv4.ts';
+import { s3Xml } from './xml.ts';
+
+/** Query parameters that name an S3 subresource, i.e. another operation than the plain one. */
+const SUBRESOURCES = new Set([
+  'acl',
+  'analytics',
+  'accelerate',
+  'cors',
+  'delete',
+  'encryption',
+  'intelligent-tiering',
+  'inventory',
+  'legal-hold',
+  'lifecycle',
+  'location',
+  'logging',
+  'metrics',
+  'notification',
+  'object-lock',
+  'ownershipControls',
+  'partNumber',
+  'policy',
+  'policyStatus',
+  'publicAccessBlock',
+  'replication',
+  'requestPayment',
+  'restore',
+  'retention',
+  'select',
+  'tagging',
+  'torrent',
+  'uploadId',
+  'uploads',
+  'versioning',
+  'versions',
+  'website',
+  'attributes',
+]);
+
+/** Another reading of a signature that did not match, whose own refusal does not hide the first. */
+function retrySigned<T>(error: unknown, again: () => Promise<T>): Promise<T> {
+  if (!(error instanceof SigV4Error && error.code === 'SignatureDoesNotMatch')) return Promise.reject(error);
+  return again().catch(() => Promise.reject(error));
+}
+
+/** Where the endpoint is mounted on the API port. */
+export const MOUNT = '/s3';
+
+function targetOf(path: string): Target {
+  const rest = path.slice(MOUNT.length).replace(/^\//, '');
+  if (rest === '') return {};
+  const slash = rest.indexOf('/');
+  const decode = (text: string) => {
+    try {
+      return decodeURIComponent(text);
+    } catch {
+      throw new S3Error(400, 'InvalidURI', "Couldn't parse the specified URI.");
+    }
+  };
+  if (slash < 0) return { bucket: decode(rest) };
+  const key = rest.slice(slash + 1);
+  return { bucket: decode(rest.slice(0, slash)), key: key === '' ? undefined : decode(key) };
+}
+
+/** The name of the operation a request asks for: the subresource it names, or the plain one. */
+function operationOf(method: string, target: Target, query: URLSearchParams): string {
+  // An UploadPart names the upload too: the part is its operation, whatever the order of the query.
+  const subresource = query.has('partNumber')
+    ? 'partNumber'
+    : [...query.keys()].find((name) => SUBRESOURCES.has(name));
+  const where = target.key !== undefined ? 'object' : target.bucket !== undefined ? 'bucket' : 'service';
+  return `${method} ${where}${subresource ? `?${subresource}` : ''}`;
+}
+
+/** An S3 error answer: the error document (none for HEAD), its status and headers. */
+function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Error, resource: string) {
+  reply.code(error.status).header('x-amz-request-id', request.id);
+  if (error.headers) reply.headers(error.headers);
+  if (request.method === 'HEAD' || error.status === 304) return reply.send();
+  return reply.type('application/xml').send(
+    s3Xml(
+      'Error',
+      {
+        Code: error.code,
+        Message: error.message,
+        Resource: resource,
+        RequestId: request.id,
+        ...error.details,
+      },
+      false,
+    ),
+  );
+}
+
+/**
+ * The S3-compatible endpoint, path-style at /s3: authenticated with SigV4, every operation onto
+ * Coffer's services and its upload core, errors in S3's XML. Operations it does not serve answer
+ * 501 NotImplemented.
+ */
+export function s3Routes(deps: {
+  services: Services;
+  region: string;
+  /** Charges the caller's rate limit once authenticated (throws RATE_LIMITED past it). */
+  charge(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+}) {
+  const { services, region } = deps;
+  const operations = s3Operations(services, region);
+
+  /** Checks the signature, then that the credential may use this bucket; answers the caller. */
+  async function authorize(request: FastifyRequest, target: Target, reply: FastifyReply) {
+    const [path, query = ''] = request.url.split('?') as [string, string?];
+    let resolved: Awaited<ReturnType<Services['s3Credentials']['resolveS3Credential']>>;
+    const lookup = async (accessKeyId: string, sessionToken: string | undefined) => {
+      resolved = await services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken);
+      return resolved && { secretAccessKey: resolved.secretAccessKey };
+    };
+    const signed = (signedPath: string, headers = request.headers) =>
+      authenticate({ method: request.method, path: signedPath, query, headers }, lookup, { region });
+    // Clients that take an endpoint for a host sign the path below the /s3 mount, and s3cmd signs the
+    // mount as part of the Host header it sends without it. The rest of the request is signed alike
+    // and the mount is the same for every request, so those readings are accepted too.
+    const below = path.slice(MOUNT.length);
+    const auth = await signed(path)
+      .catch((error: unknown) => retrySigned(error, () => signed(below)))
+      .catch((error: unknown) =>
+        retrySigned(error, () =>
+          signed(below, { ...request.headers, host: `${request.headers.host}${MOUNT}` }),
+        ),
+      );
+    const { principal, project } = resolved!;
+    request.principal = principal;
+    request.project = project;
+    const allowlist = project.settings.ip_allowlist;
+    if (principal.kind !== 'admin' && allowlist !== null && !ipInCidrs(request.ip, allowlist)) {
+      throw accessDenied('The caller IP address is not in the project allowlist');
+    }
+    await deps.charge(request, reply);
+    // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
+    if (target.bucket !== undefined && target.bucket !== project.bucket) throw noSuchBucket();
+    return { auth, caller: { principal, project } satisfies Caller };
+  }
+
+  return async function plugin(app: FastifyInstance): Promise<void> {
+    // Bodies stay streams: a PUT's bytes go to the store as they arrive, whatever their type.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    app.setErrorHandler((error, request, reply) =>
+      sendS3Error(request, reply, asS3Error(request, error), request.url.split('?')[0]!),
+    );
+
+    const handle = async (request: FastifyRequest, reply: FastifyReply) => {
+      const [path, rawQuery = ''] = request.url.split('?') as [string, string?];
+      const target = targetOf(path);
+      const query = new URLSearchParams(rawQuery);
+      const operation = operationOf(request.method, target, query);
+      const handler = operations[operation];
+      const { auth, caller } = await authorize(request, target, reply);
+      if (!handler) throw notImplemented(`The operation ${operation}`);
+      reply.header('x-amz-request-id', request.id);
+      return handler({ request, reply, caller, auth, target: target as Required<Target>, query });
+    };
+    const config = { access: 'public' as const, limitGroup: 'none' as const };
+    for (const url of [MOUNT, `${MOUNT}/*`]) {
+      app.route({ method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'], url, config, handler: handle });
+    }
+  };
+}

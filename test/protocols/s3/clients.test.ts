@@ -1,0 +1,250 @@
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { drain } from '../../support/pipeline.ts';
+
+// The S3 clients users already run, as Debian ships them (.ci/s3-clients.sh installs them in CI and
+// names them in COFFER_TEST_*): each uploads, lists, syncs and deletes through /s3, large files in
+// parts, and every result is checked through Coffer's REST API.
+const run = promisify(execFile);
+const clients = {
+  aws: process.env.COFFER_TEST_AWS,
+  rclone: process.env.COFFER_TEST_RCLONE,
+  s3cmd: process.env.COFFER_TEST_S3CMD,
+  python: process.env.COFFER_TEST_PYTHON_BOTO3,
+};
+
+let coffer: TestCoffer;
+beforeAll(async () => {
+  coffer = await startCoffer();
+});
+afterAll(() => coffer.close());
+
+const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+const MiB = 1024 * 1024;
+
+interface Setup {
+  project: TestProject;
+  bucket: string;
+  accessKeyId: string;
+  secret: string;
+  endpoint: string;
+  dir: string;
+}
+
+async function setup(): Promise<Setup> {
+  const project = await coffer.newProject();
+  const created = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
+    token: ADMIN_KEY,
+    body: { name: 'clients', scopes: ['files:read', 'files:upload', 'files:delete'] },
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return {
+    project,
+    bucket: (await project.call('GET', '')).body.bucket,
+    accessKeyId: created.body.access_key_id,
+    secret: created.body.secret_access_key,
+    endpoint: `${coffer.url}/s3`,
+    dir: mkdtempSync(join(tmpdir(), 'coffer-s3-client-')),
+  };
+}
+
+/** The project's ready files by S3 key (folder path and name), as the REST API shows them. */
+async function filesOf(
+  project: TestProject,
+): Promise<Map<string, { size_bytes: number; checksum_sha256: string }>> {
+  // Bytes assembled by a store that does not hash them (S3) get their checksum from a digest job.
+  await drain(coffer.services.pipeline);
+  const paths = new Map<string, string>();
+  const pathOf = async (folderId: string) => {
+    if (!paths.has(folderId))
+      paths.set(folderId, (await project.call('GET', `/folders/${folderId}`)).body.path);
+    return paths.get(folderId)!;
+  };
+  const found = new Map<string, { size_bytes: number; checksum_sha256: string }>();
+  for (const file of (await project.call('GET', '/files?limit=100')).body.items) {
+    if (file.status !== 'ready') continue;
+    found.set(file.folder_id ? `${await pathOf(file.folder_id)}/${file.filename}` : file.filename, file);
+  }
+  return found;
+}
+
+/**
+ * What a client process sees: nothing of this machine's environment but PATH (a CA bundle variable,
+ * say, changes how some clients reach a plain-HTTP endpoint), a home of its own, and `vars`.
+ */
+const clientEnv = (s: Setup, vars: Record<string, string> = {}) => ({
+  PATH: process.env.PATH ?? '',
+  HOME: s.dir,
+  ...vars,
+});
+
+/** A local folder of files: two small, one past every client's multipart threshold (set low below). */
+function localTree(root: string): Record<string, Buffer> {
+  const tree = {
+    'a.txt': Buffer.from('alpha'),
+    'sub/b.bin': randomBytes(4096),
+    'sub/deep/large.bin': randomBytes(12 * MiB + 3),
+  };
+  for (const [path, data] of Object.entries(tree)) {
+    mkdirSync(join(root, path, '..'), { recursive: true });
+    writeFileSync(join(root, path), data);
+  }
+  return tree;
+}
+
+async function expectStored(project: TestProject, prefix: string, tree: Record<string, Buffer>) {
+  const stored = await filesOf(project);
+  for (const [path, data] of Object.entries(tree)) {
+    expect(stored.get(`${prefix}${path}`), path).toMatchObject({
+      size_bytes: data.length,
+      checksum_sha256: sha256(data),
+    });
+  }
+}
+
+describe.skipIf(!clients.aws)('aws cli', () => {
+  it('copies, lists, syncs, presigns and removes, large files in parts', async () => {
+    const s = await setup();
+    writeFileSync(
+      join(s.dir, 'config'),
+      '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n',
+    );
+    const env = clientEnv(s, {
+      AWS_ACCESS_KEY_ID: s.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: s.secret,
+      AWS_CONFIG_FILE: join(s.dir, 'config'),
+      AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+    });
+    const aws = (...args: string[]) =>
+      run(clients.aws!, ['--endpoint-url', s.endpoint, ...args], { env, maxBuffer: 16 * MiB });
+    const local = join(s.dir, 'tree');
+    const tree = localTree(local);
+    await aws('s3', 'cp', '--recursive', local, `s3://${s.bucket}/up/`);
+    await expectStored(s.project, 'up/', tree);
+    const listed = (await aws('s3', 'ls', '--recursive', `s3://${s.bucket}/up/`)).stdout;
+    expect(listed).toContain('up/sub/deep/large.bin');
+    await aws('s3', 'sync', local, `s3://${s.bucket}/synced/`);
+    await expectStored(s.project, 'synced/', tree);
+    const back = join(s.dir, 'back');
+    await aws('s3', 'sync', `s3://${s.bucket}/synced/`, back);
+    expect(sha256(readFileSync(join(back, 'sub/deep/large.bin')))).toBe(sha256(tree['sub/deep/large.bin']!));
+    const url = (await aws('s3', 'presign', `s3://${s.bucket}/up/a.txt`, '--expires-in', '60')).stdout.trim();
+    expect(await (await fetch(url)).text()).toBe('alpha');
+    await aws('s3', 'rm', '--recursive', `s3://${s.bucket}/up/`);
+    const left = await filesOf(s.project);
+    expect([...left.keys()].filter((key) => key.startsWith('up/'))).toEqual([]);
+  });
+});
+
+describe.skipIf(!clients.rclone)('rclone', () => {
+  it('copies, lists, checks and deletes, large files in parts', async () => {
+    const s = await setup();
+    const env = clientEnv(s, {
+      RCLONE_CONFIG: join(s.dir, 'none.conf'),
+      RCLONE_CONFIG_COFFER_TYPE: 's3',
+      RCLONE_CONFIG_COFFER_PROVIDER: 'Other',
+      RCLONE_CONFIG_COFFER_ACCESS_KEY_ID: s.accessKeyId,
+      RCLONE_CONFIG_COFFER_SECRET_ACCESS_KEY: s.secret,
+      RCLONE_CONFIG_COFFER_ENDPOINT: s.endpoint,
+      RCLONE_CONFIG_COFFER_REGION: 'us-east-1',
+      RCLONE_CONFIG_COFFER_FORCE_PATH_STYLE: 'true',
+    });
+    const rclone = (...args: string[]) =>
+      run(clients.rclone!, ['--s3-upload-cutoff', '5M', '--s3-chunk-size', '5M', ...args], {
+        env,
+        maxBuffer: 16 * MiB,
+      });
+    const local = join(s.dir, 'tree');
+    const tree = localTree(local);
+    await rclone('copy', local, `coffer:${s.bucket}/rc`);
+    await expectStored(s.project, 'rc/', tree);
+    expect((await rclone('lsf', '-R', `coffer:${s.bucket}/rc`)).stdout).toContain('sub/deep/large.bin');
+    await rclone('check', local, `coffer:${s.bucket}/rc`);
+    await rclone('delete', `coffer:${s.bucket}/rc`);
+    expect([...(await filesOf(s.project)).keys()].filter((key) => key.startsWith('rc/'))).toEqual([]);
+  });
+});
+
+describe.skipIf(!clients.s3cmd)('s3cmd', () => {
+  it('puts, lists, gets and deletes, large files in parts', async () => {
+    const s = await setup();
+    const host = new URL(s.endpoint);
+    writeFileSync(
+      join(s.dir, 's3cfg'),
+      [
+        '[default]',
+        `access_key = ${s.accessKeyId}`,
+        `secret_key = ${s.secret}`,
+        `host_base = ${host.host}/s3`,
+        `host_bucket = ${host.host}/s3`,
+        'use_https = False',
+        'signature_v2 = False',
+        'bucket_location = us-east-1',
+        'multipart_chunk_size_mb = 5',
+        '',
+      ].join('\n'),
+    );
+    const s3cmd = (...args: string[]) =>
+      run(clients.s3cmd!, ['-c', join(s.dir, 's3cfg'), ...args], { maxBuffer: 16 * MiB });
+    const local = join(s.dir, 'tree');
+    const tree = localTree(local);
+    await s3cmd('put', '--recursive', `${local}/`, `s3://${s.bucket}/sc/`);
+    await expectStored(s.project, 'sc/', tree);
+    expect((await s3cmd('ls', '--recursive', `s3://${s.bucket}/sc/`)).stdout).toContain(
+      'sc/sub/deep/large.bin',
+    );
+    const back = join(s.dir, 'large.bin');
+    await s3cmd('get', `s3://${s.bucket}/sc/sub/deep/large.bin`, back);
+    expect(sha256(readFileSync(back))).toBe(sha256(tree['sub/deep/large.bin']!));
+    await s3cmd('del', '--recursive', '--force', `s3://${s.bucket}/sc/`);
+    expect([...(await filesOf(s.project)).keys()].filter((key) => key.startsWith('sc/'))).toEqual([]);
+  });
+});
+
+describe.skipIf(!clients.python)('boto3', () => {
+  it('uploads with upload_file (in parts past its threshold), lists, downloads and presigns', async () => {
+    const s = await setup();
+    const data = randomBytes(9 * MiB + 1);
+    writeFileSync(join(s.dir, 'big.bin'), data);
+    const script = `
+import sys, boto3, urllib.request
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+endpoint, key, secret, bucket, path, out = sys.argv[1:7]
+s3 = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                  region_name='us-east-1', config=Config(signature_version='s3v4'))
+config = TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
+s3.upload_file(path, bucket, 'py/big.bin', Config=config)
+s3.put_object(Bucket=bucket, Key='py/small.txt', Body=b'small', Metadata={'from': 'boto3'})
+print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket=bucket, Prefix='py/')['Contents']))
+s3.download_file(bucket, 'py/big.bin', out, Config=config)
+url = s3.generate_presigned_url('get_object', Params={'Bucket': bucket, 'Key': 'py/small.txt'}, ExpiresIn=60)
+print(urllib.request.urlopen(url).read().decode())
+print(s3.head_object(Bucket=bucket, Key='py/small.txt')['Metadata'])
+`;
+    const out = join(s.dir, 'back.bin');
+    const { stdout } = await run(clients.python!, [
+      '-c',
+      script,
+      s.endpoint,
+      s.accessKeyId,
+      s.secret,
+      s.bucket,
+      join(s.dir, 'big.bin'),
+      out,
+    ]);
+    expect(stdout.split('\n')).toEqual(["['py/big.bin', 'py/small.txt']", 'small', "{'from': 'boto3'}", '']);
+    expect(sha256(readFileSync(out))).toBe(sha256(data));
+    expect((await filesOf(s.project)).get('py/big.bin')).toMatchObject({
+      size_bytes: data.length,
+      checksum_sha256: sha256(data),
+    });
+  });
+});
