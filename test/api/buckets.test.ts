@@ -189,7 +189,9 @@ describe('migration 014', () => {
         [`proj_${index}`, name],
       );
     }
-    expect(await migrate(db)).toEqual(['014_s3_credentials.sql']);
+    // 014 alone: later migrations are not this test's.
+    const through014 = loadMigrations().filter((migration) => migration.name < '015');
+    expect(await migrate(db, through014)).toEqual(['014_s3_credentials.sql']);
     const rows = await db.query<{ id: string; bucket: string }>(
       'SELECT id, bucket FROM projects ORDER BY id',
     );
