@@ -526,4 +526,56 @@ describe('the S3 endpoint', () => {
     const left = await client.send(new ListObjectsV2Command({ Bucket: name }));
     expect(left.Contents?.map((entry) => entry.Key)).toEqual(['dst2.txt']);
   });
+
+  it('takes temporary credentials minted from an upload token, with every constraint of the token', async () => {
+    const { project, name } = await bucketWith({ allowed_mime_types: 'image/*,text/plain' });
+    const folder = await project.call('POST', '/folders', { body: { name: 'avatars' } });
+    const token = await project.call('POST', '/upload-tokens', {
+      body: { allowed_mime_types: ['image/*'], max_size: 100, max_files: 1, folder_id: folder.body.id },
+    });
+    expect(token.status, JSON.stringify(token.body)).toBe(201);
+    const minted = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials/temporary`, {
+      token: token.body.token,
+      body: {},
+    });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    expect(minted.body).toMatchObject({ bucket: name, prefix: 'avatars/' });
+    const browser = clientFor(
+      minted.body.access_key_id,
+      minted.body.secret_access_key,
+      minted.body.session_token,
+    );
+    const put = (Key: string, Body: string | Buffer, ContentType: string) =>
+      browser.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType }));
+    expect(await refusal(put('avatars/a.txt', 'text', 'text/plain'))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    expect(await refusal(put('avatars/big.png', Buffer.alloc(101), 'image/png'))).toEqual({
+      code: 'EntityTooLarge',
+      status: 400,
+    });
+    expect(await refusal(put('elsewhere/a.png', Buffer.alloc(10), 'image/png'))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    await put('avatars/me.png', Buffer.alloc(10), 'image/png');
+    expect(await refusal(put('avatars/second.png', Buffer.alloc(10), 'image/png'))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    const [file] = (await project.call('GET', '/files?q=me.png')).body.items;
+    expect(file).toMatchObject({ folder_id: folder.body.id, status: 'ready' });
+    expect(await refusal(browser.send(new ListObjectsV2Command({ Bucket: name })))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    const tampered = clientFor(
+      minted.body.access_key_id,
+      minted.body.secret_access_key,
+      `${minted.body.session_token}x`,
+    );
+    const forged = tampered.send(new PutObjectCommand({ Bucket: name, Key: 'avatars/x.png', Body: 'x' }));
+    expect(await refusal(forged)).toEqual({ code: 'InvalidToken', status: 400 });
+  });
 });
