@@ -325,6 +325,21 @@ export function createIngestService(deps: {
     return contentType;
   }
 
+  /** New content of `file`, checked, with its id, key and URL lifetime, before anything is stored. */
+  function planContent(
+    caller: Caller,
+    file: files.FileRow,
+    request: { content_type?: string; size_bytes: number },
+  ) {
+    return {
+      contentType: admitContent(caller, file, request),
+      id: newId('ver'),
+      storageKey: newObjectKey(caller.project.id, file.id),
+      size: request.size_bytes,
+      expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+    };
+  }
+
   /** Records new content of `file` (uploading) and reserves its bytes, in the caller's transaction. */
   async function recordContent(
     q: Queryable,
@@ -459,14 +474,7 @@ export function createIngestService(deps: {
       file: files.FileRow,
       request: { content_type?: string; size_bytes: number },
     ) {
-      const contentType = admitContent(caller, file, request);
-      const content = {
-        id: newId('ver'),
-        storageKey: newObjectKey(caller.project.id, file.id),
-        size: request.size_bytes,
-        contentType,
-        expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
-      };
+      const content = planContent(caller, file, request);
       // The URL first: one that cannot be made leaves no content behind.
       const url = await store.presignUpload(content.storageKey, content);
       await keepingOnCommit(content.storageKey, () => db.tx((q) => recordContent(q, caller, file, content)));
@@ -498,14 +506,7 @@ export function createIngestService(deps: {
       request: { content_type?: string; size_bytes: number },
       body: Readable,
     ): Promise<ContentOutcome> {
-      const contentType = admitContent(caller, file, request);
-      const content = {
-        id: newId('ver'),
-        storageKey: newObjectKey(caller.project.id, file.id),
-        size: request.size_bytes,
-        contentType,
-        expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
-      };
+      const content = planContent(caller, file, request);
       const object = await store.write(content.storageKey, body, content);
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {

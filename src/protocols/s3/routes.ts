@@ -169,7 +169,14 @@ export function s3Routes(deps: {
     };
     const config = { access: 'public' as const, limitGroup: 'none' as const };
     for (const url of [MOUNT, `${MOUNT}/*`]) {
-      app.route({ method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'], url, config, handler: handle });
+      // Not in the OpenAPI document: S3 is its own protocol, documented by AWS (and in the README).
+      app.route({
+        method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+        url,
+        config,
+        schema: { hide: true },
+        handler: handle,
+      });
     }
   };
 }
