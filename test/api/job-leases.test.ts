@@ -160,6 +160,9 @@ describe('leases kept by heartbeat', () => {
       const running = first.runOnce().finally(() => {
         done = true;
       });
+      // The rival starts once the first worker holds the job: on a busy machine it could otherwise
+      // claim it first, which says nothing about a lease kept past its length.
+      await until('the first worker to start its scan', async () => scans === 1 || done);
       while (!done) {
         await second.runOnce();
         await sleep(100);
