@@ -46,20 +46,26 @@ WITH n AS (
          WHEN r_type < 0.95 THEN 'audio/mpeg' ELSE 'application/zip' END AS content_type,
     'file_' || pg_temp.bench_ulid(at) AS id
   FROM n
-)
-INSERT INTO files (id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-  checksum_sha256, metadata, tags, created_at, updated_at, upload_expires_at, deleted_at)
-SELECT id, $4,
-  CASE WHEN r_folder < 0.3 THEN NULL ELSE ($5::text[])[1 + floor(power((r_folder - 0.3) / 0.7, 2) * ${FOLDERS})::int] END,
-  CASE WHEN r_status < 0.92 THEN 'ready' WHEN r_status < 0.95 THEN 'uploading' WHEN r_status < 0.98 THEN 'failed'
-       WHEN r_status < 0.99 THEN 'processing' ELSE 'quarantined' END,
-  (ARRAY['invoice', 'report', 'IMG', 'photo', 'scan', 'contract', 'receipt', 'avatar', 'backup', 'export',
+), named AS (
+  SELECT typed.*,
+    CASE WHEN r_folder < 0.3 THEN NULL ELSE ($5::text[])[1 + floor(power((r_folder - 0.3) / 0.7, 2) * ${FOLDERS})::int] END AS folder,
+    (ARRAY['invoice', 'report', 'IMG', 'photo', 'scan', 'contract', 'receipt', 'avatar', 'backup', 'export',
          'holiday', 'meeting', 'notes', 'summary', 'draft', 'final', 'budget', 'logo', 'banner', 'video',
          'recording', 'podcast', 'statement', 'payslip', 'letter', 'memo', 'slide', 'diagram', 'screenshot',
          'archive'])[1 + floor(r_name * 30)::int]
     || '-' || g || CASE content_type WHEN 'image/jpeg' THEN '.jpg' WHEN 'image/png' THEN '.png'
       WHEN 'application/pdf' THEN '.pdf' WHEN 'text/plain' THEN '.txt' WHEN 'video/mp4' THEN '.mp4'
-      WHEN 'audio/mpeg' THEN '.mp3' WHEN 'application/zip' THEN '.zip' ELSE '.bin' END,
+      WHEN 'audio/mpeg' THEN '.mp3' WHEN 'application/zip' THEN '.zip' ELSE '.bin' END AS name
+  FROM typed
+)
+INSERT INTO files (id, project_id, folder_id, status, filename, s3_key, content_type, size_bytes, category,
+  storage_key, checksum_sha256, metadata, tags, created_at, updated_at, upload_expires_at, deleted_at)
+SELECT id, $4, folder,
+  CASE WHEN r_status < 0.92 THEN 'ready' WHEN r_status < 0.95 THEN 'uploading' WHEN r_status < 0.98 THEN 'failed'
+       WHEN r_status < 0.99 THEN 'processing' ELSE 'quarantined' END,
+  name,
+  -- Triggers are off while seeding (session_replication_role): the S3 key is written here.
+  coalesce((SELECT path FROM folders WHERE folders.id = folder) || '/', '') || name,
   content_type,
   floor(exp(ln(1024) + r_size * ln(102400)))::bigint,
   CASE WHEN content_type LIKE 'image/%' THEN 'image' WHEN content_type LIKE 'video/%' THEN 'video'
@@ -75,7 +81,7 @@ SELECT id, $4,
   at, at,
   CASE WHEN r_status >= 0.92 AND r_status < 0.95 THEN at + interval '1 hour' END,
   CASE WHEN r_deleted < 0.02 THEN at + interval '1 day' END
-FROM typed`;
+FROM named`;
 
 export interface Seeded {
   folderIds: string[];
