@@ -167,7 +167,9 @@ export function s3Routes(deps: {
       reply.header('x-amz-request-id', request.id);
       return handler({ request, reply, caller, auth, target: target as Required<Target>, query });
     };
-    const config = { access: 'public' as const, limitGroup: 'none' as const };
+    // Counted per client address with the object URLs' budget before the signature is known, then per
+    // credential once it is (deps.charge).
+    const config = { access: 'public' as const, limitGroup: 'objects' as const };
     for (const url of [MOUNT, `${MOUNT}/*`]) {
       // Not in the OpenAPI document: S3 is its own protocol, documented by AWS (and in the README).
       app.route({

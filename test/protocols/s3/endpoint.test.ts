@@ -578,4 +578,19 @@ describe('the S3 endpoint', () => {
     const forged = tampered.send(new PutObjectCommand({ Bucket: name, Key: 'avatars/x.png', Body: 'x' }));
     expect(await refusal(forged)).toEqual({ code: 'InvalidToken', status: 400 });
   });
+
+  it("answers past a credential's rate limit with 503 SlowDown and Retry-After", async () => {
+    const { project, name, client } = await bucketWith();
+    await coffer.call('PATCH', `/v1/projects/${project.id}`, {
+      token: ADMIN_KEY,
+      body: { settings: { rate_limit_per_minute: 2 } },
+    });
+    await client.send(new HeadBucketCommand({ Bucket: name }));
+    await client.send(new HeadBucketCommand({ Bucket: name }));
+    const url = await getSignedUrl(client, new ListObjectsV2Command({ Bucket: name }), { expiresIn: 60 });
+    const refused = await fetch(url);
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await refused.text()).toContain('<Code>SlowDown</Code>');
+  });
 });
