@@ -35,6 +35,7 @@ import {
   newObjectKey,
   type SizeField,
 } from './rules.ts';
+import { restrictsTypes, screenHead } from './sniff.ts';
 
 /** What a client declares about a file it is about to upload, by whatever protocol. */
 export interface UploadRequest {
@@ -306,8 +307,11 @@ export function createIngestService(deps: {
     return { version_id: contentId, status: 'committed', file: updated };
   }
 
-  /** The checks new content of `file` must pass; answers its normalised content type. */
-  function admitContent(
+  /**
+   * The checks new content of `file` must pass, an upload token's constraints included (new content
+   * at an S3 key is an upload like any other); answers its normalised content type and the token.
+   */
+  async function admitContent(
     caller: Caller,
     file: files.FileRow,
     request: { content_type?: string; size_bytes: number },
@@ -321,18 +325,22 @@ export function createIngestService(deps: {
     if (!contentType)
       throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
     checkSingleUploadSize(request.size_bytes);
+    const token = await tokenOf(db, caller);
+    if (token) checkTokenRules(token, contentType, request.size_bytes);
     checkProjectRules(caller.project, file.filename, contentType, request.size_bytes);
-    return contentType;
+    return { contentType, token };
   }
 
   /** New content of `file`, checked, with its id, key and URL lifetime, before anything is stored. */
-  function planContent(
+  async function planContent(
     caller: Caller,
     file: files.FileRow,
     request: { content_type?: string; size_bytes: number },
   ) {
+    const { contentType, token } = await admitContent(caller, file, request);
     return {
-      contentType: admitContent(caller, file, request),
+      contentType,
+      token,
       id: newId('ver'),
       storageKey: newObjectKey(caller.project.id, file.id),
       size: request.size_bytes,
@@ -452,8 +460,11 @@ export function createIngestService(deps: {
     async writeFile(caller: Caller, request: UploadRequest, body: Readable): Promise<files.FileRow> {
       checkSingleUploadSize(request.size_bytes);
       const planned = plan(caller, request, undefined);
-      await admit(db, caller, request, planned);
-      const object = await store.write(planned.storageKey, body, {
+      const { token } = await admit(db, caller, request, planned);
+      const bytes = restrictsTypes(caller.project, token)
+        ? await screenHead(body, planned.contentType)
+        : body;
+      const object = await store.write(planned.storageKey, bytes, {
         size: request.size_bytes,
         contentType: planned.contentType,
       });
@@ -474,7 +485,7 @@ export function createIngestService(deps: {
       file: files.FileRow,
       request: { content_type?: string; size_bytes: number },
     ) {
-      const content = planContent(caller, file, request);
+      const content = await planContent(caller, file, request);
       // The URL first: one that cannot be made leaves no content behind.
       const url = await store.presignUpload(content.storageKey, content);
       await keepingOnCommit(content.storageKey, () => db.tx((q) => recordContent(q, caller, file, content)));
@@ -499,6 +510,14 @@ export function createIngestService(deps: {
       return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object));
     },
 
+    /**
+     * The head of a stream the server receives itself, checked against the declared type where the
+     * caller's token or project limits types (see `screenHead`); the stream as it was otherwise.
+     */
+    async screen(caller: Caller, contentType: string, body: Readable): Promise<Readable> {
+      return restrictsTypes(caller.project, await tokenOf(db, caller)) ? screenHead(body, contentType) : body;
+    },
+
     /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
     async writeContent(
       caller: Caller,
@@ -506,8 +525,11 @@ export function createIngestService(deps: {
       request: { content_type?: string; size_bytes: number },
       body: Readable,
     ): Promise<ContentOutcome> {
-      const content = planContent(caller, file, request);
-      const object = await store.write(content.storageKey, body, content);
+      const content = await planContent(caller, file, request);
+      const bytes = restrictsTypes(caller.project, content.token)
+        ? await screenHead(body, content.contentType)
+        : body;
+      const object = await store.write(content.storageKey, bytes, content);
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await recordContent(q, caller, file, content);

@@ -240,11 +240,13 @@ export function createMultipartService(deps: {
 
     /** Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag. */
     async writePart(caller: Caller, uploadId: string, partNumber: number, body: Readable, size: number) {
-      const { session } = await load(caller, uploadId);
+      const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       checkPartNumber(partNumber);
       await grant(session, partNumber, size);
-      return store.writePart(session.storage_key, session.store_upload_id, partNumber, body, size);
+      // The first part holds the file's head: checked against its type like a single upload's.
+      const bytes = partNumber === 1 ? await ingest.screen(caller, file.content_type, body) : body;
+      return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size);
     },
 
     /**

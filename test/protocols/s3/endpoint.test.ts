@@ -26,7 +26,7 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { drain } from '../../support/pipeline.ts';
+import { drain, PNG } from '../../support/pipeline.ts';
 
 // The S3 endpoint, as the current AWS SDK for JavaScript talks to it (default checksums: stream bodies
 // go aws-chunked with a trailing CRC32); every result is checked through Coffer's own REST API too.
@@ -290,6 +290,48 @@ describe('the S3 endpoint', () => {
         ),
       ),
     ).toEqual({ code: 'AccessDenied', status: 403 });
+    // The bytes' own type counts too: a single PUT, and the first part of a multipart upload.
+    const sniffed = (error: { code: string; status: number | undefined }) =>
+      expect(error).toEqual({ code: 'AccessDenied', status: 403 });
+    sniffed(
+      await refusal(
+        images.client.send(
+          new PutObjectCommand({
+            Bucket: images.name,
+            Key: 'b.png',
+            Body: 'x'.repeat(100),
+            ContentType: 'image/png',
+          }),
+        ),
+      ),
+    );
+    const started = await images.client.send(
+      new CreateMultipartUploadCommand({ Bucket: images.name, Key: 'c.png', ContentType: 'image/png' }),
+    );
+    const part = (PartNumber: number, Body: Buffer) =>
+      images.client.send(
+        new UploadPartCommand({
+          Bucket: images.name,
+          Key: 'c.png',
+          UploadId: started.UploadId,
+          PartNumber,
+          Body,
+        }),
+      );
+    sniffed(await refusal(part(1, Buffer.from('%PDF-1.7 not an image'))));
+    await part(1, PNG);
+    await part(2, Buffer.from('later parts are not sniffed'));
+    await images.client.send(
+      new AbortMultipartUploadCommand({ Bucket: images.name, Key: 'c.png', UploadId: started.UploadId }),
+    );
+    await images.client.send(
+      new PutObjectCommand({ Bucket: images.name, Key: 'real.png', Body: PNG, ContentType: 'image/png' }),
+    );
+    expect(
+      (await images.project.call('GET', '/files?status=ready')).body.items.map(
+        (f: { filename: string }) => f.filename,
+      ),
+    ).toEqual(['real.png']);
     const small = await bucketWith({ max_file_size_bytes: 4 });
     expect(
       await refusal(
@@ -555,12 +597,24 @@ describe('the S3 endpoint', () => {
       code: 'EntityTooLarge',
       status: 400,
     });
-    expect(await refusal(put('elsewhere/a.png', Buffer.alloc(10), 'image/png'))).toEqual({
+    expect(await refusal(put('elsewhere/a.png', PNG, 'image/png'))).toEqual({
       code: 'AccessDenied',
       status: 403,
     });
-    await put('avatars/me.png', Buffer.alloc(10), 'image/png');
-    expect(await refusal(put('avatars/second.png', Buffer.alloc(10), 'image/png'))).toEqual({
+    // An allowed type declared for other bytes: refused on what the bytes are, and not counted.
+    expect(await refusal(put('avatars/fake.png', 'plain text', 'image/png'))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    await put('avatars/me.png', PNG, 'image/png');
+    // New content at its key is held to the token's constraints as well.
+    expect(await refusal(put('avatars/me.png', Buffer.concat([PNG, Buffer.alloc(40)]), 'image/png'))).toEqual(
+      {
+        code: 'EntityTooLarge',
+        status: 400,
+      },
+    );
+    expect(await refusal(put('avatars/second.png', PNG, 'image/png'))).toEqual({
       code: 'AccessDenied',
       status: 403,
     });
