@@ -298,7 +298,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     s3Routes({
       services,
       region: config.s3ApiRegion,
-      charge: (request, reply) => limits.chargeCaller(request, reply),
+      limits,
     }),
   );
   await app.register(

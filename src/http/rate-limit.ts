@@ -65,6 +65,10 @@ export interface RateLimits {
   afterAuth: onRequestHookHandler;
   /** The same charge, for an edge that authenticates in its handler (the S3 endpoint). */
   chargeCaller(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** For such an edge: the refusal of an address past its failed-authentication limit, if it is. */
+  refuseGuesser(request: FastifyRequest, reply: FastifyReply): DomainError | undefined;
+  /** For such an edge: counts a failed authentication against the client address. */
+  countAuthFailure(request: FastifyRequest): Promise<void>;
 }
 
 /** An IPv6 client holds a whole /64: its addresses share one counter. */
@@ -162,15 +166,18 @@ export async function createRateLimits(
     return refusal(failures(address), left);
   }
 
-  // Every 401 counts against the client address.
-  app.addHook('onError', async (request, _reply, error) => {
-    if (!(error instanceof DomainError) || httpStatus(error) !== 401 || limits.authFailuresPerMinute === 0)
-      return;
+  async function countAuthFailure(request: FastifyRequest): Promise<void> {
+    if (limits.authFailuresPerMinute === 0) return;
     const address = clientAddress(request);
     const state = await count(request, failures(address));
     if (!state || state.remaining > 0) return;
     if (refused.size >= REMEMBERED_ADDRESSES) refused.delete(refused.keys().next().value!);
     refused.set(address, Date.now() + state.ttl);
+  }
+
+  // Every 401 counts against the client address.
+  app.addHook('onError', async (request, _reply, error) => {
+    if (error instanceof DomainError && httpStatus(error) === 401) await countAuthFailure(request);
   });
 
   const beforeAuth: onRequestHookHandler = (request, reply, done) => {
@@ -221,5 +228,5 @@ export async function createRateLimits(
     chargeCaller(request, reply).then(() => done(), done);
   };
 
-  return { beforeAuth, afterAuth, chargeCaller };
+  return { beforeAuth, afterAuth, chargeCaller, refuseGuesser, countAuthFailure };
 }

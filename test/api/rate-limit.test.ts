@@ -1,6 +1,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.ts';
@@ -117,6 +119,40 @@ describe('rate limits', () => {
     // Other addresses, and routes that need no credential, are not affected.
     expectCounted(await project.call('GET', '', from(newAddress())), 5, 4);
     expect((await coffer.call('GET', '/openapi.json', from(guesser))).status).toBe(200);
+  });
+
+  it('counts S3 signatures that fail toward the same budget, and refuses the address on S3 as SlowDown', async () => {
+    const project = await coffer.newProject();
+    const created = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
+      token: ADMIN_KEY,
+      body: { name: 'sdk', scopes: ['files:read'] },
+    });
+    const { bucket } = (await project.call('GET', '')).body;
+    const listUrl = (secretAccessKey: string) =>
+      getSignedUrl(
+        new S3Client({
+          endpoint: `${coffer.url}/s3`,
+          forcePathStyle: true,
+          region: 'us-east-1',
+          credentials: { accessKeyId: created.body.access_key_id, secretAccessKey },
+        }),
+        new ListObjectsV2Command({ Bucket: bucket }),
+      );
+    const guesser = newAddress();
+    const s3 = async (secret: string) => {
+      const reply = await fetch(await listUrl(secret), { headers: { 'x-forwarded-for': guesser } });
+      return { status: reply.status, retryAfter: reply.headers.get('retry-after'), body: await reply.text() };
+    };
+    for (let i = 0; i < 3; i++) {
+      expect((await s3('wrong-secret')).body).toContain('<Code>SignatureDoesNotMatch</Code>');
+    }
+    // The right secret now learns nothing either, on S3 and on the REST API alike.
+    const refused = await s3(created.body.secret_access_key);
+    expect(refused.status).toBe(503);
+    expect(refused.body).toContain('<Code>SlowDown</Code>');
+    expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
+    expectLimited(await project.call('GET', '', from(guesser)), 3, 'failed_auth');
+    expect((await fetch(await listUrl(created.body.secret_access_key))).status).toBe(200);
   });
 
   it('limits requests without a credential per client address', async () => {

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
+import type { RateLimits } from '../../http/rate-limit.ts';
 import { ipInCidrs } from '../../lib/ip.ts';
 import type { Services } from '../../services.ts';
 import type { Target } from './call.ts';
@@ -50,6 +51,9 @@ function retrySigned<T>(error: unknown, again: () => Promise<T>): Promise<T> {
   if (!(error instanceof SigV4Error && error.code === 'SignatureDoesNotMatch')) return Promise.reject(error);
   return again().catch(() => Promise.reject(error));
 }
+
+/** Refusals of a credential that did not prove itself: each counts toward the address's failed-authentication limit. */
+const UNPROVEN = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken']);
 
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/s3';
@@ -108,8 +112,8 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
 export function s3Routes(deps: {
   services: Services;
   region: string;
-  /** Charges the caller's rate limit once authenticated (throws RATE_LIMITED past it). */
-  charge(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** The rate limits: the caller's own once authenticated, and the failed-authentication budget. */
+  limits: Pick<RateLimits, 'chargeCaller' | 'refuseGuesser' | 'countAuthFailure'>;
 }) {
   const { services, region } = deps;
   const operations = s3Operations(services, region);
@@ -128,13 +132,21 @@ export function s3Routes(deps: {
     // mount as part of the Host header it sends without it. The rest of the request is signed alike
     // and the mount is the same for every request, so those readings are accepted too.
     const below = path.slice(MOUNT.length);
+    // An address that failed too often is refused before its signature is looked at, as on the REST API.
+    const guesser = deps.limits.refuseGuesser(request, reply);
+    if (guesser) throw guesser;
     const auth = await signed(path)
       .catch((error: unknown) => retrySigned(error, () => signed(below)))
       .catch((error: unknown) =>
         retrySigned(error, () =>
           signed(below, { ...request.headers, host: `${request.headers.host}${MOUNT}` }),
         ),
-      );
+      )
+      .catch(async (error: unknown) => {
+        if (error instanceof SigV4Error && UNPROVEN.has(error.code))
+          await deps.limits.countAuthFailure(request);
+        throw error;
+      });
     const { principal, project } = resolved!;
     request.principal = principal;
     request.project = project;
@@ -142,7 +154,7 @@ export function s3Routes(deps: {
     if (principal.kind !== 'admin' && allowlist !== null && !ipInCidrs(request.ip, allowlist)) {
       throw accessDenied('The caller IP address is not in the project allowlist');
     }
-    await deps.charge(request, reply);
+    await deps.limits.chargeCaller(request, reply);
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
     if (target.bucket !== undefined && target.bucket !== project.bucket) throw noSuchBucket();
     return { auth, caller: { principal, project } satisfies Caller };
