@@ -34,6 +34,12 @@ export function createMetrics() {
       labelNames: ['outcome'] as const,
       registers,
     }),
+    s3Requests: new Counter({
+      name: 'coffer_s3_requests_total',
+      help: 'Requests to the S3-compatible endpoint by S3 operation (unsupported for those it does not serve) and status code',
+      labelNames: ['operation', 'status_code'] as const,
+      registers,
+    }),
     scanDuration: new Histogram({
       name: 'coffer_scan_duration_seconds',
       help: 'How long the scan and type check of one file took, whether or not it reached a verdict',

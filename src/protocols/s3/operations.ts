@@ -15,3 +15,35 @@ export function s3Operations(services: Services, region: string): Record<string,
     ...multipartOperations(services),
   };
 }
+
+/** The S3 name of an operation, for metrics: its API reference's (CopyObject and ListObjectsV2 told apart). */
+export function operationName(
+  operation: string,
+  request: { headers: Record<string, unknown> },
+  query: URLSearchParams,
+) {
+  if (operation === 'PUT object' && request.headers['x-amz-copy-source'] !== undefined) return 'CopyObject';
+  if (operation === 'GET bucket' && query.get('list-type') === '2') return 'ListObjectsV2';
+  return NAMES[operation] ?? 'unsupported';
+}
+
+const NAMES: Record<string, string> = {
+  'GET service': 'ListBuckets',
+  'HEAD bucket': 'HeadBucket',
+  'GET bucket?location': 'GetBucketLocation',
+  'GET bucket?versioning': 'GetBucketVersioning',
+  'PUT bucket': 'CreateBucket',
+  'GET bucket': 'ListObjects',
+  'GET bucket?versions': 'ListObjectVersions',
+  'GET bucket?uploads': 'ListMultipartUploads',
+  'POST bucket?delete': 'DeleteObjects',
+  'GET object': 'GetObject',
+  'HEAD object': 'HeadObject',
+  'PUT object': 'PutObject',
+  'DELETE object': 'DeleteObject',
+  'POST object?uploads': 'CreateMultipartUpload',
+  'PUT object?partNumber': 'UploadPart',
+  'POST object?uploadId': 'CompleteMultipartUpload',
+  'DELETE object?uploadId': 'AbortMultipartUpload',
+  'GET object?uploadId': 'ListParts',
+};

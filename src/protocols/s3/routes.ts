@@ -5,7 +5,7 @@ import { ipInCidrs } from '../../lib/ip.ts';
 import type { Services } from '../../services.ts';
 import type { Target } from './call.ts';
 import { accessDenied, asS3Error, noSuchBucket, notImplemented, S3Error } from './errors.ts';
-import { s3Operations } from './operations.ts';
+import { operationName, s3Operations } from './operations.ts';
 import { authenticate, SigV4Error } from './sigv4.ts';
 import { s3Xml } from './xml.ts';
 
@@ -168,11 +168,23 @@ export function s3Routes(deps: {
       sendS3Error(request, reply, asS3Error(request, error), request.url.split('?')[0]!),
     );
 
+    // Each request counted by its S3 operation's name.
+    const named = new WeakMap<FastifyRequest, string>();
+    const requests = services.metrics?.s3Requests;
+    if (requests) {
+      app.addHook('onResponse', async (request, reply) => {
+        requests.inc({
+          operation: named.get(request) ?? 'unsupported',
+          status_code: String(reply.statusCode),
+        });
+      });
+    }
     const handle = async (request: FastifyRequest, reply: FastifyReply) => {
       const [path, rawQuery = ''] = request.url.split('?') as [string, string?];
       const target = targetOf(path);
       const query = new URLSearchParams(rawQuery);
       const operation = operationOf(request.method, target, query);
+      named.set(request, operationName(operation, request, query));
       const handler = operations[operation];
       const { auth, caller } = await authorize(request, target, reply);
       if (!handler) throw notImplemented(`The operation ${operation}`);
@@ -180,7 +192,7 @@ export function s3Routes(deps: {
       return handler({ request, reply, caller, auth, target: target as Required<Target>, query });
     };
     // Counted per client address with the object URLs' budget before the signature is known, then per
-    // credential once it is (deps.charge).
+    // credential once it is (deps.limits).
     const config = { access: 'public' as const, limitGroup: 'objects' as const };
     for (const url of [MOUNT, `${MOUNT}/*`]) {
       // Not in the OpenAPI document: S3 is its own protocol, documented by AWS (and in the README).
