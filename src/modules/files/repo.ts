@@ -120,7 +120,7 @@ export async function findFileAndSession(
   fileId: string,
 ): Promise<{ file: FileRow; sessionId: string | null } | undefined> {
   const [row] = await q.query<FileRow & { multipart_session_id: string | null }>(
-    `SELECT ${COLUMNS}, (SELECT s.id FROM multipart_sessions s WHERE s.file_id = files.id) AS multipart_session_id
+    `SELECT ${COLUMNS}, (SELECT s.id FROM multipart_sessions s WHERE s.file_id = files.id AND s.content_id IS NULL) AS multipart_session_id
      FROM files WHERE project_id = $1 AND id = $2`,
     [projectId, fileId],
   );

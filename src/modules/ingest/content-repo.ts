@@ -26,10 +26,12 @@ export interface PendingContent {
   etag: string | null;
   status: ContentStatus;
   failure_reason: string | null;
+  /** The file's metadata once this content is current; null keeps the file's own. */
+  metadata: Record<string, unknown> | null;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason';
+  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason, metadata';
 
 function checkTransition(from: ContentStatus, to: ContentStatus): void {
   if (!CONTENT_TRANSITIONS[from].includes(to)) throw new Error(`Content cannot go from ${from} to ${to}`);
@@ -42,11 +44,13 @@ export async function insertContent(
     'id' | 'project_id' | 'file_id' | 'storage_key' | 'size_bytes' | 'content_type'
   > & {
     upload_expires_at: Date;
+    metadata?: Record<string, unknown>;
   },
 ): Promise<void> {
   await q.query(
-    `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at,
+       metadata)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`,
     [
       content.id,
       content.project_id,
@@ -55,8 +59,17 @@ export async function insertContent(
       content.size_bytes,
       content.content_type,
       content.upload_expires_at,
+      content.metadata === undefined ? null : JSON.stringify(content.metadata),
     ],
   );
+}
+
+/** The size of uploading content declared without one (its parts' total), learned at completion. */
+export async function settleContentSize(q: Queryable, id: string, size: number): Promise<void> {
+  await q.query("UPDATE pending_contents SET size_bytes = $2 WHERE id = $1 AND status = 'uploading'", [
+    id,
+    size,
+  ]);
 }
 
 export async function findContent(

@@ -27,7 +27,13 @@ import { MAX_OBJECT_BYTES, type Project } from '../projects/schemas.ts';
 import { consumeToken, findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
-import { findContent, insertContent, type PendingContent, transitionContent } from './content-repo.ts';
+import {
+  findContent,
+  insertContent,
+  type PendingContent,
+  settleContentSize,
+  transitionContent,
+} from './content-repo.ts';
 import {
   checkProjectRules,
   checkSingleUploadSize,
@@ -56,7 +62,10 @@ export interface UploadRequest {
 
 /** The object a new upload will have: decided, and made in the store, before its file is recorded. */
 export interface PlannedObject {
+  projectId: string;
   fileId: string;
+  /** Set when the object is new content of the file rather than its first. */
+  contentId?: string;
   storageKey: string;
   contentType: string;
   size: number;
@@ -71,12 +80,19 @@ export interface PlannedObject {
 export interface ByteSource<T, U = undefined> {
   make(planned: PlannedObject): Promise<T>;
   undo(made: T, planned: PlannedObject): Promise<void>;
-  /** More work for the file's transaction (e.g. recording the multipart session). */
-  record?: (q: Queryable, file: files.FileRow, made: T) => Promise<U>;
+  /** More work for the transaction that records the file or content (e.g. recording the multipart session). */
+  record?: (q: Queryable, planned: PlannedObject, made: T) => Promise<U>;
 }
 
 /** What the store answered for sealed bytes: their SHA-256 when it hashed them, and its ETag. */
 export type Sealed = Pick<ObjectInfo, 'sha256' | 'etag'>;
+
+/** What a client declares about new content of a file; `metadata`, when given, replaces the file's as it becomes current. */
+export interface ContentRequest {
+  content_type?: string;
+  size_bytes: number;
+  metadata?: Record<string, unknown>;
+}
 
 /** New content, committed at once (no scan) or waiting for its scan. */
 export interface ContentOutcome {
@@ -125,8 +141,10 @@ async function replaceContent(
   q: Queryable,
   file: files.FileRow,
   snapshot: Snapshot & { etag: string | null },
+  metadata?: Record<string, unknown>,
 ): Promise<files.FileRow> {
   const updated = await files.updateFile(q, file.project_id, file.id, {
+    metadata,
     storage_key: snapshot.storage_key,
     size_bytes: snapshot.size_bytes,
     content_type: snapshot.content_type,
@@ -158,9 +176,57 @@ export async function commitContent(
     // Replaced, not kept (an S3 PUT over a key where versioning is off): the old bytes are collected.
     await files.retireObject(q, file.project_id, file.storage_key);
   }
-  const updated = await replaceContent(q, file, content);
+  const updated = await replaceContent(q, file, content, content.metadata ?? undefined);
   await recordEvent(q, project, 'file.ready', updated);
   return updated;
+}
+
+/** Commits new content whose bytes are sealed: at once, or once its scan finds it clean. */
+async function commitNewContent(
+  q: Queryable,
+  project: Project,
+  file: files.FileRow,
+  contentId: string,
+  sealed: Sealed,
+): Promise<ContentOutcome> {
+  const scan = project.settings.virus_scan_enabled;
+  const checksum = sealed.sha256 ?? null;
+  // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
+  const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
+    checksum_sha256: checksum,
+    etag: sealed.etag,
+  });
+  if (!claimed) throw invalidState('The upload is no longer uploading');
+  if (scan) {
+    await enqueueJob(q, 'scan', project.id, file.id, contentId);
+    return { version_id: contentId, status: 'processing', file };
+  }
+  const updated = await commitContent(q, project, claimed);
+  if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
+  return { version_id: contentId, status: 'committed', file: updated };
+}
+
+/**
+ * New content uploaded in parts is complete (commitFile's counterpart for a multipart upload over a
+ * file): its size, learned now, counts against the quota now, and it commits as a PUT's would.
+ */
+export async function commitContentParts(
+  q: Queryable,
+  project: Project,
+  fileId: string,
+  contentId: string,
+  sealed: Sealed & { size: number },
+): Promise<ContentOutcome> {
+  const file = await files.findFile(q, project.id, fileId, true);
+  if (!file || file.deleted_at !== null) throw invalidState('The file is no longer there');
+  await settleContentSize(q, contentId, sealed.size);
+  await enforceQuotas(q, project, { bytes: sealed.size, files: 0 });
+  return commitNewContent(q, project, file, contentId, sealed);
+}
+
+/** New content given up before it was complete (its multipart upload aborted or expired). */
+export async function failContent(q: Queryable, contentId: string, reason: string): Promise<void> {
+  await transitionContent(q, contentId, 'uploading', 'failed', { failure_reason: reason });
 }
 
 /**
@@ -247,6 +313,7 @@ export function createIngestService(deps: {
     }
     const fileId = newId('file');
     return {
+      projectId: caller.project.id,
       fileId,
       storageKey: newObjectKey(caller.project.id, fileId),
       contentType,
@@ -282,31 +349,6 @@ export function createIngestService(deps: {
     return object;
   }
 
-  /** Commits new content whose bytes are sealed: at once, or once its scan finds it clean. */
-  async function commitNewContent(
-    q: Queryable,
-    project: Project,
-    file: files.FileRow,
-    contentId: string,
-    sealed: Sealed,
-  ): Promise<ContentOutcome> {
-    const scan = project.settings.virus_scan_enabled;
-    const checksum = sealed.sha256 ?? null;
-    // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
-    const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
-      checksum_sha256: checksum,
-      etag: sealed.etag,
-    });
-    if (!claimed) throw invalidState('The upload is no longer uploading');
-    if (scan) {
-      await enqueueJob(q, 'scan', project.id, file.id, contentId);
-      return { version_id: contentId, status: 'processing', file };
-    }
-    const updated = await commitContent(q, project, claimed);
-    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
-    return { version_id: contentId, status: 'committed', file: updated };
-  }
-
   /**
    * The checks new content of `file` must pass, an upload token's constraints included (new content
    * at an S3 key is an upload like any other); answers its normalised content type and the token.
@@ -332,15 +374,13 @@ export function createIngestService(deps: {
   }
 
   /** New content of `file`, checked, with its id, key and URL lifetime, before anything is stored. */
-  async function planContent(
-    caller: Caller,
-    file: files.FileRow,
-    request: { content_type?: string; size_bytes: number },
-  ) {
+  async function planContent(caller: Caller, file: files.FileRow, request: ContentRequest) {
     const { contentType, token } = await admitContent(caller, file, request);
     return {
       contentType,
       token,
+      // As on a new file, the upload token's metadata wins over the request's.
+      metadata: request.metadata && { ...request.metadata, ...token?.metadata },
       id: newId('ver'),
       storageKey: newObjectKey(caller.project.id, file.id),
       size: request.size_bytes,
@@ -353,8 +393,19 @@ export function createIngestService(deps: {
     q: Queryable,
     caller: Caller,
     file: files.FileRow,
-    content: { id: string; storageKey: string; size: number; contentType: string; expiresAt: Date },
+    content: {
+      id: string;
+      storageKey: string;
+      size: number;
+      contentType: string;
+      expiresAt: Date;
+      metadata?: Record<string, unknown>;
+    },
   ): Promise<void> {
+    if (content.metadata) {
+      checkMetadataSize(content.metadata);
+      await schemas.check(q, caller.project, content.metadata);
+    }
     await insertContent(q, {
       id: content.id,
       project_id: caller.project.id,
@@ -363,6 +414,7 @@ export function createIngestService(deps: {
       size_bytes: content.size,
       content_type: content.contentType,
       upload_expires_at: content.expiresAt,
+      metadata: content.metadata,
     });
     await enforceQuotas(q, caller.project, { bytes: content.size, files: 0 });
   }
@@ -405,7 +457,7 @@ export function createIngestService(deps: {
       try {
         const result = await db.tx(async (q) => {
           const created = await recordFile(q, caller, request, planned);
-          return { file: created, made, extra: await source.record?.(q, created, made) };
+          return { file: created, made, extra: await source.record?.(q, planned, made) };
         });
         metrics?.uploads.inc({ outcome: 'initiated' });
         return result;
@@ -522,7 +574,7 @@ export function createIngestService(deps: {
     async writeContent(
       caller: Caller,
       file: files.FileRow,
-      request: { content_type?: string; size_bytes: number },
+      request: ContentRequest,
       body: Readable,
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
@@ -536,6 +588,42 @@ export function createIngestService(deps: {
           return commitNewContent(q, caller.project, file, content.id, object);
         }),
       );
+    },
+
+    /**
+     * New content of a ready file whose bytes come from `source` (a multipart upload) and whose size
+     * is deferred to completion (`commitContentParts`), held to the caller's limit part by part;
+     * `metadata`, when given, replaces the file's once the content is current.
+     */
+    async declareContentParts<T, U>(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; metadata?: Record<string, unknown> },
+      source: ByteSource<T, U>,
+      expiresAt: Date,
+    ): Promise<{ contentId: string; extra: U | undefined }> {
+      const content = await planContent(caller, file, { ...request, size_bytes: 0 });
+      const planned: PlannedObject = {
+        projectId: caller.project.id,
+        fileId: file.id,
+        contentId: content.id,
+        storageKey: content.storageKey,
+        contentType: content.contentType,
+        size: 0,
+        expiresAt,
+      };
+      const made = await source.make(planned);
+      try {
+        const extra = await db.tx(async (q) => {
+          await recordContent(q, caller, file, { ...content, expiresAt });
+          return source.record?.(q, planned, made);
+        });
+        metrics?.uploads.inc({ outcome: 'initiated' });
+        return { contentId: content.id, extra };
+      } catch (error) {
+        await source.undo(made, planned).catch(() => undefined);
+        throw error;
+      }
     },
 
     /**

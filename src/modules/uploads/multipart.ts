@@ -17,6 +17,7 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import { findContent } from '../ingest/content-repo.ts';
 import type { ByteSource, IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
@@ -128,6 +129,12 @@ export function createMultipartService(deps: {
     return { session, file };
   }
 
+  /** The type the upload's bytes declare: its new content's, or its file's. */
+  async function typeOf(session: SessionRow, file: files.FileRow): Promise<string> {
+    if (session.content_id === null) return file.content_type;
+    return (await findContent(db, file.id, session.content_id))?.content_type ?? file.content_type;
+  }
+
   /** Only an open session takes parts or completes; one past its expiry is expired even before the reaper ran. */
   function requireOpen(session: SessionRow): void {
     const status = session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
@@ -173,15 +180,16 @@ export function createMultipartService(deps: {
         }),
       // Not recorded: the store's upload would have no session and never be reaped.
       undo: (storeUploadId, planned) => store.abortMultipart(planned.storageKey, storeUploadId),
-      record: async (q, created, storeUploadId) => {
+      record: async (q, planned, storeUploadId) => {
         const id = newId('session');
         await insertSession(q, {
           id,
-          project_id: created.project_id,
-          file_id: created.id,
+          project_id: planned.projectId,
+          file_id: planned.fileId,
+          content_id: planned.contentId ?? null,
           store_upload_id: storeUploadId,
-          storage_key: created.storage_key,
-          total_size_bytes: sizeLimit ?? created.size_bytes,
+          storage_key: planned.storageKey,
+          total_size_bytes: sizeLimit ?? planned.size,
           size_deferred: sizeLimit !== undefined,
           expires_at: expiresAt,
         });
@@ -233,6 +241,27 @@ export function createMultipartService(deps: {
       return { uploadId: uploadId!, file };
     },
 
+    /**
+     * startDeferred for new content of a ready file (an S3 multipart upload to a key that holds one):
+     * the file keeps its content until the upload completes, then gets the new one as a PUT would give it.
+     */
+    async startContentDeferred(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; metadata?: Record<string, unknown> },
+    ) {
+      const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      const limit = await ingest.sizeLimit(caller);
+      const { extra: uploadId } = await ingest.declareContentParts(
+        caller,
+        file,
+        request,
+        partsSource(expiresAt, limit),
+        expiresAt,
+      );
+      return { uploadId: uploadId! };
+    },
+
     /** Open uploads of the caller's project by their file's key (S3's ListMultipartUploads). */
     listOpen(caller: Caller, range: Parameters<typeof openUploads>[2], limit: number) {
       return openUploads(db, caller.project.id, range, limit);
@@ -245,7 +274,7 @@ export function createMultipartService(deps: {
       checkPartNumber(partNumber);
       await grant(session, partNumber, size);
       // The first part holds the file's head: checked against its type like a single upload's.
-      const bytes = partNumber === 1 ? await ingest.screen(caller, file.content_type, body) : body;
+      const bytes = partNumber === 1 ? await ingest.screen(caller, await typeOf(session, file), body) : body;
       return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size);
     },
 
@@ -310,7 +339,7 @@ export function createMultipartService(deps: {
     ): Promise<files.FileRow> {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
-      if (file.status !== 'uploading') {
+      if (session.content_id === null && file.status !== 'uploading') {
         throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
       }
       const stored = await store.listParts(session.storage_key, session.store_upload_id).catch((error) => {

@@ -7,6 +7,8 @@ export interface SessionRow {
   id: string;
   project_id: string;
   file_id: string;
+  /** The new content of the file the upload makes, when it is not the file's first (S3 over a key that holds one). */
+  content_id: string | null;
   store_upload_id: string;
   storage_key: string;
   /** The declared total; with `size_deferred`, the most the upload may hold (its size comes at completion). */
@@ -17,13 +19,13 @@ export interface SessionRow {
 }
 
 const COLUMNS =
-  'id, project_id, file_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at';
+  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at';
 
 export async function insertSession(q: Queryable, session: Omit<SessionRow, 'status'>): Promise<void> {
   await q.query(
     `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes,
-       size_deferred, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+       size_deferred, expires_at, content_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
       session.id,
       session.project_id,
@@ -33,6 +35,7 @@ export async function insertSession(q: Queryable, session: Omit<SessionRow, 'sta
       session.total_size_bytes,
       session.size_deferred,
       session.expires_at,
+      session.content_id,
     ],
   );
 }

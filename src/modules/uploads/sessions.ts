@@ -4,7 +4,7 @@ import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
 import * as files from '../files/repo.ts';
-import { commitFile } from '../ingest/service.ts';
+import { commitContentParts, commitFile, failContent } from '../ingest/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
 
@@ -41,14 +41,20 @@ export function createSessionLifecycle(deps: {
     release,
 
     /**
-     * Records the assembled object as the file's content (session `completing` → `completed`). When the
-     * file moved on meanwhile (deleted), the session ends `aborted` and the object goes with the file.
+     * Records the assembled object as the file's content, or as its new content when the session made
+     * one (session `completing` → `completed`). When the file moved on meanwhile (deleted), the session
+     * ends `aborted` and the object goes with the file.
      */
     async settle(session: SessionRow, project: Project, sealed: ObjectInfo): Promise<files.FileRow> {
       try {
         const file = await db.tx(async (q) => {
           if (!(await setSessionStatus(q, session.id, 'completing', 'completed'))) {
             throw invalidState('The multipart upload is no longer completing');
+          }
+          if (session.content_id !== null) {
+            const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
+            // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
+            return { ...outcome.file, etag: sealed.etag };
           }
           return commitFile(
             q,
@@ -74,10 +80,14 @@ export function createSessionLifecycle(deps: {
     async discard(session: SessionRow, to: 'aborted' | 'expired'): Promise<boolean> {
       const done = await db.tx(async (q) => {
         if (!(await setSessionStatus(q, session.id, 'open', to))) return false;
-        await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
-          failure_reason: to === 'aborted' ? 'upload_aborted' : 'upload_expired',
-          upload_expires_at: null,
-        });
+        const reason = to === 'aborted' ? 'upload_aborted' : 'upload_expired';
+        if (session.content_id !== null) await failContent(q, session.content_id, reason);
+        else {
+          await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+            failure_reason: reason,
+            upload_expires_at: null,
+          });
+        }
         return true;
       });
       if (done) {

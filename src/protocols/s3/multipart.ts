@@ -5,7 +5,7 @@ import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { successor } from './listing.ts';
-import { folderFor } from './objects.ts';
+import { folderFor, replaceableAt } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -13,7 +13,7 @@ import { parseS3Xml } from './xml.ts';
  * declared with its size deferred, each part held to the caller's limit, and the size, with the
  * quota, settled at completion.
  */
-export type MultipartServices = Pick<Services, 'multipart' | 'folders'>;
+export type MultipartServices = Pick<Services, 'multipart' | 'folders' | 'db'>;
 
 /** Runs `work` with Coffer's refusals of an unknown, finished or foreign upload in S3's words. */
 async function onUpload<T>(work: () => Promise<T>): Promise<T> {
@@ -38,12 +38,22 @@ export async function createUpload(
 ): Promise<string> {
   const place = placeOf(key);
   if (place.kind === 'folder') throw invalidArgument('A key ending in / is a folder: it takes no bytes');
+  const metadata = Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
+  // Over a key that holds a file, the upload makes new content of it, as a PutObject there does.
+  const existing = await replaceableAt(services, caller, key);
+  if (existing) {
+    const started = await services.multipart.startContentDeferred(caller, existing, {
+      content_type: request.contentType,
+      metadata,
+    });
+    return started.uploadId;
+  }
   const started = await services.multipart.startDeferred(caller, {
     filename: place.filename,
     content_type: request.contentType,
     folder_id: await folderFor(services, caller, place.folderPath),
     exact_folder: true,
-    metadata: Object.keys(request.metadata).length > 0 ? request.metadata : undefined,
+    metadata,
   });
   return started.uploadId;
 }

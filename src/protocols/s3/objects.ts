@@ -114,16 +114,15 @@ export async function putObject(
     await services.folders.ensurePath(caller.project.id, place.folderPath, 'key');
     return { etag: EMPTY_ETAG };
   }
-  const existing = await findByKey(services.db, caller.project.id, key);
+  const existing = await replaceableAt(services, caller, key);
   const metadata = Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
-  if (existing?.status === 'ready' && isVisible(caller, existing)) {
+  if (existing) {
     const outcome = await services.ingest.writeContent(
       caller,
       existing,
-      { content_type: request.contentType, size_bytes: request.size },
+      { content_type: request.contentType, size_bytes: request.size, metadata },
       request.body,
     );
-    if (metadata) await services.files.setMetadata(caller, existing.id, metadata, 'replace');
     return { etag: etagOf(outcome.file), file: outcome.file, versionId: outcome.version_id };
   }
   const file = await services.ingest.writeFile(
@@ -139,6 +138,19 @@ export async function putObject(
     request.body,
   );
   return { etag: etagOf(file), file };
+}
+
+/**
+ * The file whose content a write at `key` replaces (a new version where versioning is on): the ready
+ * file S3 shows there, when the caller may see it; otherwise the write makes a new file.
+ */
+export async function replaceableAt(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  key: string,
+): Promise<FileRow | undefined> {
+  const existing = await findByKey(services.db, caller.project.id, key);
+  return existing?.status === 'ready' && isVisible(caller, existing) ? existing : undefined;
 }
 
 /**

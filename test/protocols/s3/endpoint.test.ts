@@ -383,6 +383,67 @@ describe('the S3 endpoint', () => {
     expect((await text(got.Body)).toString()).toBe('two');
   });
 
+  it('a multipart upload over a key makes new content of its file too, once it completes', async () => {
+    /** A two-part upload to `key` of `bytes` (5 MiB and the rest), completed unless `abort`. */
+    const multipart = async ({ client, name }: Bucket, key: string, bytes: Buffer, abort = false) => {
+      const { UploadId } = await client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: name,
+          Key: key,
+          ContentType: 'application/octet-stream',
+          Metadata: { round: md5(bytes).slice(0, 8) },
+        }),
+      );
+      const cut = 5 * 1024 * 1024;
+      const parts = [];
+      for (const [PartNumber, Body] of [bytes.subarray(0, cut), bytes.subarray(cut)].entries()) {
+        const part = await client.send(
+          new UploadPartCommand({ Bucket: name, Key: key, UploadId, PartNumber: PartNumber + 1, Body }),
+        );
+        parts.push({ PartNumber: PartNumber + 1, ETag: part.ETag });
+      }
+      if (abort) {
+        await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key: key, UploadId }));
+        return;
+      }
+      await client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: key,
+          UploadId,
+          MultipartUpload: { Parts: parts },
+        }),
+      );
+    };
+    const first = randomBytes(5 * 1024 * 1024 + 10);
+    const second = randomBytes(5 * 1024 * 1024 + 20);
+    const third = randomBytes(5 * 1024 * 1024 + 30);
+    for (const versioning of [true, false]) {
+      const bucket = await bucketWith({ versioning_enabled: versioning });
+      const usage = async () => (await bucket.project.call('GET', '/usage')).body;
+      await multipart(bucket, 'big.bin', first);
+      const [file] = (await bucket.project.call('GET', '/files?q=big.bin')).body.items;
+      await multipart(bucket, 'big.bin', second);
+      // Given up: the file keeps its content, and the bytes reserved go back.
+      await multipart(bucket, 'big.bin', third, true);
+      const files = (await bucket.project.call('GET', '/files?q=big.bin')).body;
+      expect(files.items.map((f: { id: string }) => f.id)).toEqual([file.id]);
+      expect(files.items[0]).toMatchObject({
+        size_bytes: second.length,
+        status: 'ready',
+        metadata: { round: md5(second).slice(0, 8) },
+      });
+      const got = await bucket.client.send(new GetObjectCommand({ Bucket: bucket.name, Key: 'big.bin' }));
+      expect(md5(await text(got.Body))).toBe(md5(second));
+      const versions = await bucket.project.call('GET', `/files/${file.id}/versions`);
+      if (versioning) expect(versions.body.items).toHaveLength(2);
+      else expect(versions.body.error.code).toBe('VERSIONING_DISABLED');
+      const { storage } = await usage();
+      expect(storage.reserved_bytes).toBe(0);
+      expect(storage.used_bytes).toBe(versioning ? first.length + second.length : second.length);
+    }
+  });
+
   it('makes a folder of a zero-byte key ending in /', async () => {
     const { client, name, project } = await bucketWith();
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'empty/', Body: '' }));
