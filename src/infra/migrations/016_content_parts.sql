@@ -9,3 +9,7 @@ ALTER TABLE pending_contents ADD COLUMN metadata jsonb;
 DROP INDEX multipart_sessions_file;
 CREATE UNIQUE INDEX multipart_sessions_file ON multipart_sessions (file_id) WHERE content_id IS NULL;
 CREATE INDEX multipart_sessions_file_contents ON multipart_sessions (file_id) WHERE content_id IS NOT NULL;
+
+-- A version's ETag as the store sealed it (an MD5 for bytes written through the S3 endpoint), for
+-- ListObjectVersions and GetObject of a version; null for versions recorded before it was kept.
+ALTER TABLE file_versions ADD COLUMN etag text;

@@ -640,7 +640,7 @@ export function createIngestService(deps: {
       if (version.checksum_sha256 === null) {
         await enqueueJob(q, 'digest', project.id, file.id, null, version.storage_key);
       }
-      return replaceContent(q, file, { ...version, etag: null });
+      return replaceContent(q, file, { ...version, etag: version.etag ?? null });
     },
   };
 }

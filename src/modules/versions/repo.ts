@@ -14,20 +14,26 @@ export interface FileVersion {
   created_at: string;
 }
 
-interface Row extends Omit<FileVersion, 'created_at'> {
+/** A version as stored: with the ETag S3 clients see (the REST API does not show it). */
+export interface StoredVersion extends FileVersion {
+  etag: string | null;
+}
+
+interface Row extends Omit<StoredVersion, 'created_at'> {
   created_at: Date;
 }
 
 const COLUMNS =
-  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, reason, source_version_id, created_at';
+  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, etag, reason, source_version_id, created_at';
 
-const toVersion = (row: Row): FileVersion => ({ ...row, created_at: row.created_at.toISOString() });
+const toVersion = (row: Row): StoredVersion => ({ ...row, created_at: row.created_at.toISOString() });
 
 export interface Snapshot {
   storage_key: string;
   size_bytes: number;
   content_type: string;
   checksum_sha256: string | null;
+  etag?: string | null;
 }
 
 /** Appends the next version of the file (numbers count up from 1). */
@@ -40,8 +46,8 @@ export async function recordVersion(
 ): Promise<FileVersion> {
   const [row] = await q.query<Row>(
     `INSERT INTO file_versions (id, project_id, file_id, version_number, storage_key, size_bytes, content_type,
-       checksum_sha256, reason, source_version_id)
-     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9
+       checksum_sha256, reason, source_version_id, etag)
+     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9, $10
      FROM file_versions WHERE file_id = $3
      RETURNING ${COLUMNS}`,
     [
@@ -54,12 +60,13 @@ export async function recordVersion(
       snapshot.checksum_sha256,
       reason,
       options.sourceVersionId ?? null,
+      snapshot.etag ?? null,
     ],
   );
   return toVersion(row!);
 }
 
-export async function listVersions(q: Queryable, fileId: string): Promise<FileVersion[]> {
+export async function listVersions(q: Queryable, fileId: string): Promise<StoredVersion[]> {
   const rows = await q.query<Row>(
     `SELECT ${COLUMNS} FROM file_versions WHERE file_id = $1 ORDER BY version_number DESC`,
     [fileId],
@@ -71,7 +78,7 @@ export async function findVersion(
   q: Queryable,
   fileId: string,
   versionId: string,
-): Promise<FileVersion | undefined> {
+): Promise<StoredVersion | undefined> {
   const [row] = await q.query<Row>(`SELECT ${COLUMNS} FROM file_versions WHERE file_id = $1 AND id = $2`, [
     fileId,
     versionId,

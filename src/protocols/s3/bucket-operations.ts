@@ -5,6 +5,18 @@ import type { Services } from '../../services.ts';
 import { type Operation, refuseTokens, requireScope, xml } from './call.ts';
 import { etagOf } from './etag.ts';
 import { decodeToken, encodeToken, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
+import { shownAt } from './objects.ts';
+
+/**
+ * Where a listing resumes after a V1 marker or a version listing's key marker: after the key, or past
+ * everything under it when it is a common prefix (as the NextMarker of a rolled-up page means).
+ */
+function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
+  if (!marker) return undefined;
+  if (delimiter && marker.endsWith(delimiter) && marker.startsWith(prefix))
+    return { after: `${marker}\u{10ffff}` };
+  return { after: marker };
+}
 
 /** Buckets (a project is one) and their listings: ListBuckets, HeadBucket, ListObjects(V2), ListObjectVersions. */
 export function bucketOperations(services: Services, region: string): Record<string, Operation> {
@@ -29,7 +41,7 @@ export function bucketOperations(services: Services, region: string): Record<str
       VersionId: version.id,
       IsLatest: index === 0,
       LastModified: version.created_at,
-      ETag: index === 0 ? etagOf(file) : etagOf({ etag: null, checksum_sha256: version.checksum_sha256 }),
+      ETag: index === 0 ? etagOf(file) : etagOf(version),
       Size: version.size_bytes,
       StorageClass: 'STANDARD',
     }));
@@ -67,12 +79,8 @@ export function bucketOperations(services: Services, region: string): Record<str
       const urlEncoded = query.get('encoding-type') === 'url';
       const token = query.get('continuation-token');
       const start = v2 ? query.get('start-after') : query.get('marker');
-      let resume: Resume | undefined = start ? { after: start } : undefined;
-      if (v2 && token) resume = decodeToken(token);
-      // A V1 marker that is a common prefix resumes past everything under it, as NextMarker meant.
-      if (!v2 && start && delimiter && start.endsWith(delimiter) && start.startsWith(prefix)) {
-        resume = { after: `${start}\u{10ffff}` };
-      }
+      // V2 starts after its start-after key; a V1 marker may also be a common prefix to skip.
+      const resume = v2 && token ? decodeToken(token) : markerResume(start, prefix, v2 ? '' : delimiter);
       const walk = await walkKeys(services.db, caller.project.id, { prefix, delimiter, maxKeys, resume });
       const encode = (value: string) => (urlEncoded ? encodeURIComponent(value).replace(/%2F/g, '/') : value);
       const last = walk.items.at(-1);
@@ -110,39 +118,61 @@ export function bucketOperations(services: Services, region: string): Record<str
       const prefix = query.get('prefix') ?? '';
       const delimiter = query.get('delimiter') ?? '';
       const maxKeys = maxKeysOf(query.get('max-keys'));
-      const keyMarker = query.get('key-marker');
-      const walk = await walkKeys(services.db, caller.project.id, {
-        prefix,
-        delimiter,
-        maxKeys,
-        resume: keyMarker ? { after: keyMarker } : undefined,
-      });
-      // A key's versions are never split across pages: a page ends before a key that would not fit.
+      const keyMarker = query.get('key-marker') ?? '';
+      const versionIdMarker = query.get('version-id-marker') ?? '';
       const versions: Record<string, unknown>[] = [];
       const prefixes: { Prefix: string }[] = [];
-      let lastKey: string | undefined;
-      let truncated = walk.truncated;
-      for (const item of walk.items) {
-        if (item.kind === 'prefix') {
-          prefixes.push({ Prefix: item.prefix });
-          lastKey = item.prefix;
-          continue;
+      // Where the page ends inside a key with more versions than fit, the next one resumes after its last.
+      let next: { key: string; versionId?: string } | undefined;
+      /** Adds a key's versions after `after`, as many as fit; false once the page is full. */
+      const take = (key: string, entries: Record<string, unknown>[]) => {
+        const room = maxKeys - versions.length - prefixes.length;
+        versions.push(...entries.slice(0, room));
+        if (entries.length <= room) return true;
+        // None of it fitted: the page ends where the last item left it.
+        if (room > 0) next = { key, versionId: String(versions.at(-1)?.VersionId) };
+        return false;
+      };
+      // The rest of the marker's key first, when the last page ended inside it.
+      let full = false;
+      if (keyMarker && versionIdMarker) {
+        const file = await shownAt(services, caller, keyMarker);
+        const all = file ? await versionsOf(caller, file, keyMarker) : [];
+        const at = all.findIndex((version) => version.VersionId === versionIdMarker);
+        full = !take(keyMarker, at < 0 ? [] : all.slice(at + 1));
+      }
+      let truncated = full;
+      if (!full) {
+        const walk = await walkKeys(services.db, caller.project.id, {
+          prefix,
+          delimiter,
+          maxKeys: maxKeys - versions.length,
+          resume: markerResume(keyMarker, prefix, delimiter),
+        });
+        truncated = walk.truncated;
+        for (const item of walk.items) {
+          if (item.kind === 'prefix') {
+            prefixes.push({ Prefix: item.prefix });
+            next = { key: item.prefix };
+            continue;
+          }
+          const { entry } = item;
+          const entries = 'file' in entry ? await versionsOf(caller, entry.file, entry.key) : [];
+          if (!take(entry.key, entries)) {
+            truncated = true;
+            break;
+          }
+          next = { key: entry.key, versionId: String(entries.at(-1)?.VersionId ?? '') || undefined };
         }
-        const { entry } = item;
-        const entries = 'file' in entry ? await versionsOf(caller, entry.file, entry.key) : [];
-        if (versions.length > 0 && versions.length + entries.length > maxKeys) {
-          truncated = true;
-          break;
-        }
-        versions.push(...entries);
-        lastKey = entry.key;
       }
       return xml(reply, 'ListVersionsResult', {
         Name: caller.project.bucket,
         Prefix: prefix,
-        KeyMarker: keyMarker ?? '',
-        VersionIdMarker: query.get('version-id-marker') ?? '',
-        ...(truncated && lastKey ? { NextKeyMarker: lastKey } : {}),
+        KeyMarker: keyMarker,
+        VersionIdMarker: versionIdMarker,
+        ...(truncated && next
+          ? { NextKeyMarker: next.key, ...(next.versionId ? { NextVersionIdMarker: next.versionId } : {}) }
+          : {}),
         MaxKeys: maxKeys,
         ...(delimiter ? { Delimiter: delimiter } : {}),
         IsTruncated: truncated,

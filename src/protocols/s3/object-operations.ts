@@ -59,7 +59,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       storageKey: version.storage_key,
       size: version.size_bytes,
       contentType: version.content_type,
-      etag: isCurrent ? current.etag : etagOf({ etag: null, checksum_sha256: version.checksum_sha256 }),
+      etag: isCurrent ? current.etag : etagOf(version),
       modified: new Date(version.created_at),
       versionId: version.id,
     };
@@ -99,10 +99,9 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const value = query.get(`response-${name}`);
       if (value !== null) reply.header(name, value);
     }
-    if (range)
-      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${file.size_bytes}`);
-    if (request.method === 'HEAD' || file.size_bytes === 0) return reply.send();
-    return reply.send(await services.store.read(file.storage_key, range));
+    if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
+    if (request.method === 'HEAD' || content.size === 0) return reply.send();
+    return reply.send(await services.store.read(content.storageKey, range));
   }
 
   return {

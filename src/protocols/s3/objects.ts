@@ -73,15 +73,21 @@ export function checkConditions(
 /** The services an S3 object operation works through. */
 export type ObjectServices = Pick<Services, 'db' | 'store' | 'ingest' | 'files' | 'folders'>;
 
+/** The newest file S3 shows at `key`, when the caller may see it. */
+export async function shownAt(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  key: string,
+): Promise<FileRow | undefined> {
+  const file = await findByKey(services.db, caller.project.id, key);
+  return file && isVisible(caller, file) ? file : undefined;
+}
+
 /** The newest file S3 shows at `key` that the caller may see; NoSuchKey otherwise. */
 export async function fileAt(services: ObjectServices, caller: Caller, key: string): Promise<FileRow> {
-  const file = await findByKey(services.db, caller.project.id, key);
-  try {
-    return visibleFile(caller, file);
-  } catch (error) {
-    if (isDomainError(error)) throw noSuchKey();
-    throw error;
-  }
+  const file = await shownAt(services, caller, key);
+  if (!file) throw noSuchKey();
+  return file;
 }
 
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
@@ -149,8 +155,8 @@ export async function replaceableAt(
   caller: Caller,
   key: string,
 ): Promise<FileRow | undefined> {
-  const existing = await findByKey(services.db, caller.project.id, key);
-  return existing?.status === 'ready' && isVisible(caller, existing) ? existing : undefined;
+  const existing = await shownAt(services, caller, key);
+  return existing?.status === 'ready' ? existing : undefined;
 }
 
 /**
@@ -175,8 +181,9 @@ const isVisible = (caller: Caller, file: FileRow) => {
   try {
     visibleFile(caller, file);
     return true;
-  } catch {
-    return false;
+  } catch (error) {
+    if (isDomainError(error)) return false;
+    throw error;
   }
 };
 
@@ -193,8 +200,8 @@ export async function deleteObject(
     if (folder) await services.folders.remove(caller.project.id, folder.id);
     return;
   }
-  const file = await findByKey(services.db, caller.project.id, key);
-  if (!file || !isVisible(caller, file)) return;
+  const file = await shownAt(services, caller, key);
+  if (!file) return;
   try {
     await services.files.remove(caller, file.id, audit);
   } catch (error) {

@@ -17,6 +17,8 @@ import {
   ListMultipartUploadsCommand,
   ListObjectsCommand,
   ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  type ListObjectVersionsCommandInput,
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
@@ -442,6 +444,62 @@ describe('the S3 endpoint', () => {
       expect(storage.reserved_bytes).toBe(0);
       expect(storage.used_bytes).toBe(versioning ? first.length + second.length : second.length);
     }
+  });
+
+  it("lists a key's versions newest first, page by page, a page ending inside a key where it must", async () => {
+    const versioned = await bucketWith({ versioning_enabled: true });
+    const put = (Key: string, Body: string) =>
+      versioned.client.send(
+        new PutObjectCommand({ Bucket: versioned.name, Key, Body, ContentType: 'text/plain' }),
+      );
+    for (const body of ['a1', 'a2', 'a3']) await put('a.txt', body);
+    await put('b/c.txt', 'c1');
+    await put('d.txt', 'd1');
+    await put('d.txt', 'd2');
+    const list = (input: Partial<ListObjectVersionsCommandInput>) =>
+      versioned.client.send(new ListObjectVersionsCommand({ Bucket: versioned.name, ...input }));
+    const all = await list({});
+    expect(all.IsTruncated).toBe(false);
+    expect(all.Versions?.map((v) => [v.Key, v.IsLatest, v.Size])).toEqual([
+      ['a.txt', true, 2],
+      ['a.txt', false, 2],
+      ['a.txt', false, 2],
+      ['b/c.txt', true, 2],
+      ['d.txt', true, 2],
+      ['d.txt', false, 2],
+    ]);
+    const got = await versioned.client.send(
+      new GetObjectCommand({ Bucket: versioned.name, Key: 'a.txt', VersionId: all.Versions![2]!.VersionId }),
+    );
+    expect((await text(got.Body)).toString()).toBe('a1');
+    // Every version keeps the MD5 ETag it was stored with.
+    expect(got.ETag).toBe(`"${md5('a1')}"`);
+    expect(all.Versions?.filter((v) => v.Key === 'a.txt').map((v) => v.ETag)).toEqual(
+      ['a3', 'a2', 'a1'].map((body) => `"${md5(body)}"`),
+    );
+    // Two at a time: the pages cut a.txt and d.txt, and resume where they stopped.
+    const paged: string[] = [];
+    let markers: Partial<ListObjectVersionsCommandInput> = {};
+    for (let page = 0; page < 10; page++) {
+      const answer = await list({ MaxKeys: 2, ...markers });
+      expect(answer.Versions?.length ?? 0).toBeLessThanOrEqual(2);
+      paged.push(...(answer.Versions ?? []).map((v) => v.VersionId!));
+      if (!answer.IsTruncated) break;
+      markers = { KeyMarker: answer.NextKeyMarker, VersionIdMarker: answer.NextVersionIdMarker };
+    }
+    expect(paged).toEqual(all.Versions?.map((v) => v.VersionId));
+    // Rolled up at the delimiter, a folder is one common prefix.
+    const rolled = await list({ Delimiter: '/', MaxKeys: 4 });
+    expect(rolled.Versions?.map((v) => v.Key)).toEqual(['a.txt', 'a.txt', 'a.txt']);
+    expect(rolled.CommonPrefixes?.map((p) => p.Prefix)).toEqual(['b/']);
+    expect(rolled.IsTruncated).toBe(true);
+    const rest = await list({
+      Delimiter: '/',
+      KeyMarker: rolled.NextKeyMarker,
+      VersionIdMarker: rolled.NextVersionIdMarker,
+    });
+    expect(rest.Versions?.map((v) => v.Key)).toEqual(['d.txt', 'd.txt']);
+    expect(rest.CommonPrefixes ?? []).toEqual([]);
   });
 
   it('makes a folder of a zero-byte key ending in /', async () => {
