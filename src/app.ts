@@ -11,12 +11,18 @@ import type { Config } from './config.ts';
 import { badRequest } from './domain/errors.ts';
 import { installAuth } from './http/auth.ts';
 import { consoleRoutes } from './http/console.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import {
+  answerClientError,
+  answerFrameworkError,
+  installErrorHandling,
+  MAX_PARAM_LENGTH,
+} from './http/error-handler.ts';
 import { objectRoutes } from './http/object-routes.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
 import { ErrorBody } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './lib/json-depth.ts';
 import { auditRoutes } from './modules/audit/routes.ts';
 import { auditSchemas } from './modules/audit/schemas.ts';
 import { fileRoutes } from './modules/files/routes.ts';
@@ -158,7 +164,9 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${crypto.randomUUID()}`;
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: answerFrameworkError,
+    clientErrorHandler: answerClientError,
     ajv: { customOptions: { strict: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -172,14 +180,32 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     if (body === '') return done(null, {});
+    if (nestsDeeperThan(body as string, MAX_JSON_DEPTH)) {
+      return done(
+        badRequest(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`, {
+          field: 'body',
+          max_depth: MAX_JSON_DEPTH,
+        }),
+        undefined,
+      );
+    }
     let parsed: unknown;
     try {
+      // Keys that would reach an object's prototype are refused, as any key the schema does not know is.
       parsed = secureJson.parse(body as string, undefined, {
-        protoAction: 'remove',
-        constructorAction: 'remove',
+        protoAction: 'error',
+        constructorAction: 'error',
       });
-    } catch {
-      return done(badRequest('The request body is not valid JSON'), undefined);
+    } catch (error) {
+      const forbidden = error instanceof SyntaxError && /forbidden prototype/.test(error.message);
+      return done(
+        forbidden
+          ? badRequest('The request body must not have a __proto__ key, nor constructor.prototype', {
+              field: 'body',
+            })
+          : badRequest('The request body is not valid JSON'),
+        undefined,
+      );
     }
     const path = MAY_BE_UNSTORABLE.test(body as string) ? unstorableField(parsed) : undefined;
     if (path !== undefined) return done(unstorable(path || 'body', 'body'), undefined);

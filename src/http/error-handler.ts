@@ -1,3 +1,6 @@
+import { randomUUID } from 'node:crypto';
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   badRequest,
@@ -154,4 +157,51 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) =>
     sendError(request, reply, httpAnswer(noRoute(request.method, request.url.split('?')[0]!))),
   );
+}
+
+/** The longest path parameter the router takes (Fastify's maxParamLength): ids are far shorter. */
+export const MAX_PARAM_LENGTH = 100;
+
+/**
+ * Fastify's refusals of a URL before any route runs (bad percent-encoding, a path parameter past
+ * its length), answered in the contract's error body like every other error.
+ */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  const refusal =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new HttpError(414, 'BAD_REQUEST', `A path segment is longer than ${MAX_PARAM_LENGTH} characters`, {
+          location: 'params',
+          max_length: MAX_PARAM_LENGTH,
+        })
+      : badRequest('The path is not valid: a percent sign must start an escape like %2F', {
+          location: 'params',
+        });
+  return sendError(request, reply, httpAnswer(refusal));
+}
+
+/**
+ * What Node's HTTP parser refuses before Fastify sees a request (headers or a query string past the
+ * size limit, malformed HTTP, a request too slow to arrive): the contract's error body on the raw
+ * socket, with a request id of its own, then the connection closed.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [
+          431,
+          'REQUEST_TOO_LARGE',
+          `The request line and headers are larger than the server takes (${maxHeaderSize / 1024} KiB)`,
+        ]
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'BAD_REQUEST', 'The request did not arrive in time']
+        : [400, 'BAD_REQUEST', 'The request is not valid HTTP'];
+  const body = JSON.stringify({ error: { code, message, request_id: `req_${randomUUID()}` } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

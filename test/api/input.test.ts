@@ -164,3 +164,88 @@ describe('sizes beyond the largest object', () => {
     expect(reply.body.error).toMatchObject({ code: 'VALIDATION_ERROR', details: { field: 'size_bytes' } });
   });
 });
+
+describe('what is refused before any route runs, in the contract error body', () => {
+  const expectError = (reply: { status: number; body: any }, status: number, code: string) => {
+    expect(reply.status, JSON.stringify(reply.body)).toBe(status);
+    expect(reply.body).toEqual({
+      error: expect.objectContaining({ code, message: expect.any(String), request_id: expect.any(String) }),
+    });
+  };
+
+  it('a path that is not valid percent-encoding, and a path segment past its length', async () => {
+    expectError(await project.call('GET', '/files/%ZZ'), 400, 'BAD_REQUEST');
+    const long = await project.call('GET', `/files/file_${'x'.repeat(200)}`);
+    expectError(long, 414, 'BAD_REQUEST');
+    expect(long.body.error.details).toEqual({ location: 'params', max_length: 100 });
+  });
+
+  it('headers or a query string past the size limit, and requests that are not HTTP', async () => {
+    expectError(await project.call('GET', `/files?q=${'q'.repeat(100_000)}`), 431, 'REQUEST_TOO_LARGE');
+    // A body longer than its Content-Length: the parser cannot read what follows.
+    const { Socket } = await import('node:net');
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = new Socket();
+      let answer = '';
+      socket.on('data', (chunk) => {
+        answer += chunk.toString();
+      });
+      socket.on('close', () => resolve(answer));
+      socket.on('error', reject);
+      socket.connect(Number(new URL(coffer.url).port), '127.0.0.1', () =>
+        socket.write('NOT HTTP AT ALL\r\n\r\n'),
+      );
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)).error).toMatchObject({
+      code: 'BAD_REQUEST',
+      request_id: expect.stringMatching(/^req_/),
+    });
+  });
+});
+
+describe('JSON that would reach the prototype or nest without end', () => {
+  it('refuses __proto__ and constructor.prototype keys as it refuses any unknown key', async () => {
+    for (const body of [
+      '{"metadata":{"__proto__":{"admin":true}}}',
+      '{"constructor":{"prototype":{"x":1}}}',
+    ]) {
+      const reply = await project.call('PATCH', `/files/${fileId}/metadata`, { body });
+      expectBadRequest(reply, 'body');
+      expect(reply.body.error.message).toMatch(/__proto__/);
+    }
+    // A key merely named constructor is data like any other.
+    const kept = await project.call('PUT', `/files/${fileId}/metadata`, {
+      body: { metadata: { constructor: 'x' } },
+    });
+    expect(kept.status, JSON.stringify(kept.body)).toBe(200);
+    expect(kept.body.metadata).toEqual({ constructor: 'x' });
+  });
+
+  it('answers 400 naming the limit to a body or metadata filter nested thousands of levels deep', async () => {
+    const deep = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    for (const [method, path, body] of [
+      ['PUT', `/files/${fileId}/metadata`, `{"metadata":${deep(5000)}}`],
+      ['POST', '/upload-tokens', `{"metadata":${deep(5000)}}`],
+      [
+        'POST',
+        '/files/upload',
+        `{"filename":"a.txt","content_type":"text/plain","size_bytes":1,"metadata":${deep(5000)}}`,
+      ],
+    ] as const) {
+      const reply = await project.call(method, path, { body });
+      expectBadRequest(reply, 'body');
+      expect(reply.body.error.details.max_depth).toBe(64);
+    }
+    const filter = await project.call('GET', `/files?metadata=${encodeURIComponent(deep(500))}`);
+    expectBadRequest(filter, 'metadata');
+    // Strings holding brackets are not nesting.
+    const brackets = await project.call('PUT', `/files/${fileId}/metadata`, {
+      body: { metadata: { text: '{'.repeat(500) } },
+    });
+    expect(brackets.status).toBe(200);
+    expect(
+      (await project.call('PUT', `/files/${fileId}/metadata`, { body: `{"metadata":${deep(60)}}` })).status,
+    ).toBe(200);
+  });
+});

@@ -12,6 +12,7 @@ import type { Db, Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { isId } from '../../lib/ids.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../lib/json-depth.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { recordAudit } from '../audit/service.ts';
 import { recordEvent } from '../events/repo.ts';
@@ -96,6 +97,12 @@ export function requireReady(file: Pick<repo.FileRow, 'status'>): void {
 
 function parseMetadataFilter(value: string | undefined): Record<string, unknown> | undefined {
   if (value === undefined) return undefined;
+  if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
+    throw badRequest(`metadata nests deeper than ${MAX_JSON_DEPTH} levels`, {
+      field: 'metadata',
+      max_depth: MAX_JSON_DEPTH,
+    });
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
