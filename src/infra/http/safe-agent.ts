@@ -1,4 +1,5 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { Agent, buildConnector } from 'undici';
 import { parseAddress } from '../../lib/ip.ts';
@@ -73,8 +74,8 @@ export function createSafeAgent(options: SafeAgentOptions): Agent {
 
 /** The longest webhook URL accepted, as browsers and most proxies handle it. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
-/** How long registration waits for DNS before refusing the URL (the caller can try again). */
-const LOOKUP_TIMEOUT_MS = 5000;
+/** How long registration waits for DNS; a name that has not resolved by then is judged at each connection. */
+const LOOKUP_TIMEOUT_MS = 500;
 
 // C0 and C1 control characters and whitespace: the URL parser would drop or escape them, so the
 // URL stored would not be the one that was checked.
@@ -105,15 +106,23 @@ function isLoopbackName(host: string): boolean {
   return LOOPBACK_NAMES.has(host) || host.endsWith('.localhost');
 }
 
-const systemLookup: Lookup = (hostname) =>
-  new Promise((resolve) => dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)));
+// Registration asks DNS through c-ares (not getaddrinfo on libuv's thread pool, which slow answers
+// would fill, stalling file I/O): one try, bounded; /etc/hosts aliases are caught at each connection.
+const registrationResolver = new Resolver({ timeout: LOOKUP_TIMEOUT_MS, tries: 1 });
+const systemLookup: Lookup = async (hostname) => {
+  const [v4, v6] = await Promise.all([
+    registrationResolver.resolve4(hostname).catch(() => []),
+    registrationResolver.resolve6(hostname).catch(() => []),
+  ]);
+  return [...v4.map((address) => ({ address, family: 4 })), ...v6.map((address) => ({ address, family: 6 }))];
+};
 
 /**
  * Why a webhook URL cannot be registered, or undefined when it can: HTTPS only, no credentials,
  * and (unless private networks are allowed) no host that is, names (a loopback alias such as
  * `localhost.` or `*.localhost`) or resolves to (any of its addresses) a non-public address.
- * A name that does not resolve now is accepted; every connection checks it again. A lookup that
- * does not answer within `timeoutMs` refuses the URL rather than hold the request.
+ * A name that does not resolve now, or not within `timeoutMs` (the request never waits on DNS for
+ * longer), is accepted; every connection checks it again.
  */
 export async function webhookUrlProblem(
   raw: string,
@@ -143,7 +152,8 @@ export async function webhookUrlProblem(
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
     }),
   ]).finally(() => clearTimeout(timer));
-  if (addresses === 'timeout') return `url host ${host} did not resolve within ${timeoutMs} ms; try again`;
+  // Not known yet, as a name that does not resolve: accepted, and every connection checks it again.
+  if (addresses === 'timeout') return undefined;
   const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
   return blocked ? `url resolves to the non-public address ${blocked.address}` : undefined;
 }
