@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { CofferError, createClient } from '@coffer/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { storage } from '../support/backends.ts';
-import type { TestProject } from '../support/coffer.ts';
+import { backend, storage } from '../support/backends.ts';
+import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import {
   bytesOf,
   EXPIRED_ANSWER,
@@ -314,5 +314,50 @@ describe('resume', () => {
     await harness.expectChecksum(project, file, bytes);
     expect(count('POST', /\/multipart\/start$/)).toHaveLength(1);
     expect(store.size).toBe(0);
+  });
+});
+
+// A real limit's window is a minute: run once, on the embedded server, so that the wait is paid once.
+describe.skipIf(backend !== 'embedded')('rate limits', () => {
+  let limited: TestCoffer;
+  beforeAll(async () => {
+    limited = await startCoffer({ COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: '2' });
+  });
+  afterAll(() => limited?.close());
+
+  it('waits as long as Retry-After asks on a 429, then sends the call again', {
+    timeout: 120_000,
+  }, async () => {
+    const limitedProject = await limited.newProject();
+    const sent: { at: number; status: number; retryAfter: string | null }[] = [];
+    const client = createClient({
+      baseUrl: limited.url,
+      apiKey: limitedProject.key,
+      fetch: async (url, init) => {
+        const response = await fetch(url, init);
+        sent.push({
+          at: Date.now(),
+          status: response.status,
+          retryAfter: response.headers.get('retry-after'),
+        });
+        return response;
+      },
+    });
+    await client.projects.get(limitedProject.id);
+    await client.projects.get(limitedProject.id);
+    const once = createClient({ baseUrl: limited.url, apiKey: limitedProject.key, retry: { attempts: 1 } });
+    const refused = await once.projects.get(limitedProject.id).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(CofferError);
+    expect(refused).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect((refused as CofferError).retryAfterMs).toBeGreaterThan(0);
+
+    const project = await client.projects.get(limitedProject.id);
+    expect(project.id).toBe(limitedProject.id);
+    const [, , refusedAgain, passed] = sent;
+    expect(refusedAgain).toMatchObject({ status: 429 });
+    expect(passed).toMatchObject({ status: 200 });
+    expect(passed!.at - refusedAgain!.at).toBeGreaterThanOrEqual(
+      Number(refusedAgain!.retryAfter) * 1000 - 1000,
+    );
   });
 });

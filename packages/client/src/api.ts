@@ -126,7 +126,12 @@ export function createApi(options: ApiOptions): Api {
               });
             }
           }
-          const error = errorFromAnswer(response.status, text, response.headers.get('x-request-id'));
+          const error = errorFromAnswer(
+            response.status,
+            text,
+            response.headers.get('x-request-id'),
+            response.headers.get('retry-after'),
+          );
           if (error.code === 'TOKEN_EXPIRED' && options.refreshToken && !refreshUsed) {
             refreshUsed = true;
             await refreshed(sent);

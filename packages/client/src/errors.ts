@@ -14,6 +14,8 @@ export interface CofferErrorInit {
   message: string;
   details?: Record<string, unknown> | undefined;
   requestId?: string | undefined;
+  /** How long the server asked to wait before trying again (Retry-After), in milliseconds. */
+  retryAfterMs?: number | undefined;
   cause?: unknown;
 }
 
@@ -29,6 +31,8 @@ export class CofferError extends Error {
   readonly code: string;
   readonly details: Record<string, unknown> | undefined;
   readonly requestId: string | undefined;
+  /** How long the server asked to wait before trying again (429 and 503 with Retry-After), in milliseconds. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: CofferErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -36,6 +40,7 @@ export class CofferError extends Error {
     this.code = init.code;
     this.details = init.details;
     this.requestId = init.requestId;
+    this.retryAfterMs = init.retryAfterMs;
   }
 }
 
@@ -65,17 +70,26 @@ const XML_FIELD = (name: string) => new RegExp(`<${name}>([^<]*)</${name}>`);
  * The error of a failed answer: Coffer's JSON error body, an S3-compatible store's XML error,
  * or, for anything else, HTTP_ERROR with the status.
  */
-export function errorFromAnswer(status: number, text: string, requestIdHeader?: string | null): CofferError {
+export function errorFromAnswer(
+  status: number,
+  text: string,
+  requestIdHeader?: string | null,
+  retryAfterHeader?: string | null,
+): CofferError {
   const requestId = requestIdHeader ?? undefined;
+  let retryAfterMs = retryAfterOf(retryAfterHeader);
   try {
     const { error } = JSON.parse(text) as { error?: Partial<CofferErrorInit> & { request_id?: string } };
     if (error && typeof error.code === 'string') {
+      const seconds = error.details?.retry_after_seconds;
+      if (retryAfterMs === undefined && typeof seconds === 'number') retryAfterMs = seconds * 1000;
       return new CofferError({
         status,
         code: error.code,
         message: typeof error.message === 'string' ? error.message : error.code,
         details: error.details,
         requestId: error.request_id ?? requestId,
+        retryAfterMs,
       });
     }
   } catch {
@@ -86,12 +100,21 @@ export function errorFromAnswer(status: number, text: string, requestIdHeader?: 
     // Some stores (radosgw) answer an empty <Message/>: the code then says what went wrong.
     const message = XML_FIELD('Message').exec(text)?.[1] || `${code} (HTTP ${status})`;
     const xmlRequestId = XML_FIELD('RequestId').exec(text)?.[1];
-    return new CofferError({ status, code, message, requestId: xmlRequestId ?? requestId });
+    return new CofferError({ status, code, message, requestId: xmlRequestId ?? requestId, retryAfterMs });
   }
   return new CofferError({
     status,
     code: 'HTTP_ERROR',
     message: `HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ''}`,
     requestId,
+    retryAfterMs,
   });
+}
+
+/** A Retry-After header (seconds, or an HTTP date) in milliseconds from now. */
+function retryAfterOf(header: string | null | undefined): number | undefined {
+  if (!header) return undefined;
+  if (/^\d+$/.test(header.trim())) return Number(header) * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }

@@ -2,7 +2,7 @@ import { type CofferError, errorFromAnswer } from './errors.js';
 import { type RetryPolicy, withRetries } from './retry.js';
 import type { PutAnswer, PutRequest, PutTransport } from './transport.js';
 
-/** Sends a body, again on network failures and 5xx; any other answer is returned to the caller. */
+/** Sends a body, again on network failures, 5xx and 429; any other answer is returned to the caller. */
 export function putWithRetries(
   put: PutTransport,
   policy: RetryPolicy,
@@ -10,7 +10,9 @@ export function putWithRetries(
 ): Promise<PutAnswer> {
   return withRetries(policy, request.signal, async () => {
     const answer = await put(request);
-    if (answer.status >= 500) throw errorFromAnswer(answer.status, answer.text, answer.requestId);
+    if (answer.status >= 500 || answer.status === 429) {
+      throw errorFromAnswer(answer.status, answer.text, answer.requestId);
+    }
     return answer;
   });
 }

@@ -40,9 +40,17 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Network failures and 5xx may pass; every other error is the caller's to see at once. */
+/** Network failures, 5xx and 429 (a rate limit) may pass; every other error is the caller's to see at once. */
 export const isTransient = (error: unknown): boolean =>
-  error instanceof CofferError && (error.code === 'NETWORK_ERROR' || error.status >= 500);
+  error instanceof CofferError &&
+  (error.code === 'NETWORK_ERROR' || error.status >= 500 || error.status === 429);
+
+/** How long to wait before try `retry + 1`: what the server asked for (Retry-After), else the backoff. */
+const delayBefore = (policy: RetryPolicy, retry: number, error: unknown): number => {
+  const asked = error instanceof CofferError ? error.retryAfterMs : undefined;
+  // Earlier than asked would only be refused again; a little later spreads clients that were refused together.
+  return asked === undefined ? backoffDelay(policy, retry) : asked + Math.random() * policy.baseDelayMs;
+};
 
 /** Runs `attempt` until it succeeds, throws a non-transient error, or the policy's tries are spent. */
 export async function withRetries<T>(
@@ -55,7 +63,7 @@ export async function withRetries<T>(
       return await attempt();
     } catch (error) {
       if (tries >= policy.attempts || !isTransient(error) || signal?.aborted) throw error;
-      await sleep(backoffDelay(policy, tries), signal);
+      await sleep(delayBefore(policy, tries, error), signal);
     }
   }
 }
