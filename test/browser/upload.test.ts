@@ -16,6 +16,7 @@ import {
   findChromium,
   launchChromium,
   type PageServer,
+  pageCaller,
   servePage,
 } from '../support/browser.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -32,20 +33,7 @@ if (!chromiumPath) {
   );
 }
 
-/** Calls a function of the page's `cofferPage`; its errors come back as rejections. */
-function inPage<K extends keyof PageApi>(
-  page: Page,
-  name: K,
-  ...args: Parameters<PageApi[K]>
-): Promise<Awaited<ReturnType<PageApi[K]>>> {
-  return page.evaluate(
-    ([name, args]) => {
-      const api = (globalThis as unknown as { cofferPage: PageApi }).cofferPage;
-      return (api[name] as (...values: unknown[]) => unknown)(...args);
-    },
-    [name, args] as const,
-  ) as Promise<Awaited<ReturnType<PageApi[K]>>>;
-}
+const inPage = pageCaller<PageApi>('cofferPage');
 
 /** Whether `url` is a presigned part URL: `upload` and `part` on the local store, `partNumber` on S3. */
 function isPartUrl(url: URL): boolean {

@@ -9,7 +9,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { build } from 'esbuild';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type Page } from 'playwright-core';
 import { s3TestSettings } from './backends.ts';
 
 const DEBIAN_CHROMIUM = '/usr/bin/chromium';
@@ -48,6 +48,29 @@ export async function bundleForBrowser(entry: string): Promise<string> {
     logLevel: 'silent',
   });
   return result.outputFiles[0]!.text;
+}
+
+type Call<F> = F extends (...args: infer A) => infer R ? { args: A; result: Awaited<R> } : never;
+
+/**
+ * Calls, for a test page that puts its API on `globalThis[global]`, one of its functions through
+ * `page.evaluate`; the function's errors come back as rejections.
+ */
+export function pageCaller<Api>(global: string) {
+  return <K extends keyof Api & string>(
+    page: Page,
+    name: K,
+    ...args: Call<Api[K]>['args']
+  ): Promise<Call<Api[K]>['result']> =>
+    page.evaluate(
+      ([global, name, args]) => {
+        const api = (
+          globalThis as unknown as Record<string, Record<string, (...values: unknown[]) => unknown>>
+        )[global]!;
+        return api[name]!(...args);
+      },
+      [global, name, args as unknown[]] as const,
+    ) as Promise<Call<Api[K]>['result']>;
 }
 
 export type PageHandler = (
