@@ -20,6 +20,7 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
+  type S3ClientConfig,
   S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -42,12 +43,20 @@ interface Bucket {
   project: TestProject;
   name: string;
   client: S3Client;
+  /** The client's access key id and secret. */
+  keys: [string, string];
 }
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
-function clientFor(accessKeyId: string, secretAccessKey: string, sessionToken?: string): S3Client {
+function clientFor(
+  accessKeyId: string,
+  secretAccessKey: string,
+  sessionToken?: string,
+  config: S3ClientConfig = {},
+): S3Client {
   return new S3Client({
+    ...config,
     endpoint: `${coffer.url}/s3`,
     forcePathStyle: true,
     region: 'us-east-1',
@@ -73,6 +82,7 @@ async function bucketWith(
     project,
     name: bucket,
     client: clientFor(created.body.access_key_id, created.body.secret_access_key),
+    keys: [created.body.access_key_id, created.body.secret_access_key],
   };
 }
 
@@ -186,6 +196,51 @@ describe('the S3 endpoint', () => {
     const tampered = await fetch(url.replace('signed.txt', 'signed2.txt'));
     expect(tampered.status).toBe(403);
     expect(await tampered.text()).toContain('<Code>SignatureDoesNotMatch</Code>');
+  });
+
+  it('takes metadata from the signed query of presigned PutObject and CreateMultipartUpload URLs', async () => {
+    // The SDK's presigner moves x-amz-meta-* headers into the URL (an application's backend signing
+    // for a browser does just that), and S3 takes them from there.
+    const { client, name, project, keys } = bucket;
+    // As such a backend does, without the checksum of an empty body the SDK would sign otherwise.
+    const presigner = clientFor(...keys, undefined, { requestChecksumCalculation: 'WHEN_REQUIRED' });
+    const Metadata = { camera: 'pinhole', album: 'spring 2026' };
+    const put = await getSignedUrl(
+      presigner,
+      new PutObjectCommand({ Bucket: name, Key: 'hoisted/put.txt', Metadata }),
+      { expiresIn: 60 },
+    );
+    expect(new URL(put).searchParams.get('x-amz-meta-camera')).toBe('pinhole');
+    expect((await fetch(put, { method: 'PUT', body: 'hoisted' })).status).toBe(200);
+
+    const create = await getSignedUrl(
+      presigner,
+      new CreateMultipartUploadCommand({ Bucket: name, Key: 'hoisted/parts.bin', Metadata }),
+      { expiresIn: 60 },
+    );
+    const created = await fetch(create, { method: 'POST' });
+    expect(created.status).toBe(200);
+    const UploadId = /<UploadId>([^<]+)<\/UploadId>/.exec(await created.text())![1]!;
+    const Key = 'hoisted/parts.bin';
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'one part' }),
+    );
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key,
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+
+    for (const filename of ['put.txt', 'parts.bin']) {
+      const listed = await project.call('GET', `/files?q=${filename}`);
+      expect(listed.body.items[0], filename).toMatchObject({ filename, status: 'ready', metadata: Metadata });
+    }
+    const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'hoisted/put.txt' }));
+    expect(head.Metadata).toEqual(Metadata);
+    presigner.destroy();
   });
 
   it('lists keys in binary order, rolled up at the delimiter, page by page', async () => {
