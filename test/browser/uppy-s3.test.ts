@@ -20,6 +20,7 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Browser, Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/lib/secrets.ts';
 import {
   bundleForBrowser,
   findChromium,
@@ -272,6 +273,28 @@ describe.runIf(chromiumPath)('Uppy (@uppy/aws-s3) in Chromium, on the S3 endpoin
       expect(result.progress.at(-1)).toBe(MULTIPART_SIZE);
       expectOwnership(await expectStored(asked.name, seed, MULTIPART_SIZE, folder));
     });
+
+    it.runIf(mode === 'credentials')(
+      'asks for new credentials once those it has stop working, and sends the refused request again',
+      async () => {
+        const seed = randomInt(1, 2 ** 31);
+        const size = MIB;
+        const asked = await request(seed, size, false);
+        // Credentials of a token that has expired since: Coffer refuses them, Uppy must mint anew.
+        const expiring = await uploadToken(folder);
+        const stale = await project.call('POST', '/s3-credentials/temporary', { token: expiring, body: {} });
+        expect(stale.status).toBe(201);
+        await coffer.services.db.query(
+          "UPDATE upload_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1",
+          [sha256Hex(expiring)],
+        );
+        sent.length = 0;
+        const result = await inPage(page, 'upload', { ...asked, firstCredentials: stale.body });
+        expect(result.credentialRequests).toBe(2);
+        expect(sent).toEqual(['PutObject', 'PutObject']);
+        expectOwnership(await expectStored(asked.name, seed, size, folder));
+      },
+    );
 
     it('resumes a multipart upload after a reload, sending only the missing parts', async () => {
       const seed = randomInt(1, 2 ** 31);

@@ -26,6 +26,20 @@ export interface UppyUploadRequest {
   partSize?: number;
   /** Keep the multipart upload in localStorage, and take it up again if one is there. */
   resume?: boolean;
+  /** Credentials Uppy gets first (credentials mode), before the page mints its own. */
+  firstCredentials?: TemporaryCredentials;
+}
+
+/** Coffer's answer to POST /v1/projects/{id}/s3-credentials/temporary. */
+export interface TemporaryCredentials {
+  access_key_id: string;
+  secret_access_key: string;
+  session_token: string;
+  expiration: string;
+  region: string;
+  endpoint: string;
+  bucket: string;
+  prefix: string;
 }
 
 export interface UppyUploadResult {

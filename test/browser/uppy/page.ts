@@ -5,24 +5,13 @@
 import AwsS3 from '@uppy/aws-s3';
 import Uppy, { type UppyFile } from '@uppy/core';
 import { seededBytes } from '../bytes.ts';
-import type { SignRequestBody, UppyPageApi, UppyUploadRequest } from './api.ts';
+import type { SignRequestBody, TemporaryCredentials, UppyPageApi, UppyUploadRequest } from './api.ts';
 
 /** Where the page keeps a multipart upload's state across reloads, by Uppy's file id. */
 const RESUME_PREFIX = 'uppy-s3:';
 
-interface Minted {
-  access_key_id: string;
-  secret_access_key: string;
-  session_token: string;
-  expiration: string;
-  region: string;
-  endpoint: string;
-  bucket: string;
-  prefix: string;
-}
-
 /** Temporary S3 credentials for the page's upload token, minted by the browser itself. */
-async function mint(request: UppyUploadRequest): Promise<Minted> {
+async function mint(request: UppyUploadRequest): Promise<TemporaryCredentials> {
   const response = await fetch(
     `${request.baseUrl}/v1/projects/${request.projectId}/s3-credentials/temporary`,
     {
@@ -33,7 +22,7 @@ async function mint(request: UppyUploadRequest): Promise<Minted> {
   );
   if (response.status !== 201)
     throw new Error(`temporary credentials: ${response.status} ${await response.text()}`);
-  return (await response.json()) as Minted;
+  return (await response.json()) as TemporaryCredentials;
 }
 
 /** The plugin's options for the request's mode. */
@@ -54,7 +43,9 @@ async function signing(request: UppyUploadRequest, counted: { credentialRequests
     };
   }
   // The first credentials tell the key's prefix (the token's folder); Uppy asks again on expiry.
-  let first: Promise<Minted> | undefined = mint(request);
+  let first: Promise<TemporaryCredentials> | undefined = request.firstCredentials
+    ? Promise.resolve(request.firstCredentials)
+    : mint(request);
   const { endpoint, bucket, prefix } = await first;
   return {
     s3Endpoint: `${endpoint}/${bucket}`,

@@ -26,6 +26,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
 
@@ -632,6 +633,31 @@ describe('the S3 endpoint', () => {
     );
     const forged = tampered.send(new PutObjectCommand({ Bucket: name, Key: 'avatars/x.png', Body: 'x' }));
     expect(await refusal(forged)).toEqual({ code: 'InvalidToken', status: 400 });
+  });
+
+  it('answers temporary credentials whose upload token expired with ExpiredToken, as S3 an expired session', async () => {
+    const { project, name } = await bucketWith();
+    const token = await project.call('POST', '/upload-tokens', { body: {} });
+    const minted = await project.call('POST', '/s3-credentials/temporary', {
+      token: token.body.token,
+      body: {},
+    });
+    expect(minted.status).toBe(201);
+    const { access_key_id, secret_access_key, session_token } = minted.body;
+    const browser = clientFor(access_key_id, secret_access_key, session_token);
+    const put = () => browser.send(new PutObjectCommand({ Bucket: name, Key: 'late.txt', Body: 'late' }));
+    await put();
+    await coffer.services.db.query(
+      "UPDATE upload_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1",
+      [sha256Hex(token.body.token)],
+    );
+    // Clients such as Uppy fetch new credentials on ExpiredToken; a forged session stays InvalidToken.
+    expect(await refusal(put())).toEqual({ code: 'ExpiredToken', status: 400 });
+    const forged = clientFor(access_key_id, secret_access_key, `${session_token}x`);
+    expect(await refusal(forged.send(new HeadBucketCommand({ Bucket: name })))).toMatchObject({
+      status: 400,
+    });
+    expect((await project.call('GET', '/files?q=late.txt')).body.total).toBe(1);
   });
 
   it("answers past a credential's rate limit with 503 SlowDown and Retry-After", async () => {
