@@ -18,15 +18,16 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import type { Browser, Page, Route } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/lib/secrets.ts';
 import {
   bundleForBrowser,
-  findChromium,
+  chromiumFor,
   launchChromium,
   type PageServer,
   pageCaller,
+  reloadWhileHeld,
   servePage,
 } from '../support/browser.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -39,12 +40,7 @@ const MULTIPART_SIZE = 24 * MIB;
 const PART_SIZE = 5 * MIB;
 const TYPE = 'application/octet-stream';
 
-const chromiumPath = findChromium();
-if (!chromiumPath) {
-  process.stderr.write(
-    "test/browser/uppy-s3: NOT RUN: no Chromium (set COFFER_TEST_CHROMIUM, or install Debian's chromium: bash .ci/chromium.sh)\n",
-  );
-}
+const chromiumPath = chromiumFor('test/browser/uppy-s3');
 
 const inPage = pageCaller<UppyPageApi>('uppyPage');
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
@@ -303,25 +299,13 @@ describe.runIf(chromiumPath)('Uppy (@uppy/aws-s3) in Chromium, on the S3 endpoin
       // 1. Parts go one at a time: the third part's PUT is held, and the page reloaded under it.
       // (While a route is set, Playwright answers the preflights itself: the other tests show CORS.)
       sent.length = 0;
-      let held: (route: Route) => void;
-      const third = new Promise<Route>((resolve) => {
-        held = resolve;
+      const interrupted = await reloadWhileHeld(page, {
+        global: 'uppyPage',
+        matches: (url) => url.pathname.startsWith('/s3/') && url.searchParams.has('partNumber'),
+        hold: (request) => new URL(request.url()).searchParams.get('partNumber') === '3',
+        start: () => inPage(page, 'upload', asked),
       });
-      const isPart = (url: URL) => url.pathname.startsWith('/s3/') && url.searchParams.has('partNumber');
-      await page.route(isPart, (route) => {
-        if (new URL(route.request().url()).searchParams.get('partNumber') === '3') return held(route);
-        return route.continue();
-      });
-      const interrupted = inPage(page, 'upload', asked).then(
-        () => 'finished',
-        (error: Error) => error.message,
-      );
-      const route = await third;
-      await page.reload();
-      await page.waitForFunction(() => 'uppyPage' in globalThis);
-      expect(await interrupted).toMatch(/context was destroyed|navigat/i);
-      await page.unrouteAll({ behavior: 'ignoreErrors' });
-      await route.abort().catch(() => {});
+      expect(interrupted).toMatch(/context was destroyed|navigat/i);
       expect(sent).toEqual(['CreateMultipartUpload', 'UploadPart 1', 'UploadPart 2', 'UploadPart 3']);
 
       // The upload survived the reload in localStorage; the page takes it up again with the same file.

@@ -5,6 +5,7 @@
 import AwsS3 from '@uppy/aws-s3';
 import Uppy, { type UppyFile } from '@uppy/core';
 import { seededBytes } from '../bytes.ts';
+import { storedEntries } from '../stored.ts';
 import type { SignRequestBody, TemporaryCredentials, UppyPageApi, UppyUploadRequest } from './api.ts';
 
 /** Where the page keeps a multipart upload's state across reloads, by Uppy's file id. */
@@ -111,14 +112,7 @@ const api: UppyPageApi = {
     return { key: body.key, location: body.location, progress, ...counted };
   },
 
-  resumeEntries() {
-    const entries: Record<string, unknown> = {};
-    for (let i = 0; i < localStorage.length; i++) {
-      const key = localStorage.key(i);
-      if (key?.startsWith(RESUME_PREFIX)) entries[key] = JSON.parse(localStorage.getItem(key) ?? 'null');
-    }
-    return entries;
-  },
+  resumeEntries: () => storedEntries(RESUME_PREFIX),
 };
 
 (globalThis as { uppyPage?: UppyPageApi }).uppyPage = api;
