@@ -2,6 +2,7 @@
  * What the Uppy test page offers the test (a file of its own: the page's program has the DOM's
  * types and Uppy's, which the test's Node.js program must not take in).
  */
+import type { components } from '@coffer/client';
 
 export interface UppyUploadRequest {
   /**
@@ -31,16 +32,7 @@ export interface UppyUploadRequest {
 }
 
 /** Coffer's answer to POST /v1/projects/{id}/s3-credentials/temporary. */
-export interface TemporaryCredentials {
-  access_key_id: string;
-  secret_access_key: string;
-  session_token: string;
-  expiration: string;
-  region: string;
-  endpoint: string;
-  bucket: string;
-  prefix: string;
-}
+export type TemporaryCredentials = components['schemas']['TemporaryS3Credentials'];
 
 export interface UppyUploadResult {
   key: string;
