@@ -66,7 +66,8 @@ async function presign(
   { request, contentType: ContentType, metadata: Metadata }: SignRequestBody,
 ): Promise<{ url: string; headers: Record<string, string> }> {
   const { method, key: Key, uploadId: UploadId, partNumber: PartNumber } = request;
-  // Metadata stays in signed headers (the SDK would otherwise move x-amz-* into the query).
+  // Metadata in signed headers, which the browser sends and CORS must let through (the SDK would
+  // otherwise put them in the URL's query, which the endpoint takes as well: see its own tests).
   const headers = Object.fromEntries(
     Object.entries(Metadata).map(([name, value]) => [`x-amz-meta-${name}`, value]),
   );
