@@ -45,6 +45,7 @@ import { versionRoutes } from './modules/versions/routes.ts';
 import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
+import { corsByProtocol } from './protocols/s3/cors.ts';
 import { s3Routes } from './protocols/s3/routes.ts';
 import type { Services } from './services.ts';
 
@@ -243,7 +244,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   installErrorHandling(app);
   if (services.metrics) installRequestMetrics(app, services.metrics);
 
-  await app.register(cors, {
+  const restCors = {
     origin: config.corsOrigins === '*' ? '*' : config.corsOrigins,
     methods: ['GET', 'HEAD', 'PUT', 'POST', 'PATCH', 'DELETE'],
     allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'X-Request-Id'],
@@ -260,7 +261,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     ],
     maxAge: 600,
     strictPreflight: false,
-  });
+  };
+  await app.register(cors, { delegator: corsByProtocol(restCors) });
 
   await app.register(swagger, {
     openapi: {

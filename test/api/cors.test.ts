@@ -203,3 +203,71 @@ describe('CORS by default', () => {
     expect(got.headers.get('access-control-allow-origin')).toBe('*');
   });
 });
+
+describe('CORS of the S3 endpoint', () => {
+  let coffer: TestCoffer;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    coffer = await startCoffer({ COFFER_CORS_ORIGINS: APP });
+    project = await coffer.newProject();
+  });
+  afterAll(() => coffer.close());
+
+  // What a browser S3 client (Uppy, the AWS SDK) asks to send with an UploadPart or a PutObject.
+  const S3_HEADERS =
+    'content-md5,content-type,x-amz-checksum-crc32,x-amz-content-sha256,x-amz-date,x-amz-meta-camera,x-amz-security-token,x-amz-user-agent';
+
+  it('allows the headers an S3 client asks for, for an allowed origin, and exposes the ETag', async () => {
+    const object = `${coffer.url}/s3/bucket/photos/cat.jpg?partNumber=1&uploadId=u`;
+    for (const method of ['PUT', 'POST', 'GET', 'HEAD', 'DELETE']) {
+      const reply = await preflight(object, APP, method, S3_HEADERS);
+      expect(reply.status).toBe(204);
+      expect(reply.headers.get('access-control-allow-origin')).toBe(APP);
+      expect(list(reply.headers.get('access-control-allow-methods'))).toContain(method.toLowerCase());
+      expect(list(reply.headers.get('access-control-allow-headers'))).toEqual(S3_HEADERS.split(','));
+      expect(list(reply.headers.get('vary'))).toContain('access-control-request-headers');
+    }
+    // The mount itself (ListBuckets) is S3's too.
+    expect(
+      list(
+        (await preflight(`${coffer.url}/s3`, APP, 'GET', S3_HEADERS)).headers.get(
+          'access-control-allow-headers',
+        ),
+      ),
+    ).toContain('x-amz-date');
+
+    // A real answer, here a refusal in S3's XML: the browser may read it and the S3 headers.
+    const refused = await send(object, { method: 'PUT', headers: { origin: APP }, body: 'part' });
+    expect(refused.status).toBe(403);
+    expect(refused.text).toContain('<Code>AccessDenied</Code>');
+    expect(refused.headers.get('access-control-allow-origin')).toBe(APP);
+    const exposed = list(refused.headers.get('access-control-expose-headers'));
+    for (const header of ['etag', 'x-amz-version-id', 'x-coffer-file-id', 'x-amz-checksum-crc32'])
+      expect(exposed).toContain(header);
+  });
+
+  it('keeps the REST API to its own list of headers, and other origins out of both', async () => {
+    const rest = await preflight(
+      `${coffer.url}/v1/projects/${project.id}/files/upload`,
+      APP,
+      'POST',
+      S3_HEADERS,
+    );
+    expect(rest.headers.get('access-control-allow-origin')).toBe(APP);
+    expect(list(rest.headers.get('access-control-allow-headers'))).not.toContain('x-amz-date');
+    expect(list(rest.headers.get('access-control-allow-methods'))).toContain('patch');
+    // A path that only begins like the mount is not S3's.
+    const lookalike = await preflight(`${coffer.url}/s3x`, APP, 'PUT', S3_HEADERS);
+    expect(list(lookalike.headers.get('access-control-allow-headers'))).not.toContain('x-amz-date');
+
+    const evil = await preflight(`${coffer.url}/s3/bucket/key`, EVIL, 'PUT', S3_HEADERS);
+    expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+    const real = await send(`${coffer.url}/s3/bucket/key`, {
+      method: 'PUT',
+      headers: { origin: EVIL },
+      body: 'x',
+    });
+    expect(real.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});

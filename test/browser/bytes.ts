@@ -2,7 +2,7 @@
  * The bytes of the test file, from a seed: the page makes its File from them (again, identical,
  * after a reload), and the test computes their SHA-256 in Node.js without shipping 24 MiB to the page.
  */
-export function seededBytes(seed: number, size: number): Uint8Array {
+export function seededBytes(seed: number, size: number): Uint8Array<ArrayBuffer> {
   const bytes = new Uint8Array(size);
   const words = new Uint32Array(bytes.buffer, 0, size >>> 2);
   // xorshift32: its state must never be 0.

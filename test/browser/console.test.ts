@@ -13,7 +13,7 @@ import type { Browser, BrowserContext, Page, Route } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { storage } from '../support/backends.ts';
-import { allowBucketCors, findChromium, launchChromium } from '../support/browser.ts';
+import { allowBucketCors, chromiumFor, launchChromium } from '../support/browser.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { upload } from '../support/files.ts';
 import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
@@ -29,12 +29,7 @@ const MIB = 1024 * 1024;
 const SHOTS = join(process.cwd(), '.tmp', 'console');
 const XSS_NAME = '<img src=x onerror=alert(1)>.png';
 
-const chromiumPath = findChromium();
-if (!chromiumPath) {
-  process.stderr.write(
-    "test/browser/console: NOT RUN: no Chromium (set COFFER_TEST_CHROMIUM, or install Debian's chromium: bash .ci/chromium.sh)\n",
-  );
-}
+const chromiumPath = chromiumFor('test/browser/console');
 
 /** A real PNG (a gradient), so that the preview has something to show and the MIME check passes. */
 function png(width: number, height: number): Buffer {

@@ -4,6 +4,7 @@
  */
 import { createClient, type FileObject, isCofferError, type Progress } from '@coffer/client';
 import { seededBytes } from './bytes.ts';
+import { storedEntries } from './stored.ts';
 
 const RESUME_PREFIX = 'coffer-upload:';
 
@@ -83,14 +84,7 @@ const api: PageApi = {
     }
   },
 
-  resumeEntries() {
-    const entries: Record<string, unknown> = {};
-    for (let i = 0; i < localStorage.length; i++) {
-      const key = localStorage.key(i);
-      if (key?.startsWith(RESUME_PREFIX)) entries[key] = JSON.parse(localStorage.getItem(key) ?? 'null');
-    }
-    return entries;
-  },
+  resumeEntries: () => storedEntries(RESUME_PREFIX),
 
   async download(url) {
     const response = await fetch(url);

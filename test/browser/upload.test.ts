@@ -6,16 +6,18 @@
  */
 import { createHash, randomInt } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import type { Browser, Page, Request, Route } from 'playwright-core';
+import type { Browser, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/lib/secrets.ts';
 import { storage } from '../support/backends.ts';
 import {
   allowBucketCors,
   bundleForBrowser,
-  findChromium,
+  chromiumFor,
   launchChromium,
   type PageServer,
+  pageCaller,
+  reloadWhileHeld,
   servePage,
 } from '../support/browser.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -25,27 +27,9 @@ import type { PageApi, UploadRequest } from './page.ts';
 const MIB = 1024 * 1024;
 const SIZE = 24 * MIB;
 
-const chromiumPath = findChromium();
-if (!chromiumPath) {
-  process.stderr.write(
-    "test/browser: NOT RUN: no Chromium (set COFFER_TEST_CHROMIUM, or install Debian's chromium: bash .ci/chromium.sh)\n",
-  );
-}
+const chromiumPath = chromiumFor('test/browser');
 
-/** Calls a function of the page's `cofferPage`; its errors come back as rejections. */
-function inPage<K extends keyof PageApi>(
-  page: Page,
-  name: K,
-  ...args: Parameters<PageApi[K]>
-): Promise<Awaited<ReturnType<PageApi[K]>>> {
-  return page.evaluate(
-    ([name, args]) => {
-      const api = (globalThis as unknown as { cofferPage: PageApi }).cofferPage;
-      return (api[name] as (...values: unknown[]) => unknown)(...args);
-    },
-    [name, args] as const,
-  ) as Promise<Awaited<ReturnType<PageApi[K]>>>;
-}
+const inPage = pageCaller<PageApi>('cofferPage');
 
 /** Whether `url` is a presigned part URL: `upload` and `part` on the local store, `partNumber` on S3. */
 function isPartUrl(url: URL): boolean {
@@ -171,32 +155,14 @@ describe.runIf(chromiumPath)('the SDK in Chromium, from another origin', () => {
 
     // 1. One part at a time; the third part's PUT is held, and the page reloaded under it.
     partsSent.length = 0;
-    let putsLetThrough = 0;
-    let held: (route: Route) => void;
-    const third = new Promise<Route>((resolve) => {
-      held = resolve;
+    const interrupted = await reloadWhileHeld(page, {
+      global: 'cofferPage',
+      matches: isPartUrl,
+      hold: (sent) => partOf(sent) === 3,
+      start: () =>
+        inPage(page, 'upload', request(seed, { token: expiring, partSize, concurrency: 1, resume: true })),
     });
-    await page.route(isPartUrl, (route) => {
-      if (route.request().method() !== 'PUT' || putsLetThrough < 2) {
-        if (route.request().method() === 'PUT') putsLetThrough += 1;
-        return route.continue();
-      }
-      held(route);
-    });
-    const interrupted = inPage(
-      page,
-      'upload',
-      request(seed, { token: expiring, partSize, concurrency: 1, resume: true }),
-    ).then(
-      () => 'finished',
-      (error: Error) => error.message,
-    );
-    const route = await third;
-    await page.reload();
-    await page.waitForFunction(() => 'cofferPage' in globalThis);
-    expect(await interrupted).toMatch(/context was destroyed|navigat/i);
-    await page.unrouteAll({ behavior: 'ignoreErrors' });
-    await route.abort().catch(() => {});
+    expect(interrupted).toMatch(/context was destroyed|navigat/i);
     expect(partsSent).toEqual([1, 2, 3]);
 
     // The session survived the reload in localStorage, and the server holds parts 1 and 2.

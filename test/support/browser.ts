@@ -9,7 +9,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { build } from 'esbuild';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type Page, type Request, type Route } from 'playwright-core';
 import { s3TestSettings } from './backends.ts';
 
 const DEBIAN_CHROMIUM = '/usr/bin/chromium';
@@ -25,6 +25,17 @@ export function findChromium(): string | undefined {
     return wanted;
   }
   return existsSync(DEBIAN_CHROMIUM) ? DEBIAN_CHROMIUM : undefined;
+}
+
+/** The Chromium for a test file, or undefined after saying on stderr that `test` does not run. */
+export function chromiumFor(test: string): string | undefined {
+  const found = findChromium();
+  if (!found) {
+    process.stderr.write(
+      `${test}: NOT RUN: no Chromium (set COFFER_TEST_CHROMIUM, or install Debian's chromium: bash .ci/chromium.sh)\n`,
+    );
+  }
+  return found;
 }
 
 /** Headless, as root (hence no sandbox), with nothing talking to the network on its own. */
@@ -48,6 +59,63 @@ export async function bundleForBrowser(entry: string): Promise<string> {
     logLevel: 'silent',
   });
   return result.outputFiles[0]!.text;
+}
+
+type Call<F> = F extends (...args: infer A) => infer R ? { args: A; result: Awaited<R> } : never;
+
+/**
+ * Calls, for a test page that puts its API on `globalThis[global]`, one of its functions through
+ * `page.evaluate`; the function's errors come back as rejections.
+ */
+export function pageCaller<Api>(global: string) {
+  return <K extends keyof Api & string>(
+    page: Page,
+    name: K,
+    ...args: Call<Api[K]>['args']
+  ): Promise<Call<Api[K]>['result']> =>
+    page.evaluate(
+      ([global, name, args]) => {
+        const api = (
+          globalThis as unknown as Record<string, Record<string, (...values: unknown[]) => unknown>>
+        )[global]!;
+        return api[name]!(...args);
+      },
+      [global, name, args as unknown[]] as const,
+    ) as Promise<Call<Api[K]>['result']>;
+}
+
+/**
+ * A user leaving mid-upload: `start` begins a page's call, the first request `hold` picks among
+ * those `matches` is held, and the page is reloaded under it (its API back on `globalThis[global]`);
+ * then the held request fails. Answers how the interrupted call ended.
+ */
+export async function reloadWhileHeld(
+  page: Page,
+  options: {
+    global: string;
+    matches: (url: URL) => boolean;
+    hold: (request: Request) => boolean;
+    start: () => Promise<unknown>;
+  },
+): Promise<string> {
+  let held: (route: Route) => void;
+  const holding = new Promise<Route>((resolve) => {
+    held = resolve;
+  });
+  await page.route(options.matches, (route) =>
+    options.hold(route.request()) ? held(route) : route.continue(),
+  );
+  const interrupted = options.start().then(
+    () => 'finished',
+    (error: Error) => error.message,
+  );
+  const route = await holding;
+  await page.reload();
+  await page.waitForFunction((global) => global in globalThis, options.global);
+  const ended = await interrupted;
+  await page.unrouteAll({ behavior: 'ignoreErrors' });
+  await route.abort().catch(() => {});
+  return ended;
 }
 
 export type PageHandler = (

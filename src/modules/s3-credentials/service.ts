@@ -142,14 +142,16 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
   async function resolveTemporary(
     id: string,
     sessionToken: string,
-  ): Promise<ResolvedS3Credential | undefined> {
+  ): Promise<ResolvedS3Credential | 'expired' | undefined> {
     const opened = unseal(sessionKey, sessionToken, SESSION_CONTEXT);
     const session = opened && parseSession(opened);
-    if (!session || session.a !== id || session.e * 1000 <= Date.now()) return undefined;
+    if (!session || session.a !== id) return undefined;
+    if (session.e * 1000 <= Date.now()) return 'expired';
     let principal: Exclude<Principal, { kind: 'admin' }> | undefined;
     if (session.k === 'upload_token') {
       const token = await tokens.resolveById(session.i);
-      if (token !== 'expired') principal = token;
+      if (token === 'expired') return 'expired';
+      principal = token;
     } else {
       const key = await projects.getApiKey(session.i);
       if (key) principal = { kind: 'api_key', ...key };
@@ -268,15 +270,16 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
 
     /**
      * The secret of an access key, the principal it speaks for and that principal's project, as the
-     * SigV4 verifier needs them; undefined for an unknown, revoked or expired credential, and for a
-     * session token that is missing (temporary), present (long-lived), altered, or not the key's own.
-     * A temporary credential's upload token or API key is resolved afresh: it fails once the token
-     * expired or the key was revoked.
+     * SigV4 verifier needs them; undefined for an unknown or revoked credential, and for a session
+     * token that is missing (temporary), present (long-lived), altered, or not the key's own.
+     * A temporary credential's upload token or API key is resolved afresh: it fails once the key was
+     * revoked, and is 'expired' past its expiration or its upload token's (clients then ask for new
+     * credentials).
      */
     async resolveS3Credential(
       accessKeyId: string,
       sessionToken: string | undefined,
-    ): Promise<ResolvedS3Credential | undefined> {
+    ): Promise<ResolvedS3Credential | 'expired' | undefined> {
       const token = sessionToken === '' ? undefined : sessionToken;
       if (LONG_LIVED_ID.test(accessKeyId)) {
         return token === undefined ? resolveLongLived(accessKeyId) : undefined;

@@ -30,11 +30,11 @@ import { verifiedBody } from './sigv4.ts';
 /** Multipart uploads: Create, UploadPart, Complete, Abort, ListParts, ListMultipartUploads. */
 export function multipartOperations(services: Services): Record<string, Operation> {
   return {
-    'POST object?uploads': async ({ request, reply, caller, target }) => {
+    'POST object?uploads': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
       const uploadId = await createUpload(services, caller, target.key, {
         contentType: contentTypeOf(request.headers['content-type']),
-        metadata: metadataOf(request.headers),
+        metadata: metadataOf(request.headers, auth.presigned ? query : undefined),
       });
       return xml(reply, 'InitiateMultipartUploadResult', {
         Bucket: caller.project.bucket,

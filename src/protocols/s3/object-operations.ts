@@ -110,8 +110,9 @@ export function objectOperations(services: Services): Record<string, Operation> 
     'HEAD object': ({ request, reply, caller, target, query }) =>
       getObject(request, reply, caller, target, query),
 
-    'PUT object': async ({ request, reply, caller, auth, target }) => {
+    'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
+      const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       const copySource = request.headers['x-amz-copy-source'];
       if (typeof copySource === 'string') {
         const source = copySourceOf(copySource);
@@ -120,7 +121,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
         const copied = await copyObject(services, caller, source.key, target.key, {
           replace: request.headers['x-amz-metadata-directive'] === 'REPLACE',
           contentType: request.headers['content-type'],
-          metadata: metadataOf(request.headers),
+          metadata,
           headers: request.headers,
         });
         if (copied.file) reply.header('x-coffer-file-id', copied.file.id);
@@ -133,7 +134,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const put = await putObject(services, caller, target.key, {
         size: declaredSize(request.headers, decoded),
         contentType: contentTypeOf(request.headers['content-type']),
-        metadata: metadataOf(request.headers),
+        metadata,
         body: bodyOf(request, auth),
       });
       reply.header('etag', put.etag);

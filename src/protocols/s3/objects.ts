@@ -30,12 +30,25 @@ export function metaHeaders(metadata: Record<string, unknown>): Record<string, s
   return headers;
 }
 
-/** The metadata an S3 request sets: its `x-amz-meta-*` headers, names lowercased as S3 keeps them. */
-export function metadataOf(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+const META = 'x-amz-meta-';
+
+/**
+ * The metadata an S3 request sets, names lowercased as S3 keeps them: its `x-amz-meta-*` headers,
+ * and on a presigned URL its `x-amz-meta-*` query parameters too (SDK presigners move those headers
+ * into the URL, whose whole query the signature covers); a header wins over a parameter.
+ */
+export function metadataOf(
+  headers: Record<string, string | string[] | undefined>,
+  presignedQuery?: URLSearchParams,
+): Record<string, string> {
   const metadata: Record<string, string> = {};
+  for (const [name, value] of presignedQuery ?? []) {
+    const lower = name.toLowerCase();
+    if (lower.startsWith(META)) metadata[lower.slice(META.length)] = value;
+  }
   for (const [name, value] of Object.entries(headers)) {
-    if (name.startsWith('x-amz-meta-') && value !== undefined) {
-      metadata[name.slice('x-amz-meta-'.length)] = Array.isArray(value) ? value.join(',') : value;
+    if (name.startsWith(META) && value !== undefined) {
+      metadata[name.slice(META.length)] = Array.isArray(value) ? value.join(',') : value;
     }
   }
   return metadata;

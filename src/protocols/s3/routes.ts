@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
 import type { RateLimits } from '../../http/rate-limit.ts';
 import { ipInCidrs } from '../../lib/ip.ts';
+import type { ResolvedS3Credential } from '../../modules/s3-credentials/service.ts';
 import type { Services } from '../../services.ts';
 import type { Target } from './call.ts';
 import { accessDenied, asS3Error, noSuchBucket, notImplemented, S3Error } from './errors.ts';
@@ -121,10 +122,13 @@ export function s3Routes(deps: {
   /** Checks the signature, then that the credential may use this bucket; answers the caller. */
   async function authorize(request: FastifyRequest, target: Target, reply: FastifyReply) {
     const [path, query = ''] = request.url.split('?') as [string, string?];
-    let resolved: Awaited<ReturnType<Services['s3Credentials']['resolveS3Credential']>>;
+    let resolved: ResolvedS3Credential | undefined;
     const lookup = async (accessKeyId: string, sessionToken: string | undefined) => {
-      resolved = await services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken);
-      return resolved && { secretAccessKey: resolved.secretAccessKey };
+      const found = await services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken);
+      // As S3 answers an expired session: clients (Uppy, the SDKs) then fetch new credentials.
+      if (found === 'expired') throw new SigV4Error('ExpiredToken');
+      resolved = found;
+      return found && { secretAccessKey: found.secretAccessKey };
     };
     const signed = (signedPath: string, headers = request.headers) =>
       authenticate({ method: request.method, path: signedPath, query, headers }, lookup, { region });

@@ -22,11 +22,13 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   S3Client,
+  type S3ClientConfig,
   S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 
@@ -44,12 +46,20 @@ interface Bucket {
   project: TestProject;
   name: string;
   client: S3Client;
+  /** The client's access key id and secret. */
+  keys: [string, string];
 }
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
-function clientFor(accessKeyId: string, secretAccessKey: string, sessionToken?: string): S3Client {
+function clientFor(
+  accessKeyId: string,
+  secretAccessKey: string,
+  sessionToken?: string,
+  config: S3ClientConfig = {},
+): S3Client {
   return new S3Client({
+    ...config,
     endpoint: `${coffer.url}/s3`,
     forcePathStyle: true,
     region: 'us-east-1',
@@ -75,6 +85,7 @@ async function bucketWith(
     project,
     name: bucket,
     client: clientFor(created.body.access_key_id, created.body.secret_access_key),
+    keys: [created.body.access_key_id, created.body.secret_access_key],
   };
 }
 
@@ -188,6 +199,51 @@ describe('the S3 endpoint', () => {
     const tampered = await fetch(url.replace('signed.txt', 'signed2.txt'));
     expect(tampered.status).toBe(403);
     expect(await tampered.text()).toContain('<Code>SignatureDoesNotMatch</Code>');
+  });
+
+  it('takes metadata from the signed query of presigned PutObject and CreateMultipartUpload URLs', async () => {
+    // The SDK's presigner moves x-amz-meta-* headers into the URL (an application's backend signing
+    // for a browser does just that), and S3 takes them from there.
+    const { client, name, project, keys } = bucket;
+    // As such a backend does, without the checksum of an empty body the SDK would sign otherwise.
+    const presigner = clientFor(...keys, undefined, { requestChecksumCalculation: 'WHEN_REQUIRED' });
+    const Metadata = { camera: 'pinhole', album: 'spring 2026' };
+    const put = await getSignedUrl(
+      presigner,
+      new PutObjectCommand({ Bucket: name, Key: 'hoisted/put.txt', Metadata }),
+      { expiresIn: 60 },
+    );
+    expect(new URL(put).searchParams.get('x-amz-meta-camera')).toBe('pinhole');
+    expect((await fetch(put, { method: 'PUT', body: 'hoisted' })).status).toBe(200);
+
+    const create = await getSignedUrl(
+      presigner,
+      new CreateMultipartUploadCommand({ Bucket: name, Key: 'hoisted/parts.bin', Metadata }),
+      { expiresIn: 60 },
+    );
+    const created = await fetch(create, { method: 'POST' });
+    expect(created.status).toBe(200);
+    const UploadId = /<UploadId>([^<]+)<\/UploadId>/.exec(await created.text())![1]!;
+    const Key = 'hoisted/parts.bin';
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'one part' }),
+    );
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key,
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+
+    for (const filename of ['put.txt', 'parts.bin']) {
+      const listed = await project.call('GET', `/files?q=${filename}`);
+      expect(listed.body.items[0], filename).toMatchObject({ filename, status: 'ready', metadata: Metadata });
+    }
+    const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'hoisted/put.txt' }));
+    expect(head.Metadata).toEqual(Metadata);
+    presigner.destroy();
   });
 
   it('lists keys in binary order, rolled up at the delimiter, page by page', async () => {
@@ -750,6 +806,31 @@ describe('the S3 endpoint', () => {
     );
     const forged = tampered.send(new PutObjectCommand({ Bucket: name, Key: 'avatars/x.png', Body: 'x' }));
     expect(await refusal(forged)).toEqual({ code: 'InvalidToken', status: 400 });
+  });
+
+  it('answers temporary credentials whose upload token expired with ExpiredToken, as S3 an expired session', async () => {
+    const { project, name } = await bucketWith();
+    const token = await project.call('POST', '/upload-tokens', { body: {} });
+    const minted = await project.call('POST', '/s3-credentials/temporary', {
+      token: token.body.token,
+      body: {},
+    });
+    expect(minted.status).toBe(201);
+    const { access_key_id, secret_access_key, session_token } = minted.body;
+    const browser = clientFor(access_key_id, secret_access_key, session_token);
+    const put = () => browser.send(new PutObjectCommand({ Bucket: name, Key: 'late.txt', Body: 'late' }));
+    await put();
+    await coffer.services.db.query(
+      "UPDATE upload_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1",
+      [sha256Hex(token.body.token)],
+    );
+    // Clients such as Uppy fetch new credentials on ExpiredToken; a forged session stays InvalidToken.
+    expect(await refusal(put())).toEqual({ code: 'ExpiredToken', status: 400 });
+    const forged = clientFor(access_key_id, secret_access_key, `${session_token}x`);
+    expect(await refusal(forged.send(new HeadBucketCommand({ Bucket: name })))).toMatchObject({
+      status: 400,
+    });
+    expect((await project.call('GET', '/files?q=late.txt')).body.total).toBe(1);
   });
 
   it("answers past a credential's rate limit with 503 SlowDown and Retry-After", async () => {

@@ -1,0 +1,43 @@
+import type { FastifyCorsOptions, FastifyCorsOptionsDelegateCallback } from '@fastify/cors';
+import { MOUNT } from './routes.ts';
+
+/**
+ * What browsers may do with the S3 endpoint: S3 clients sign and send headers of their own
+ * (x-amz-date, x-amz-content-sha256, x-amz-security-token, x-amz-checksum-*, x-amz-meta-*,
+ * Content-MD5…), so a preflight gets back the headers it asks for, as S3 does for an allowed origin
+ * whose rule allows `*` (the signature, not CORS, decides what a request may do). Browsers then
+ * read the headers S3 clients need: the ETag of each part above all.
+ */
+const S3_CORS = {
+  methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+  exposedHeaders: [
+    'ETag',
+    'x-amz-version-id',
+    'x-amz-delete-marker',
+    'x-amz-request-id',
+    'x-amz-checksum-crc32',
+    'x-amz-checksum-crc32c',
+    'x-amz-checksum-crc64nvme',
+    'x-amz-checksum-sha1',
+    'x-amz-checksum-sha256',
+    'x-coffer-file-id',
+    'Content-Length',
+    'Content-Range',
+    'Content-Disposition',
+    'Last-Modified',
+    'Retry-After',
+  ],
+} satisfies FastifyCorsOptions;
+
+const isS3Url = (url: string) => url === MOUNT || url.startsWith(`${MOUNT}/`) || url.startsWith(`${MOUNT}?`);
+
+/**
+ * CORS per request: the S3 endpoint's rule under its mount, `rest` (the REST API's fixed lists)
+ * everywhere else; both for the same origins.
+ */
+export function corsByProtocol(rest: FastifyCorsOptions): FastifyCorsOptionsDelegateCallback {
+  // Without allowedHeaders, @fastify/cors answers a preflight with the headers it requested.
+  const { allowedHeaders: _fixed, ...shared } = rest;
+  const s3: FastifyCorsOptions = { ...shared, ...S3_CORS };
+  return (request, callback) => callback(null, isS3Url(request.url) ? s3 : rest);
+}
