@@ -60,7 +60,13 @@ function usage(
     project_id: project.id,
     storage: {
       quota_bytes: settings.max_storage_bytes ?? null,
-      used_bytes: by.processing.bytes + by.ready.bytes + by.deleted.bytes + versions.bytes,
+      used_bytes:
+        by.processing.bytes +
+        by.ready.bytes +
+        by.failed.bytes +
+        by.quarantined.bytes +
+        by.deleted.bytes +
+        versions.bytes,
       reserved_bytes: by.uploading.bytes + versions.reserved_bytes,
     },
     files: {
@@ -192,9 +198,8 @@ describe('max_storage_bytes', () => {
 
     const aborted = await project.call('DELETE', `/files/upload/multipart/${session.body.upload_id}`);
     expect(aborted.status).toBe(204);
-    expect(await usageOf(project)).toEqual(
-      usage(project, { max_storage_bytes: 1000 }, { failed: { files: 1, bytes: 800 } }),
-    );
+    // Its parts are gone with the abort: it holds nothing.
+    expect(await usageOf(project)).toEqual(usage(project, { max_storage_bytes: 1000 }, {}));
     expect((await start(1000)).status).toBe(201);
   });
 
@@ -239,13 +244,11 @@ describe('max_storage_bytes', () => {
       [session.body.upload_id],
     );
     await coffer.services.multipart.reap();
-    expect(await usageOf(project)).toEqual(
-      usage(project, { max_storage_bytes: 100 }, { failed: { files: 1, bytes: 100 } }),
-    );
+    expect(await usageOf(project)).toEqual(usage(project, { max_storage_bytes: 100 }, {}));
     expect((await attempt(project, 100)).status).toBe(201);
   });
 
-  it('releases the bytes of files the pipeline fails or quarantines', async () => {
+  it('counts the bytes of files the pipeline fails or quarantines until they are deleted and collected', async () => {
     const settings = { max_storage_bytes: 1000, virus_scan_enabled: true };
     const project = await coffer.newProject(settings);
     const clean = await upload(project, { filename: 'pixel.png', content_type: 'image/png', bytes: PNG });
@@ -269,6 +272,25 @@ describe('max_storage_bytes', () => {
         failed: { files: 1, bytes: 9 },
         quarantined: { files: 1, bytes: eicarSize },
       }),
+    );
+    // Their objects are still stored: the quota has no room for what they hold.
+    expectQuotaExceeded(await attempt(project, 1000 - PNG.length - 8), {
+      quota: 1000,
+      used: PNG.length + 9 + eicarSize,
+      requested: 1000 - PNG.length - 8,
+    });
+    for (const file of [mismatch, infected]) {
+      expect((await project.call('DELETE', `/files/${file.body.id}`)).status).toBe(200);
+    }
+    expect(await usageOf(project)).toEqual(
+      usage(project, settings, {
+        ready: { files: 1, bytes: PNG.length },
+        deleted: { files: 2, bytes: 9 + eicarSize },
+      }),
+    );
+    await coffer.services.collector.sweep();
+    expect(await usageOf(project)).toEqual(
+      usage(project, settings, { ready: { files: 1, bytes: PNG.length } }),
     );
   });
 });

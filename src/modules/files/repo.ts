@@ -237,6 +237,14 @@ export function deletedUncollected(
   );
 }
 
+/** Marks a file whose upload failed before its bytes were kept (its parts released) as holding none. */
+export async function markFailedUploadCollected(q: Queryable, fileId: string): Promise<void> {
+  await q.query(
+    "UPDATE files SET purged_at = now() WHERE id = $1 AND status = 'failed' AND purged_at IS NULL",
+    [fileId],
+  );
+}
+
 /** Marks the files whose objects were all removed. */
 export async function markCollected(q: Queryable, ids: string[]): Promise<void> {
   await q.query('UPDATE files SET purged_at = now() WHERE id = ANY($1::text[])', [ids]);

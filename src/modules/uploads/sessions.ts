@@ -23,12 +23,16 @@ export function createSessionLifecycle(deps: {
 
   /**
    * Discards the parts of an ended session in the store. A store that fails now does not undo the
-   * abort: the reaper tries again (sessions ended without their parts released).
+   * abort: the reaper tries again (sessions ended without their parts released). A file that failed
+   * with its upload then holds no bytes: it is marked collected, so it stops counting against quotas.
    */
   async function release(session: SessionRow): Promise<void> {
     try {
       await store.abortMultipart(session.storage_key, session.store_upload_id);
-      await markReleased(db, session.id);
+      await db.tx(async (q) => {
+        await markReleased(q, session.id);
+        if (session.content_id === null) await files.markFailedUploadCollected(q, session.file_id);
+      });
     } catch (error) {
       logger.warn(
         { err: error, upload_id: session.id },

@@ -46,7 +46,14 @@ export const emptyUsage = (projectId: string): UsageRow => ({
 /** The totals the quotas apply to. */
 export function totals(row: UsageRow) {
   return {
-    usedBytes: row.processing_bytes + row.ready_bytes + row.deleted_bytes + row.versions_bytes,
+    // Every byte still stored, until the collector removes it.
+    usedBytes:
+      row.processing_bytes +
+      row.ready_bytes +
+      row.failed_bytes +
+      row.quarantined_bytes +
+      row.deleted_bytes +
+      row.versions_bytes,
     reservedBytes: row.uploading_bytes + row.versions_reserved_bytes,
     files: row.uploading_files + row.processing_files + row.ready_files + row.deleted_files,
   };

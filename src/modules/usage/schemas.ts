@@ -11,7 +11,7 @@ export const Usage = Type.Object(
     storage: Type.Object({
       quota_bytes: Nullable(Type.Integer({ description: 'The max_storage_bytes setting; null: no limit' })),
       used_bytes: Count(
-        'Bytes held: processing, ready and deleted (not yet collected) files, and versions.bytes',
+        'Bytes held until the collector removes them: processing, ready, failed and quarantined files, deleted files not yet collected, and versions.bytes',
       ),
       reserved_bytes: Count(
         'Bytes declared by uploads in flight: uploading files and versions.reserved_bytes. An upload is admitted while used_bytes + reserved_bytes + its size stay within quota_bytes',
@@ -31,7 +31,7 @@ export const Usage = Type.Object(
         },
         {
           description:
-            'Files not deleted by status, and deleted files the collector has not removed yet (failed and quarantined files count for nothing, deleted or not)',
+            'Files not deleted by status, and deleted files (of any status) the collector has not removed yet',
         },
       ),
     }),
