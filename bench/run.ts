@@ -23,6 +23,7 @@
  *   COFFER_BENCH_S3_SIZE_MB, COFFER_BENCH_S3_MULTIPART_MB   `s3` single object (default 256) and multipart (1024, in 16
  *                              parts, COFFER_BENCH_PARTS_IN_FLIGHT at once) sizes; COFFER_BENCH_S3_SMALL_COUNT uploads
  *                              timed for the initiate + confirm latency (default 50)
+ *   COFFER_BENCH_BACKUP_FILES  files seeded by `backup` (default 100000)
  *   `sdk` (@coffer/client against the hand-written clients, rounds in A B B A order) uses COFFER_BENCH_SIZE_MB (one
  *                              multipart upload of that size from a Buffer, no quarter-size run), COFFER_BENCH_ROUNDS,
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
@@ -33,6 +34,7 @@
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { backup } from './backup.ts';
 import { type DbKind, dropDatabases, useDatabase } from './database.ts';
 import {
   agent,
@@ -58,7 +60,7 @@ import { startup } from './startup.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, soak];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, backup, soak];
 /** Run only when named: `soak` takes ten minutes by default. */
 const ON_REQUEST = new Set(['soak']);
 

@@ -1,8 +1,10 @@
 import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import pg from 'pg';
+import { tarFolder } from './embedded-snapshot.ts';
 import { copyTemplate } from './embedded-template.ts';
 import { isAlive, processStartTime } from './process-liveness.ts';
 
@@ -25,7 +27,7 @@ export interface Db extends Queryable {
    * The embedded database only: a copy of all of it (a gzipped tarball of its folder), taken between
    * transactions, that openPglite can load (a backup).
    */
-  snapshot?(): Promise<Blob>;
+  snapshot?<T>(consume: (tarball: Readable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -275,16 +277,27 @@ export async function openPglite(
       await withTimeout(db.query('SELECT 1'), timeoutMs);
     },
     poolStats: () => ({ max: 1, open: 1 }),
-    async snapshot() {
+    async snapshot<T>(consume: (tarball: Readable) => Promise<T>) {
       await db.exec('CHECKPOINT'); // less to replay when the copy is opened
-      // Inside a transaction of its own, so that no other is between two of its statements.
-      return db.transaction(() => db.dumpDataDir('gzip'));
+      // Inside a transaction of its own, so that no other is between two of its statements, and holding
+      // the query lock as dumpDataDir does, so that no statement writes while the folder is read.
+      return db.transaction(async () => {
+        // An in-memory database has no folder: PGlite's own dump, in memory as the database is.
+        if (!path) return consume(Readable.fromWeb((await db.dumpDataDir('gzip')).stream() as never));
+        const folder = path;
+        return (db as unknown as ExclusiveQueries)._runExclusiveQuery(() => consume(tarFolder(folder)));
+      });
     },
     async close() {
       await db.close();
       unlock();
     },
   };
+}
+
+/** PGlite's own lock of its statements (what dumpDataDir holds while it reads the database's files). */
+interface ExclusiveQueries {
+  _runExclusiveQuery<T>(work: () => Promise<T>): Promise<T>;
 }
 
 export function quoteIdent(name: string): string {

@@ -19,6 +19,7 @@ const TINY: Record<string, string> = {
   COFFER_BENCH_DELIVERIES: '20',
   COFFER_BENCH_WEBHOOKS: '2',
   COFFER_BENCH_LIST_REQUESTS: '3',
+  COFFER_BENCH_BACKUP_FILES: '500',
   COFFER_BENCH_SOAK_SECONDS: '6',
   COFFER_BENCH_SOAK_INTERVAL_SECONDS: '2',
 };
@@ -63,7 +64,7 @@ describe('npm run bench', () => {
     async () => {
       const db = backend === 'postgres' ? 'postgres' : 'pglite';
       const json = join(dir, `${db}.json`);
-      const names = ['uploads', 'multipart', 'webhooks', 'sdk', 'startup', 'list', 'soak'];
+      const names = ['uploads', 'multipart', 'webhooks', 'sdk', 'startup', 'list', 'backup', 'soak'];
       const run = await runBench([...names, '--db', db, '--json', json, '--files', '2000']);
       expect(run.code, run.stderr).toBe(0);
 
@@ -98,6 +99,7 @@ describe('npm run bench', () => {
       expect(row(/[Ww]ebhook/, /./)).toBeDefined();
       expect(row(/SDK|sdk|@coffer\/client/, /./)).toBeDefined();
       expect(row(/^Start-up/, /restart$/).unit).toBe('s');
+      expect(row(/^Backup of an embedded database of 500 files/, /^snapshot memory/).unit).toBe('MiB');
       expect(row(/^Start-up/, /^idle RSS after a restart/).value).toBeGreaterThan(0);
       if (db === 'postgres') {
         expect(row(/^Listing/, /^first page/).unit).toBe('ms p99');

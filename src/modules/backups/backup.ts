@@ -65,8 +65,7 @@ export async function createBackup(
   await claimFolder(dir);
   const release = isLocalStore(store) ? store.holdDeletes() : () => {};
   try {
-    const snapshot = await db.snapshot();
-    const database = await writeHashed(blobStream(snapshot), join(dir, DATABASE_FILE));
+    const database = await db.snapshot((tarball) => writeHashed(tarball, join(dir, DATABASE_FILE)));
     const files: BackupEntry[] = [{ path: DATABASE_FILE, ...database }];
     let objectBytes = 0;
     if (isLocalStore(store)) {
