@@ -9,7 +9,6 @@ import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import {
   type BackupEntry,
   BackupError,
-  blobStream,
   DATABASE_FILE,
   newManifest,
   OBJECTS_FOLDER,
