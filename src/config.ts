@@ -237,6 +237,14 @@ function rateLimits(env: Env): RateLimitConfig {
 }
 
 const TRACE_EXPORTERS = ['otlp', 'console', 'none'];
+const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+];
 
 /**
  * Whether to trace (OpenTelemetry), from the standard variables only: on when OTEL_TRACES_EXPORTER
@@ -264,6 +272,14 @@ export function tracingRequested(env: Env = process.env): boolean {
       'http/json or http/protobuf (Coffer exports over OTLP/HTTP)',
       protocol,
     );
+  }
+  const sampler = read(env, 'OTEL_TRACES_SAMPLER');
+  if (on && sampler !== undefined && !SAMPLERS.includes(sampler)) {
+    fail('OTEL_TRACES_SAMPLER', SAMPLERS.join(', '), sampler);
+  }
+  const ratio = read(env, 'OTEL_TRACES_SAMPLER_ARG');
+  if (on && ratio !== undefined && !(/^\d*\.?\d+$/.test(ratio) && Number(ratio) <= 1)) {
+    fail('OTEL_TRACES_SAMPLER_ARG', 'a ratio from 0 to 1', ratio);
   }
   return on;
 }

@@ -33,6 +33,18 @@ describe('tracing switch (OTEL_* variables)', () => {
     expect(tracingRequested({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toBe(
       true,
     );
+    const on = { OTEL_TRACES_EXPORTER: 'otlp' };
+    expect(() => tracingRequested({ ...on, OTEL_TRACES_SAMPLER: 'sometimes' })).toThrow(
+      /OTEL_TRACES_SAMPLER/,
+    );
+    expect(() => tracingRequested({ ...on, OTEL_TRACES_SAMPLER_ARG: '1.5' })).toThrow(/a ratio from 0 to 1/);
+    expect(
+      tracingRequested({
+        ...on,
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      }),
+    ).toBe(true);
   });
 
   it('stops the process with exit code 2 on an unknown exporter, before loading anything', () => {
