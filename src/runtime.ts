@@ -76,11 +76,13 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
   const db = options.db ?? (await openDatabase(config));
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-  const cache = withSpans(
-    options.cache ?? (config.redisUrl ? await redisCache(config.redisUrl) : memoryCache()),
-    'cache',
-    ['get', 'set', 'del'],
-  );
+  // Spans around the Redis cache's calls (each with its command's span below); the in-process
+  // cache's are lookups in a Map, not worth a span each.
+  const cache =
+    options.cache ??
+    (config.redisUrl
+      ? withSpans(await redisCache(config.redisUrl), 'cache', ['get', 'set', 'del'])
+      : memoryCache());
   const urlSecret = await getOrCreateSetting(db, 'url_signing_secret', () => randomSecret());
   const store = await createObjectStore(config.storage, {
     dataDir: config.dataDir,
