@@ -65,6 +65,7 @@ export const tracing: Bench = {
   async run(_context: BenchContext): Promise<Section[]> {
     const count = envInteger('COFFER_BENCH_SMALL_COUNT', 2000);
     const concurrency = envInteger('COFFER_BENCH_CONCURRENCY', 16);
+    const warmUp = Math.min(200, count);
     const payload = randomBytes(KiB);
     const sink = await startSink();
     const scratch = scratchDir('tracing');
@@ -95,8 +96,8 @@ export const tracing: Bench = {
     };
 
     try {
-      progress('warm-up: 200 small uploads on each server');
-      for (const side of [off, on]) await uploads(side, 200, false);
+      progress(`warm-up: ${warmUp} small uploads on each server`);
+      for (const side of [off, on]) await uploads(side, warmUp, false);
       const round = Math.ceil(count / 2);
       for (const side of [off, on, on, off]) {
         progress(`small uploads × ${round}, tracing ${side.name}, ${concurrency} in flight`);
@@ -130,7 +131,7 @@ export const tracing: Bench = {
           },
         ],
         notes: [
-          `spans exported by the traced server: ${sink.spans()} (${(sink.spans() / (on.uploads + 200)).toFixed(1)} per upload, warm-up included, and its background work)`,
+          `spans exported by the traced server: ${sink.spans()} (${(sink.spans() / (on.uploads + warmUp)).toFixed(1)} per upload, warm-up included, and its background work)`,
           'tracing off loads nothing of OpenTelemetry: the span helpers call straight through, so off is the code as it was',
         ],
       },
