@@ -71,7 +71,12 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
       OTEL_TRACES_SAMPLER: 'always_on',
       OTEL_BSP_SCHEDULE_DELAY: '100',
     });
-    serve = startProcess('serve', 'serve', await env());
+    // The serve's scanner is unreachable: its scans fail (and are retried later), so only the worker's
+    // scanner can give the verdict.
+    serve = startProcess('serve', 'serve', {
+      ...(await env()),
+      COFFER_CLAMD_URL: `tcp://127.0.0.1:${await freePort()}`,
+    });
     worker = startProcess('worker', 'worker', await env());
     await ready(serve);
     await until(
@@ -140,8 +145,9 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
     });
     expectStatus(confirmed, 200);
 
-    // The serve is paused: the scan, and the delivery of what it records, can only be the worker's
-    // (a job the serve claimed just before comes back to the worker after its one-second lease).
+    // The serve is paused, so that its failed scans are not retried before the worker's: a scan it
+    // claimed just before fails at once (then waits its backoff), or comes back to the worker after
+    // its one-second lease.
     serve.child.kill('SIGSTOP');
     const [first, second] = await endpoint.waitFor(2, 45_000);
     serve.child.kill('SIGCONT');
