@@ -126,6 +126,8 @@ export async function startTracing(command: string): Promise<() => Promise<void>
       // One span per request: hook and handler spans would be named after anonymous functions.
       instrumentHooks: false,
       instrumentHandler: false,
+      // Probes of load balancers and orchestrators, every few seconds: no story to tell.
+      ignorePaths: (route) => route.url.startsWith('/health/'),
       requestHook(span, request) {
         // Named by the route's template, never the raw path (which holds ids and keys).
         span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched route'}`);
