@@ -93,9 +93,10 @@ export function currentTraceparent(): string | null {
 }
 
 /**
- * `target` with a span around each of `methods` (named `prefix.method`), when tracing is on; the
- * object itself otherwise, so that an untraced process calls it directly. Every call reaches
- * `target` as its receiver (a class's private fields need it).
+ * `target` with a span around each call of `methods` (named `prefix.method`) made within a trace,
+ * when tracing is on (a readiness probe's store check begins none); the object itself otherwise,
+ * so that an untraced process calls it directly. Every call reaches `target` as its receiver (a
+ * class's private fields need it).
  */
 export function withSpans<T extends object>(
   target: T,
@@ -114,7 +115,8 @@ export function withSpans<T extends object>(
       if (!call) {
         const name = `${prefix}.${String(property)}`;
         call = traced.has(property)
-          ? (...args: unknown[]) => inSpan(name, attributes, () => value.apply(object, args))
+          ? (...args: unknown[]) =>
+              inSpan(name, attributes, () => value.apply(object, args), { requireParent: true })
           : value.bind(object);
         calls.set(property, call);
       }
