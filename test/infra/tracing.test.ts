@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openPostgres, quoteIdent } from '../../src/infra/db.ts';
 import { EVENT_TYPES } from '../../src/modules/events/types.ts';
 import { SCOPES } from '../../src/modules/projects/schemas.ts';
-import { backend, namespace, storage } from '../support/backends.ts';
+import { backend, namespace, s3TestSettings, storage, testStorageEnv } from '../support/backends.ts';
 import { ADMIN_KEY, expectStatus, request } from '../support/coffer.ts';
 import { freePort } from '../support/net.ts';
 import { type ExportedSpan, type OtlpReceiver, startOtlpReceiver } from '../support/otlp.ts';
@@ -14,11 +14,11 @@ import { type CofferProcess, ready, startProcess, stopAll, until } from '../supp
 import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
 
 // A serve and a worker share the database and the objects: PostgreSQL (the embedded database is one
-// process's), with both processes on one data dir's local store.
-const enabled = backend === 'postgres' && storage === 'local';
+// process's), with both processes on one data dir's local store, or on the test's S3 bucket.
+const enabled = backend === 'postgres';
 if (!enabled) {
   process.stderr.write(
-    'test/infra/tracing.test.ts is skipped: it needs PostgreSQL (vitest project postgres)\n',
+    'test/infra/tracing.test.ts is skipped: it needs PostgreSQL (vitest projects postgres and s3)\n',
   );
 }
 
@@ -57,6 +57,7 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
     const caFile = join(tempDir, 'receiver-ca.pem');
     writeFileSync(caFile, receiver.ca);
     const env = async () => ({
+      ...testStorageEnv(),
       COFFER_DATABASE_URL: url.toString(),
       ...(process.env.COFFER_TEST_REDIS_URL ? { COFFER_REDIS_URL: process.env.COFFER_TEST_REDIS_URL } : {}),
       COFFER_DATA_DIR: join(tempDir, 'data'),
@@ -169,9 +170,12 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
     expect(initiate).toHaveLength(1);
     expect(initiate[0]!.attributes['http.route']).toBe('/v1/projects/:project_id/files/upload');
     expect(initiate[0]!.kind).toBe(2);
-    expect(named('PUT /objects/*')).toHaveLength(1);
-    expect(named('POST /v1/projects/:project_id/files/:file_id/confirm')).toHaveLength(1);
-    for (const span of [...initiate, ...named('PUT /objects/*')]) expect(by('serve')(span)).toBe(true);
+    // The PUT is Coffer's on the local store; on S3 it goes to the bucket, and the confirm's seal asks S3.
+    expect(named('PUT /objects/*')).toHaveLength(storage === 'local' ? 1 : 0);
+    const confirms = named('POST /v1/projects/:project_id/files/:file_id/confirm');
+    expect(confirms).toHaveLength(1);
+    for (const span of [...initiate, ...named('PUT /objects/*'), ...confirms])
+      expect(by('serve')(span)).toBe(true);
 
     // The scan ran in the worker, as a child of the trace, and read the object and scanned it there.
     const scans = named('jobs scan').filter((span) => span.status !== 2);
@@ -187,6 +191,12 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
     const scanWork = under(scan).map((span) => span.name);
     expect(scanWork).toContain('scanner.scan');
     expect(scanWork).toContain('store.read');
+    if (storage === 's3') {
+      expect(scanWork).toContain('S3.GetObject');
+      const seal = named('store.seal');
+      expect(seal.length).toBeGreaterThan(0);
+      expect(under(seal[0]!).some((span) => span.name.startsWith('S3.') && span.kind === 3)).toBe(true);
+    }
     expect(under(scan).some((span) => span.attributes['db.query.text'] !== undefined)).toBe(true);
 
     // Each delivery attempt: a job span with the webhook request as its client span.
@@ -213,8 +223,11 @@ describe.skipIf(!enabled)('traces of an upload across a serve and a worker (OTLP
     const text = JSON.stringify(spans);
     expect(text).not.toContain(apiKey);
     expect(text).not.toContain(ADMIN_KEY);
+    const s3Secret = s3TestSettings()?.secretAccessKey;
+    if (storage === 's3') expect(text).not.toContain(s3Secret);
     expect(text).not.toContain(endpoint.secret!);
-    const signature = new URL(uploadUrl).searchParams.get('sig');
+    const query = new URL(uploadUrl).searchParams;
+    const signature = query.get('sig') ?? query.get('X-Amz-Signature');
     expect(signature).toBeTruthy();
     expect(text).not.toContain(signature!);
     expect(text).not.toMatch(/sig=|signature=|X-Amz-Signature|expires=/i);
