@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 // Every test runs on the embedded default; where CI provides PostgreSQL and Redis, the whole
 // suite runs a second time against them (a fresh schema and Redis key prefix per run). Where CI
 // also provides an S3 server, the tests that store files through Coffer (API, SDK, browser, client
-// commands, scale-out, storage contract) run a third time on PostgreSQL with the files in S3, all in
+// commands, scale-out, tracing, storage contract) run a third time on PostgreSQL with the files in S3, all in
 // one shared bucket.
 const all = ['test/**/*.test.ts'];
 const projects: { name: string; include: string[]; env: Record<string, string> }[] = [
@@ -20,6 +20,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/browser/**/*.test.ts',
         'test/cli/client-commands.test.ts',
         'test/cli/scale-out.test.ts',
+        'test/infra/tracing.test.ts',
         'test/contract/**/*.test.ts',
         'test/ingest/**/*.test.ts',
         'test/protocols/s3/endpoint.test.ts',

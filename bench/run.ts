@@ -57,10 +57,11 @@ import { s3 } from './s3.ts';
 import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
 import { startup } from './startup.ts';
+import { tracing } from './tracing.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, backup, soak];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, tracing, listBench, backup, soak];
 /** Run only when named: `soak` takes ten minutes by default. */
 const ON_REQUEST = new Set(['soak']);
 

@@ -236,6 +236,54 @@ function rateLimits(env: Env): RateLimitConfig {
   };
 }
 
+const TRACE_EXPORTERS = ['otlp', 'console', 'none'];
+const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+];
+
+/**
+ * Whether to trace (OpenTelemetry), from the standard variables only: on when OTEL_TRACES_EXPORTER
+ * names an exporter, or an OTLP endpoint is set; off when OTEL_SDK_DISABLED=true or the exporter is
+ * `none`. Everything else (endpoint, headers, service name, sampler) the SDK reads itself.
+ */
+export function tracingRequested(env: Env = process.env): boolean {
+  if (read(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return false;
+  const exporters = read(env, 'OTEL_TRACES_EXPORTER')
+    ?.split(',')
+    .map((name) => name.trim());
+  if (exporters) {
+    const unknown = exporters.find((name) => !TRACE_EXPORTERS.includes(name));
+    if (unknown !== undefined) fail('OTEL_TRACES_EXPORTER', TRACE_EXPORTERS.join(', '), unknown);
+  }
+  const on = exporters
+    ? exporters.some((name) => name !== 'none')
+    : read(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined ||
+      read(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') !== undefined;
+  const protocol =
+    read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? read(env, 'OTEL_EXPORTER_OTLP_PROTOCOL');
+  if (on && protocol !== undefined && !protocol.startsWith('http/')) {
+    fail(
+      'OTEL_EXPORTER_OTLP_PROTOCOL',
+      'http/json or http/protobuf (Coffer exports over OTLP/HTTP)',
+      protocol,
+    );
+  }
+  const sampler = read(env, 'OTEL_TRACES_SAMPLER');
+  if (on && sampler !== undefined && !SAMPLERS.includes(sampler)) {
+    fail('OTEL_TRACES_SAMPLER', SAMPLERS.join(', '), sampler);
+  }
+  const ratio = read(env, 'OTEL_TRACES_SAMPLER_ARG');
+  if (on && ratio !== undefined && !(/^\d*\.?\d+$/.test(ratio) && Number(ratio) <= 1)) {
+    fail('OTEL_TRACES_SAMPLER_ARG', 'a ratio from 0 to 1', ratio);
+  }
+  return on;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {

@@ -2,10 +2,12 @@ import pino, { type Logger } from 'pino';
 import { type Config, ConfigError } from './config.ts';
 import { type Cache, memoryCache, redisCache } from './infra/cache.ts';
 import { type Db, openPglite, openPostgres } from './infra/db.ts';
+import { withQuerySpans } from './infra/db-spans.ts';
 import { migrate } from './infra/migrate.ts';
 import { createScanner } from './infra/scanner/index.ts';
 import { loadOrCreateSecretKey, SecretKeyFileError } from './infra/secret-key.ts';
 import { getOrCreateSetting } from './infra/server-settings.ts';
+import { withSpans } from './infra/spans.ts';
 import { createObjectStore } from './infra/storage/index.ts';
 import { randomSecret } from './lib/secrets.ts';
 import { resolveAdminKey } from './modules/admin/admin-key.ts';
@@ -38,7 +40,9 @@ export interface Runtime {
 }
 
 export async function openDatabase(config: Config): Promise<Db> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl) : openPglite(config.dataDir);
+  return withQuerySpans(
+    config.databaseUrl ? await openPostgres(config.databaseUrl) : await openPglite(config.dataDir),
+  );
 }
 
 /**
@@ -72,7 +76,13 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
   const db = options.db ?? (await openDatabase(config));
   const applied = await migrate(db);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-  const cache = options.cache ?? (config.redisUrl ? await redisCache(config.redisUrl) : memoryCache());
+  // Spans around the Redis cache's calls (each with its command's span below); the in-process
+  // cache's are lookups in a Map, not worth a span each.
+  const cache =
+    options.cache ??
+    (config.redisUrl
+      ? withSpans(await redisCache(config.redisUrl), 'cache', ['get', 'set', 'del'])
+      : memoryCache());
   const urlSecret = await getOrCreateSetting(db, 'url_signing_secret', () => randomSecret());
   const store = await createObjectStore(config.storage, {
     dataDir: config.dataDir,

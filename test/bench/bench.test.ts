@@ -64,7 +64,17 @@ describe('npm run bench', () => {
     async () => {
       const db = backend === 'postgres' ? 'postgres' : 'pglite';
       const json = join(dir, `${db}.json`);
-      const names = ['uploads', 'multipart', 'webhooks', 'sdk', 'startup', 'list', 'backup', 'soak'];
+      const names = [
+        'uploads',
+        'multipart',
+        'webhooks',
+        'sdk',
+        'startup',
+        'tracing',
+        'list',
+        'backup',
+        'soak',
+      ];
       const run = await runBench([...names, '--db', db, '--json', json, '--files', '2000']);
       expect(run.code, run.stderr).toBe(0);
 
@@ -101,6 +111,9 @@ describe('npm run bench', () => {
       expect(row(/^Start-up/, /restart$/).unit).toBe('s');
       expect(row(/^Backup of an embedded database of 500 files/, /^snapshot memory/).unit).toBe('MiB');
       expect(row(/^Start-up/, /^idle RSS after a restart/).value).toBeGreaterThan(0);
+      const traced = row(/^Tracing/, /^server CPU per upload, tracing on/);
+      expect(traced.ratio).toBeGreaterThan(0);
+      expect(traced.target).toBe('≤ 115%');
       if (db === 'postgres') {
         expect(row(/^Listing/, /^first page/).unit).toBe('ms p99');
         for (const filter of [

@@ -1,5 +1,6 @@
 import { newId } from '../../lib/ids.ts';
 import type { Queryable } from '../db.ts';
+import { currentTraceparent } from '../spans.ts';
 import { type Claimed, type Lease, LeaseLostError, type QueueTable } from './queue.ts';
 
 /** scan: virus scan and type check of new bytes; digest: the SHA-256 of bytes the store did not hash. */
@@ -24,7 +25,7 @@ export const JOBS: QueueTable<Job> = {
   created: 'created_at',
 };
 
-/** Adds a job; call it inside the transaction of the change that needs it. */
+/** Adds a job, which continues the active trace; call it inside the transaction of the change that needs it. */
 export async function enqueueJob(
   q: Queryable,
   kind: JobKind,
@@ -34,8 +35,9 @@ export async function enqueueJob(
   storageKey: string | null = null,
 ): Promise<void> {
   await q.query(
-    'INSERT INTO jobs (id, kind, project_id, file_id, content_id, storage_key) VALUES ($1, $2, $3, $4, $5, $6)',
-    [newId('job'), kind, projectId, fileId, contentId, storageKey],
+    `INSERT INTO jobs (id, kind, project_id, file_id, content_id, storage_key, traceparent)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [newId('job'), kind, projectId, fileId, contentId, storageKey, currentTraceparent()],
   );
 }
 

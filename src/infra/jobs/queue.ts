@@ -3,7 +3,7 @@ import type { Queryable } from '../db.ts';
 
 /**
  * What a claim returns of every row, whatever the queue: the columns a queue table must have
- * (`id`, `attempts`, `lease_token`, `last_error`, `failing_since`) as the runner needs them.
+ * (`id`, `attempts`, `lease_token`, `last_error`, `failing_since`, `traceparent`) as the runner needs them.
  */
 export interface Claimed<Kind extends string = string> {
   id: string;
@@ -17,6 +17,8 @@ export interface Claimed<Kind extends string = string> {
   exhausted: boolean;
   /** How long the row has been failing without a break, as of the claim; null when it has not failed. */
   failing_seconds: number | null;
+  /** The trace the row's work continues (W3C traceparent of what queued it); null when untraced. */
+  traceparent: string | null;
 }
 
 /** Adds a parameter to a statement and returns its placeholder. */
@@ -99,7 +101,7 @@ export async function claim<J extends Claimed>(
        WHERE t.id = s.id
        RETURNING t.*, coalesce(s.attempts >= ${max}::int4, false) AS exhausted
      )
-     SELECT c.id, ${queue.kind} AS kind, c.attempts, c.lease_token, c.exhausted,
+     SELECT c.id, ${queue.kind} AS kind, c.attempts, c.lease_token, c.exhausted, c.traceparent,
        extract(epoch FROM now() - c.failing_since)::float8 AS failing_seconds
        ${queue.select ? `, ${queue.select}` : ''}
      FROM c ${queue.join ?? ''}`,

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db.ts';
+import { inSpan, type SpanAttributes } from '../spans.ts';
 import { createHeartbeat } from './heartbeat.ts';
 import { type Claimed, claim, LeaseLostError, type QueueTable, release } from './queue.ts';
 import { nextRetryDelay, RETRY_FOREVER, type RetryPolicy } from './retry.ts';
@@ -40,6 +41,14 @@ export interface JobRunnerOptions<J extends Claimed> {
   logger: Logger;
   /** Runs before the first claim (again on the next run while it fails). */
   setup?(db: Db): Promise<void>;
+}
+
+/** A job's log fields (ids of what it is about) as span attributes. */
+function spanFields(fields: Record<string, unknown> = {}): SpanAttributes {
+  const out: SpanAttributes = {};
+  for (const [key, value] of Object.entries(fields))
+    if (typeof value === 'string') out[`coffer.${key}`] = value;
+  return out;
 }
 
 const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
@@ -90,7 +99,19 @@ export function createJobRunner<J extends Claimed>(options: JobRunnerOptions<J>)
     const started = performance.now();
     let failure: Error | undefined;
     try {
-      await handler.run(job, { signal: lease.signal });
+      // Continues the trace of what queued the job (the upload's request, the scan that made the event).
+      await inSpan(
+        `${queue.name} ${job.kind}`,
+        {
+          'coffer.queue': queue.name,
+          'coffer.job.kind': job.kind,
+          'coffer.job.id': job.id,
+          'coffer.job.attempt': job.attempts,
+          ...spanFields(handler.describe?.(job)),
+        },
+        () => handler.run(job, { signal: lease.signal }),
+        { parent: job.traceparent, kind: 'consumer' },
+      );
     } catch (error) {
       failure = asError(error);
     } finally {

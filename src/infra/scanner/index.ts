@@ -1,3 +1,4 @@
+import { withSpans } from '../spans.ts';
 import { createClamdScanner } from './clamd.ts';
 import { createEicarScanner } from './eicar.ts';
 import type { Scanner } from './scanner.ts';
@@ -18,10 +19,11 @@ export { type Scanner, ScannerUnavailableError, ScanRejectedError, type ScanResu
  * scanned.
  */
 export function createScanner(clamdUrl: string | undefined, log: { warn(msg: string): void }): Scanner {
-  if (clamdUrl) return createClamdScanner(clamdUrl);
+  if (clamdUrl)
+    return withSpans(createClamdScanner(clamdUrl), 'scanner', ['scan'], { 'coffer.scanner': 'clamd' });
   log.warn(
     'No antivirus engine is configured (set COFFER_CLAMD_URL to a clamd): files are checked only for ' +
       'the EICAR test signature.',
   );
-  return createEicarScanner();
+  return withSpans(createEicarScanner(), 'scanner', ['scan'], { 'coffer.scanner': 'eicar' });
 }

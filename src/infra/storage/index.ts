@@ -1,7 +1,24 @@
 import { join } from 'node:path';
 import type { StorageConfig } from '../../config.ts';
+import { withSpans } from '../spans.ts';
 import { createLocalStore } from './local/store.ts';
 import type { ObjectStore } from './object-store.ts';
+
+/** The calls that reach the disk or the bucket (presigning only signs, in memory). */
+const TRACED: (keyof ObjectStore & string)[] = [
+  'seal',
+  'write',
+  'head',
+  'read',
+  'delete',
+  'createMultipart',
+  'writePart',
+  'listParts',
+  'completeMultipart',
+  'abortMultipart',
+  'removeStale',
+  'check',
+];
 
 /**
  * The one place a backend is chosen: the local disk under the data dir, or an S3 bucket. The S3
@@ -11,10 +28,13 @@ export async function createObjectStore(
   storage: StorageConfig,
   local: { dataDir: string; publicUrl: string; urlSigningSecret: string },
 ): Promise<ObjectStore> {
-  if (storage.kind === 's3') return (await import('./s3.ts')).createS3Store(storage);
-  return createLocalStore({
-    dir: join(local.dataDir, 'objects'),
-    publicUrl: local.publicUrl,
-    secret: local.urlSigningSecret,
-  });
+  const store =
+    storage.kind === 's3'
+      ? (await import('./s3.ts')).createS3Store(storage)
+      : createLocalStore({
+          dir: join(local.dataDir, 'objects'),
+          publicUrl: local.publicUrl,
+          secret: local.urlSigningSecret,
+        });
+  return withSpans(store, 'store', TRACED, { 'coffer.storage.backend': storage.kind });
 }

@@ -259,7 +259,11 @@ export function createPipeline(deps: {
     backoffSeconds: options.backoffSeconds,
     windowSeconds: options.retryWindowSeconds,
   };
-  const describe = (job: Job) => ({ file_id: job.file_id, content_id: job.content_id });
+  const describe = (job: Job) => ({
+    project_id: job.project_id,
+    file_id: job.file_id,
+    content_id: job.content_id,
+  });
 
   /**
    * A scan fails for now when the scanner (or the store) is unavailable: it is retried with backoff

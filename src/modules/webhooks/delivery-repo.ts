@@ -1,5 +1,6 @@
 import type { Queryable } from '../../infra/db.ts';
 import type { Claimed, Lease, QueueTable } from '../../infra/jobs/index.ts';
+import { currentTraceparent } from '../../infra/spans.ts';
 import { newId } from '../../lib/ids.ts';
 import type { EventType } from '../events/types.ts';
 
@@ -189,9 +190,17 @@ export async function insertDeliveries(
 ): Promise<void> {
   if (webhookIds.length === 0) return;
   await q.query(
-    `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at)
-     SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now()
+    `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at, traceparent)
+     SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now(), $7
      FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
-    [webhookIds.map(() => newId('dlv')), webhookIds, event.projectId, event.id, event.type, event.payload],
+    [
+      webhookIds.map(() => newId('dlv')),
+      webhookIds,
+      event.projectId,
+      event.id,
+      event.type,
+      event.payload,
+      currentTraceparent(),
+    ],
   );
 }
