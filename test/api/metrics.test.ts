@@ -10,20 +10,20 @@ import { initiate, put } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { processUntilSettled } from '../support/pipeline.ts';
 import { startProcess, stopAll, until } from '../support/processes.ts';
-import { type Exposition, type MetricType, parseExposition, type Sample } from '../support/prometheus.ts';
+import {
+  type Exposition,
+  type MetricType,
+  parseExposition,
+  type Sample,
+  scrapeMetrics,
+} from '../support/prometheus.ts';
 import { type Receiver, startReceiver } from '../support/receiver.ts';
 
 /** Ids as Coffer makes them (prefix_ULID): none may appear in a label. */
 const ID = /\b[a-z]+_[0-9A-HJKMNP-TV-Z]{26}\b/;
 const CLEAN = Buffer.from('clean bytes, counted on the way in and out\n'.repeat(100));
 
-async function scrape(port: number): Promise<{ text: string; metrics: Exposition }> {
-  const response = await fetch(`http://127.0.0.1:${port}/metrics`);
-  expect(response.status).toBe(200);
-  expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
-  const text = await response.text();
-  return { text, metrics: parseExposition(text) };
-}
+const scrape = scrapeMetrics;
 
 /** The samples named `name` whose labels include `labels`. */
 function series(metrics: Exposition, name: string, labels: Record<string, string> = {}): Sample[] {

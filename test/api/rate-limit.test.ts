@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +23,7 @@ import { initiate } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { startProxy } from '../support/proxy.ts';
 import { answering } from '../support/redis.ts';
+import { newS3Credential, s3ClientOf } from '../support/s3-endpoint.ts';
 
 /** Low limits, and client addresses taken from X-Forwarded-For so that each test has its own. */
 const LIMITS = {
@@ -123,19 +124,11 @@ describe('rate limits', () => {
 
   it('counts S3 signatures that fail toward the same budget, and refuses the address on S3 as SlowDown', async () => {
     const project = await coffer.newProject();
-    const created = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
-      token: ADMIN_KEY,
-      body: { name: 'sdk', scopes: ['files:read'] },
-    });
+    const created = await newS3Credential(coffer, project.id, ['files:read'], 'sdk');
     const { bucket } = (await project.call('GET', '')).body;
-    const listUrl = (secretAccessKey: string) =>
+    const listUrl = (secret_access_key: string) =>
       getSignedUrl(
-        new S3Client({
-          endpoint: `${coffer.url}/s3`,
-          forcePathStyle: true,
-          region: 'us-east-1',
-          credentials: { accessKeyId: created.body.access_key_id, secretAccessKey },
-        }),
+        s3ClientOf(coffer, { ...created, secret_access_key }),
         new ListObjectsV2Command({ Bucket: bucket }),
       );
     const guesser = newAddress();
@@ -147,13 +140,13 @@ describe('rate limits', () => {
       expect((await s3('wrong-secret')).body).toContain('<Code>SignatureDoesNotMatch</Code>');
     }
     // The right secret now learns nothing either, on S3 and on the REST API alike.
-    const refused = await s3(created.body.secret_access_key);
+    const refused = await s3(created.secret_access_key);
     expect(refused.status).toBe(503);
     expect(refused.body).toContain('<Code>SlowDown</Code>');
     expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
     expectLimited(await project.call('GET', '', from(guesser)), 3, 'failed_auth');
     const elsewhere = { headers: { 'x-forwarded-for': newAddress() } };
-    expect((await fetch(await listUrl(created.body.secret_access_key), elsewhere)).status).toBe(200);
+    expect((await fetch(await listUrl(created.secret_access_key), elsewhere)).status).toBe(200);
   });
 
   it('limits requests without a credential per client address', async () => {

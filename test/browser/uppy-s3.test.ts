@@ -14,7 +14,7 @@ import {
   CreateMultipartUploadCommand,
   ListPartsCommand,
   PutObjectCommand,
-  S3Client,
+  type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -30,8 +30,9 @@ import {
   reloadWhileHeld,
   servePage,
 } from '../support/browser.ts';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { type Endpoint, type Receiver, startReceiver } from '../support/receiver.ts';
+import { newS3Credential, s3ClientOf } from '../support/s3-endpoint.ts';
 import { seededBytes } from './bytes.ts';
 import type { SignRequestBody, UppyPageApi, UppyUploadRequest } from './uppy/api.ts';
 
@@ -152,21 +153,13 @@ describe.runIf(chromiumPath)('Uppy (@uppy/aws-s3) in Chromium, on the S3 endpoin
     });
     expect(hook.status).toBe(201);
     hooks.secret = hook.body.signing_secret;
-    const credential = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
-      token: ADMIN_KEY,
-      body: { name: 'app backend', scopes: ['files:read', 'files:upload'] },
-    });
-    expect(credential.status).toBe(201);
-    signer = new S3Client({
-      endpoint: `${coffer.url}/s3`,
-      forcePathStyle: true,
-      region: 'us-east-1',
-      credentials: {
-        accessKeyId: credential.body.access_key_id,
-        secretAccessKey: credential.body.secret_access_key,
-      },
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-    });
+    const credential = await newS3Credential(
+      coffer,
+      project.id,
+      ['files:read', 'files:upload'],
+      'app backend',
+    );
+    signer = s3ClientOf(coffer, credential, { requestChecksumCalculation: 'WHEN_REQUIRED' });
 
     browser = await launchChromium(chromiumPath!);
     page = await browser.newPage();

@@ -94,3 +94,13 @@ export function parseExposition(text: string): Exposition {
   }
   return { types, samples };
 }
+
+/** GET /metrics of the metrics listener on `port`: its text, read strictly. */
+export async function scrapeMetrics(port: number): Promise<{ text: string; metrics: Exposition }> {
+  const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+  if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}`);
+  const type = response.headers.get('content-type') ?? '';
+  if (!/^text\/plain; version=0\.0\.4/.test(type)) throw new Error(`GET /metrics answered ${type}`);
+  const text = await response.text();
+  return { text, metrics: parseExposition(text) };
+}

@@ -21,7 +21,7 @@ import {
   type ListObjectVersionsCommandInput,
   ListPartsCommand,
   PutObjectCommand,
-  S3Client,
+  type S3Client,
   type S3ClientConfig,
   S3ServiceException,
   UploadPartCommand,
@@ -31,6 +31,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
+import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
 
 // The S3 endpoint, as the current AWS SDK for JavaScript talks to it (default checksums: stream bodies
 // go aws-chunked with a trailing CRC32); every result is checked through Coffer's own REST API too.
@@ -58,15 +59,12 @@ function clientFor(
   sessionToken?: string,
   config: S3ClientConfig = {},
 ): S3Client {
-  return new S3Client({
-    ...config,
-    endpoint: `${coffer.url}/s3`,
-    forcePathStyle: true,
-    region: 'us-east-1',
-    credentials: { accessKeyId, secretAccessKey, sessionToken },
-    maxAttempts: 1,
-    logger: quiet,
-  });
+  const credential = {
+    access_key_id: accessKeyId,
+    secret_access_key: secretAccessKey,
+    session_token: sessionToken,
+  };
+  return s3ClientOf(coffer, credential, { ...config, maxAttempts: 1, logger: quiet });
 }
 
 /** A new project, its bucket, and a client holding an S3 credential with `scopes`. */
@@ -75,17 +73,13 @@ async function bucketWith(
   scopes = ['files:read', 'files:upload', 'files:delete'],
 ): Promise<Bucket> {
   const project = await coffer.newProject(settings);
-  const created = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
-    token: ADMIN_KEY,
-    body: { name: 'test', scopes },
-  });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const created = await newS3Credential(coffer, project.id, scopes);
   const { bucket } = (await project.call('GET', '')).body;
   return {
     project,
     name: bucket,
-    client: clientFor(created.body.access_key_id, created.body.secret_access_key),
-    keys: [created.body.access_key_id, created.body.secret_access_key],
+    client: clientFor(created.access_key_id, created.secret_access_key),
+    keys: [created.access_key_id, created.secret_access_key],
   };
 }
 

@@ -3,13 +3,13 @@ import {
   GetBucketTaggingCommand,
   GetObjectCommand,
   PutObjectCommand,
-  S3Client,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
 import { freePort } from '../../support/net.ts';
-import { type Exposition, parseExposition } from '../../support/prometheus.ts';
+import { type Exposition, scrapeMetrics } from '../../support/prometheus.ts';
 import { type Receiver, startReceiver } from '../../support/receiver.ts';
+import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
 
 // What an object stored or deleted through S3 leaves behind, as for any Coffer file: its webhook
 // events, the audit log's entry naming the S3 credential, and the metrics.
@@ -29,10 +29,7 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-async function scrape(): Promise<Exposition> {
-  const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
-  return parseExposition(await response.text());
-}
+const scrape = async (): Promise<Exposition> => (await scrapeMetrics(metricsPort)).metrics;
 
 const count = (metrics: Exposition, name: string, labels: Record<string, string>) =>
   metrics.samples
@@ -47,21 +44,13 @@ describe('an object stored through S3', () => {
       body: { url: endpoint.url, events: ['file.uploaded', 'file.ready', 'file.deleted'] },
     });
     expect(webhook.status).toBe(201);
-    const credential = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
-      token: ADMIN_KEY,
-      body: { name: 'sync job', scopes: ['files:read', 'files:upload', 'files:delete'] },
-    });
+    const credential = await newS3Credential(coffer, project.id, [
+      'files:read',
+      'files:upload',
+      'files:delete',
+    ]);
     const { bucket } = (await project.call('GET', '')).body;
-    const client = new S3Client({
-      endpoint: `${coffer.url}/s3`,
-      forcePathStyle: true,
-      region: 'us-east-1',
-      credentials: {
-        accessKeyId: credential.body.access_key_id,
-        secretAccessKey: credential.body.secret_access_key,
-      },
-      maxAttempts: 1,
-    });
+    const client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
     const before = await scrape();
 
     await client.send(
@@ -95,11 +84,11 @@ describe('an object stored through S3', () => {
       expect.objectContaining({
         action: 'file.delete',
         actor_type: 's3_credential',
-        actor_id: credential.body.id,
+        actor_id: credential.id,
         targets: { file_id: file.id },
       }),
     ]);
-    expect(JSON.stringify(log.body)).not.toContain(credential.body.secret_access_key);
+    expect(JSON.stringify(log.body)).not.toContain(credential.secret_access_key);
 
     const after = await scrape();
     const grew = (name: string, labels: Record<string, string>) =>
@@ -111,7 +100,6 @@ describe('an object stored through S3', () => {
     expect(s3('DeleteObject', '204')).toBe(1);
     expect(s3('unsupported', '501')).toBe(1);
     expect(grew('coffer_uploads_total', { outcome: 'completed' })).toBe(1);
-    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    expect(text).not.toContain(credential.body.access_key_id);
+    expect((await scrapeMetrics(metricsPort)).text).not.toContain(credential.access_key_id);
   });
 });
