@@ -40,6 +40,8 @@ import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import { s3Routes } from './protocols/s3/routes.ts';
+import { withTusCors } from './protocols/tus/cors.ts';
+import { tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
@@ -217,24 +219,27 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   installErrorHandling(app);
   if (services.metrics) installRequestMetrics(app, services.metrics);
 
-  await app.register(cors, {
-    origin: config.corsOrigins === '*' ? '*' : config.corsOrigins,
-    methods: ['GET', 'HEAD', 'PUT', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'X-Request-Id'],
-    exposedHeaders: [
-      'ETag',
-      'Content-Range',
-      'Content-Disposition',
-      'Content-Length',
-      'Retry-After',
-      'RateLimit-Limit',
-      'RateLimit-Remaining',
-      'RateLimit-Reset',
-      'X-Request-Id',
-    ],
-    maxAge: 600,
-    strictPreflight: false,
-  });
+  await app.register(
+    cors,
+    withTusCors({
+      origin: config.corsOrigins === '*' ? '*' : config.corsOrigins,
+      methods: ['GET', 'HEAD', 'PUT', 'POST', 'PATCH', 'DELETE'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'X-Request-Id'],
+      exposedHeaders: [
+        'ETag',
+        'Content-Range',
+        'Content-Disposition',
+        'Content-Length',
+        'Retry-After',
+        'RateLimit-Limit',
+        'RateLimit-Remaining',
+        'RateLimit-Reset',
+        'X-Request-Id',
+      ],
+      maxAge: 600,
+      strictPreflight: false,
+    }),
+  );
 
   await app.register(swagger, {
     openapi: {
@@ -301,6 +306,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       charge: (request, reply) => limits.chargeCaller(request, reply),
     }),
   );
+  await app.register(tusRoutes(services));
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));

@@ -21,6 +21,7 @@ import type { ByteSource, IngestService, UploadRequest } from '../ingest/service
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {
+  extendSession,
   findSession,
   insertSession,
   lockGrants,
@@ -115,6 +116,10 @@ export function createMultipartService(deps: {
     metrics,
   });
 
+  /** A session's status as of now: one open past its expiry is expired even before the reaper ran. */
+  const statusOf = (session: SessionRow) =>
+    session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
+
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
@@ -130,7 +135,7 @@ export function createMultipartService(deps: {
 
   /** Only an open session takes parts or completes; one past its expiry is expired even before the reaper ran. */
   function requireOpen(session: SessionRow): void {
-    const status = session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
+    const status = statusOf(session);
     if (status !== 'open') throw invalidState(`The multipart upload is ${status}`, { status });
   }
 
@@ -231,6 +236,26 @@ export function createMultipartService(deps: {
         { uploadExpiresAt: expiresAt },
       );
       return { uploadId: uploadId!, file };
+    },
+
+    /** The caller's session, its status as of now, and its file (404 as for every other call). */
+    async find(caller: Caller, uploadId: string) {
+      const { session, file } = await load(caller, uploadId);
+      return { session, file, status: statusOf(session) };
+    },
+
+    /**
+     * Keeps an open upload that made progress open for another COFFER_MULTIPART_EXPIRY_SECONDS (a
+     * protocol whose uploads expire without progress, as tus's do), its file's upload with it.
+     */
+    async prolong(session: SessionRow): Promise<Date> {
+      const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      await db.tx(async (q) => {
+        if (!(await extendSession(q, session.id, expiresAt)))
+          throw invalidState('The upload is no longer open');
+        await files.updateFile(q, session.project_id, session.file_id, { upload_expires_at: expiresAt });
+      });
+      return expiresAt;
     },
 
     /** Open uploads of the caller's project by their file's key (S3's ListMultipartUploads). */

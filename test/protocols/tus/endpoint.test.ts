@@ -1,0 +1,221 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as tus from 'tus-js-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+
+const MiB = 1024 * 1024;
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+// Two servers on one database and one object store: any node resumes any upload.
+let a: TestCoffer;
+let b: TestCoffer;
+let project: TestProject;
+beforeAll(async () => {
+  const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
+  a = await startCoffer(shared);
+  b = await startCoffer(shared);
+  project = await a.newProject();
+});
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+});
+
+/** Runs a tus-js-client upload to its end; answers its URL. */
+function upload(data: Buffer, options: tus.UploadOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const run: tus.Upload = new tus.Upload(data, {
+      retryDelays: [],
+      ...options,
+      onSuccess: () => resolve(run.url!),
+      onError: reject,
+    });
+    run.start();
+  });
+}
+
+const auth = (token: string) => ({ Authorization: `Bearer ${token}` });
+const tusHeaders = (token: string, extra: Record<string, string> = {}) => ({
+  'tus-resumable': '1.0.0',
+  authorization: `Bearer ${token}`,
+  ...extra,
+});
+
+/** The file through REST once it settled: ready, with its bytes, checksum and events. */
+async function expectStored(fileId: string, data: Buffer) {
+  const file = await project.call('GET', `/files/${fileId}`);
+  expect(file.status).toBe(200);
+  expect(file.body.status).toBe('ready');
+  expect(file.body.size_bytes).toBe(data.length);
+  expect(file.body.checksum_sha256 ?? sha256(data)).toBe(sha256(data));
+  const link = await project.call('GET', `/files/${fileId}/download`);
+  const bytes = Buffer.from(await (await fetch(link.body.url)).arrayBuffer());
+  expect(bytes.equals(data)).toBe(true);
+  const events = await a.services.db.query<{ type: string }>(
+    'SELECT type FROM events WHERE file_id = $1 ORDER BY created_at, id',
+    [fileId],
+  );
+  expect(events.map((event) => event.type)).toEqual(['file.uploaded', 'file.ready']);
+  return file.body;
+}
+
+const fileIdOf = async (url: string, token = project.key) =>
+  (await request(url, 'HEAD', { headers: tusHeaders(token) })).headers.get('x-coffer-file-id')!;
+
+describe('tus 1.0 endpoint', () => {
+  it('answers OPTIONS with its version, extensions and the caller’s size limit', async () => {
+    const limited = await a.newProject({ max_file_size_bytes: 1000 });
+    const reply = await request(`${a.url}/tus`, 'OPTIONS', { headers: auth(limited.key) });
+    expect(reply.status).toBe(204);
+    expect(reply.headers.get('tus-version')).toBe('1.0.0');
+    expect(reply.headers.get('tus-extension')?.split(',')).toEqual(
+      expect.arrayContaining([
+        'creation',
+        'creation-with-upload',
+        'creation-defer-length',
+        'termination',
+        'expiration',
+      ]),
+    );
+    expect(reply.headers.get('tus-max-size')).toBe('1000');
+    const tooLarge = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(limited.key, {
+        'upload-length': '1001',
+        'upload-metadata': `filename ${b64('a.bin')}`,
+      }),
+    });
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error.code).toBe('FILE_TOO_LARGE');
+  });
+
+  it('refuses another protocol version with 412', async () => {
+    const reply = await request(`${a.url}/tus`, 'POST', {
+      headers: { ...auth(project.key), 'tus-resumable': '0.2.2', 'upload-length': '1' },
+    });
+    expect(reply.status).toBe(412);
+    expect(reply.headers.get('tus-version')).toBe('1.0.0');
+  });
+
+  it('takes a small file in one request (creation-with-upload) with its metadata', async () => {
+    const data = Buffer.from('hello tus\n');
+    const url = await upload(data, {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      uploadDataDuringCreation: true,
+      metadata: { filename: 'hello.txt', filetype: 'text/plain', tags: 'a,b', metadata: '{"k":"v"}' },
+    });
+    expect(url.startsWith(`${a.config.publicUrl}/tus/`)).toBe(true);
+    const file = await expectStored(await fileIdOf(url), data);
+    expect(file.filename).toBe('hello.txt');
+    expect(file.content_type).toBe('text/plain');
+    expect(file.tags).toEqual(['a', 'b']);
+    expect(file.metadata).toEqual({ k: 'v' });
+    const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('upload-offset')).toBe(String(data.length));
+    expect(head.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('resumes on another node an upload cut mid-way, in parts and a leftover below 5 MiB', async () => {
+    const data = randomBytes(13 * MiB + 123);
+    const chunkSize = 2 * MiB;
+    let url = '';
+    await new Promise<void>((resolve, reject) => {
+      const run: tus.Upload = new tus.Upload(data, {
+        endpoint: `${a.url}/tus`,
+        headers: auth(project.key),
+        chunkSize,
+        retryDelays: [],
+        metadata: { filename: 'big.bin', filetype: 'application/octet-stream' },
+        onChunkComplete: (_chunk, sent) => {
+          if (sent >= 7 * MiB) {
+            url = run.url!;
+            void run.abort().then(resolve, reject);
+          }
+        },
+        onSuccess: () => reject(new Error('not cut')),
+        onError: reject,
+      });
+      run.start();
+    });
+    const path = new URL(url).pathname;
+    const cut = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+    expect(cut.status).toBe(200);
+    expect(Number(cut.headers.get('upload-offset'))).toBe(8 * MiB);
+    expect(cut.headers.get('upload-length')).toBe(String(data.length));
+    expect(Date.parse(cut.headers.get('upload-expires')!)).toBeGreaterThan(Date.now());
+
+    // A PATCH at a stale offset changes nothing.
+    const stale = await request(`${b.url}${path}`, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'upload-offset': String(MiB),
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: 'x' as never,
+    });
+    expect(stale.status).toBe(409);
+
+    await upload(data, { uploadUrl: `${b.url}${path}`, headers: auth(project.key), chunkSize });
+    await expectStored(await fileIdOf(`${b.url}${path}`), data);
+  });
+
+  it('takes an upload whose length comes at the end (creation-defer-length)', async () => {
+    const data = randomBytes(6 * MiB + 7);
+    const url = await upload(data, {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      uploadLengthDeferred: true,
+      chunkSize: 4 * MiB,
+      metadata: { filename: 'deferred.bin' },
+    });
+    const file = await expectStored(await fileIdOf(url), data);
+    expect(file.content_type).toBe('application/octet-stream');
+  });
+
+  it('terminates an upload: its file failed, the upload gone', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '100',
+        'upload-metadata': `filename ${b64('gone.bin')}`,
+      }),
+    });
+    expect(created.status).toBe(201);
+    const url = created.headers.get('location')!;
+    const fileId = created.headers.get('x-coffer-file-id')!;
+    const deleted = await request(url, 'DELETE', { headers: tusHeaders(project.key) });
+    expect(deleted.status).toBe(204);
+    const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+    expect([404, 410]).toContain(head.status);
+    const patch = await request(url, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'upload-offset': '0',
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: 'x' as never,
+    });
+    expect([404, 410]).toContain(patch.status);
+    expect((await project.call('GET', `/files/${fileId}`)).body.status).toBe('failed');
+  });
+
+  it('shows an upload only to the credential that created it', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '10',
+        'upload-metadata': `filename ${b64('mine.bin')}`,
+      }),
+    });
+    const other = await a.call('POST', `/v1/projects/${project.id}/api-keys`, {
+      token: ADMIN_KEY,
+      body: { name: 'other', scopes: ['files:upload'] },
+    });
+    const head = await request(created.headers.get('location')!, 'HEAD', {
+      headers: tusHeaders(other.body.key),
+    });
+    expect(head.status).toBe(404);
+    expect(head.headers.get('tus-resumable')).toBe('1.0.0');
+  });
+});
