@@ -304,3 +304,56 @@ describe('tus 1.0 endpoint', () => {
     });
   });
 });
+
+describe('tus from a browser (CORS)', () => {
+  const origin = 'https://app.example.com';
+  const list = (value: string | null) => (value ?? '').split(',').map((part) => part.trim().toLowerCase());
+
+  it('allows the tus request headers in a preflight of /tus, and only there', async () => {
+    const preflight = (path: string) =>
+      fetch(`${a.url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'PATCH',
+          'access-control-request-headers': 'tus-resumable,upload-offset,content-type,authorization',
+        },
+      });
+    const tus = await preflight('/tus/session_x');
+    expect(tus.status).toBe(204);
+    expect(list(tus.headers.get('access-control-allow-headers'))).toEqual(
+      expect.arrayContaining([
+        'tus-resumable',
+        'upload-offset',
+        'upload-length',
+        'upload-metadata',
+        'upload-defer-length',
+      ]),
+    );
+    const api = await preflight(`/v1/projects/${project.id}/files`);
+    expect(list(api.headers.get('access-control-allow-headers'))).not.toContain('tus-resumable');
+  });
+
+  it('exposes the tus answer headers and answers tus’s own OPTIONS', async () => {
+    const options = await fetch(`${a.url}/tus`, { method: 'OPTIONS', headers: { origin } });
+    expect(options.status).toBe(204);
+    expect(options.headers.get('tus-version')).toBe('1.0.0');
+    const created = await fetch(`${a.url}/tus`, {
+      method: 'POST',
+      headers: {
+        ...tusHeaders(project.key, { 'upload-length': '5', 'upload-metadata': `filename ${b64('c.txt')}` }),
+        origin,
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(list(created.headers.get('access-control-expose-headers'))).toEqual(
+      expect.arrayContaining([
+        'location',
+        'upload-offset',
+        'upload-expires',
+        'tus-resumable',
+        'x-coffer-file-id',
+      ]),
+    );
+  });
+});
