@@ -32,6 +32,9 @@ import {
 } from './session-repo.ts';
 import { createSessionLifecycle } from './sessions.ts';
 
+/** How much later an upload's expiry must move before prolong writes it. */
+const PROLONG_STEP_MS = 60_000;
+
 function checkPartNumber(partNumber: number): void {
   if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
     throw validationError(`part must run from 1 to ${MAX_PART_NUMBER}`, { field: 'part' });
@@ -246,10 +249,14 @@ export function createMultipartService(deps: {
 
     /**
      * Keeps an open upload that made progress open for another COFFER_MULTIPART_EXPIRY_SECONDS (a
-     * protocol whose uploads expire without progress, as tus's do), its file's upload with it.
+     * protocol whose uploads expire without progress, as tus's do), its file's upload with it. Within
+     * a minute (or a tenth of the expiry) of the last extension, the expiry stands: an upload in many
+     * small requests writes it once a minute at most.
      */
     async prolong(session: SessionRow): Promise<Date> {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      const step = Math.min(PROLONG_STEP_MS, config.multipartExpirySeconds * 100);
+      if (expiresAt.getTime() - session.expires_at.getTime() < step) return session.expires_at;
       await db.tx(async (q) => {
         if (!(await extendSession(q, session.id, expiresAt)))
           throw invalidState('The upload is no longer open');

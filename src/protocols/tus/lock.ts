@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type { Db } from '../../infra/db.ts';
 import { uploadLocked } from './protocol.ts';
 import { acquireLock, releaseLock, releaseStalled, renewLock, type TusUploadRow } from './upload-repo.ts';
@@ -18,18 +19,22 @@ export interface UploadLock {
   /** The upload as it was when the lock was taken. */
   upload: TusUploadRow;
   id: string;
-  /** Marks that bytes arrived (or that the client is no longer waited on). */
-  progressed(): void;
-  /** No more bytes are awaited: the lock stays fresh until released, however long the store takes. */
-  receivedAll(): void;
-  release(): Promise<void>;
+  /** Stops renewing it; `held` false when the holder's last write released it already. */
+  release(held?: boolean): Promise<void>;
+}
+
+/** The bytes a PATCH receives: its body, and how many bytes its connection has read so far. */
+export interface Incoming {
+  stream: Readable;
+  received(): number;
 }
 
 /**
- * Takes the lock of upload `uploadId`, waiting a few seconds for a stalled holder to be overtaken;
- * 423 when another PATCH is still receiving bytes. `onLost` runs when the lock is taken away.
+ * Takes the lock of upload `uploadId` for a PATCH receiving `incoming`, waiting a few seconds for a
+ * stalled holder to be overtaken; 423 when another PATCH is still receiving bytes. The lock is renewed
+ * while bytes arrive (and, once they all have, while the store works); taken away, it ends the body.
  */
-export async function lockUpload(db: Db, uploadId: string, onLost: () => void): Promise<UploadLock> {
+export async function lockUpload(db: Db, uploadId: string, incoming: Incoming): Promise<UploadLock> {
   const id = randomUUID();
   const deadline = Date.now() + WAIT_MS;
   let upload = await acquireLock(db, uploadId, id, LEASE_SECONDS, STALL_SECONDS);
@@ -38,16 +43,16 @@ export async function lockUpload(db: Db, uploadId: string, onLost: () => void): 
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     upload = await acquireLock(db, uploadId, id, LEASE_SECONDS, STALL_SECONDS);
   }
-  let moved = false;
-  let waiting = true;
+  let seen = incoming.received();
   const timer = setInterval(() => {
-    const progressed = moved || !waiting;
-    moved = false;
+    const now = incoming.received();
+    const progressed = now !== seen || incoming.stream.readableEnded;
+    seen = now;
     renewLock(db, uploadId, id, progressed).then(
       (held) => {
         if (!held) {
           clearInterval(timer);
-          onLost();
+          incoming.stream.destroy(uploadLocked());
         }
       },
       () => undefined,
@@ -57,15 +62,9 @@ export async function lockUpload(db: Db, uploadId: string, onLost: () => void): 
   return {
     upload,
     id,
-    progressed: () => {
-      moved = true;
-    },
-    receivedAll: () => {
-      waiting = false;
-    },
-    async release() {
+    async release(held = true) {
       clearInterval(timer);
-      await releaseLock(db, uploadId, id);
+      if (held) await releaseLock(db, uploadId, id);
     },
   };
 }

@@ -38,7 +38,8 @@ function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
   if (!required && (size ?? 0) === 0 && request.headers['transfer-encoding'] === undefined) return undefined;
   if (type?.split(';')[0]?.trim().toLowerCase() !== OFFSET_STREAM) throw notOffsetStream();
   if (size === undefined) throw badRequest('Content-Length is required', { field: 'Content-Length' });
-  return { stream: request.body as Readable, size };
+  const { socket } = request.raw;
+  return { stream: request.body as Readable, size, received: () => socket.bytesRead };
 }
 
 /**

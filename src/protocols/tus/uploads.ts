@@ -9,7 +9,7 @@ import { newObjectKey } from '../../modules/ingest/rules.ts';
 import type { IngestService } from '../../modules/ingest/service.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
-import { lockUpload, releaseStalledPatch } from './lock.ts';
+import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import {
   findUpload,
@@ -21,8 +21,7 @@ import {
 } from './upload-repo.ts';
 
 /** Bytes of a request, of a known length. */
-export interface Body {
-  stream: Readable;
+export interface Body extends Incoming {
   size: number;
 }
 
@@ -64,8 +63,9 @@ export function createTusUploads(deps: {
   async function retire(q: Queryable, projectId: string, tail: TailPiece[]) {
     for (const piece of tail) await files.retireObject(q, projectId, piece.key);
   }
-  const dropTail = (tail: TailPiece[]) =>
-    Promise.all(tail.map((piece) => store.delete(piece.key).catch(() => undefined)));
+  const dropTail = async (tail: TailPiece[]) => {
+    for (const piece of tail) await store.delete(piece.key).catch(() => undefined);
+  };
 
   /** The caller's upload with its session and file; 404 for one of another credential. */
   async function load(caller: Caller, id: string) {
@@ -113,7 +113,8 @@ export function createTusUploads(deps: {
     body: Body,
     declaredLength: number | undefined,
   ): Promise<UploadState> {
-    const lock = await lockUpload(db, upload.id, () => body.stream.destroy(uploadLocked()));
+    const lock = await lockUpload(db, upload.id, body);
+    let held = true;
     try {
       const current = lock.upload;
       if (offset !== current.upload_offset) throw offsetMismatch(current.upload_offset);
@@ -144,27 +145,25 @@ export function createTusUploads(deps: {
         );
       }
 
-      const received = Readable.from(counting(body.stream, lock.progressed));
       let part: StoredPart | undefined;
       let tail = current.tail;
       let written: string | undefined;
       if (!done && size < MIN_PART_SIZE) {
         // Too few bytes for a part: they wait as a small object of their own.
         written = newObjectKey(upload.project_id, upload.file_id);
-        await store.write(written, received, { size: body.size, contentType: 'application/octet-stream' });
+        await store.write(written, body.stream, { size: body.size, contentType: 'application/octet-stream' });
         tail = [...current.tail, { key: written, size: body.size }];
       } else if (size > 0 || current.parts.length === 0) {
         const etag = await multipart.writePart(
           caller,
           session.session.id,
           current.next_part,
-          Readable.from(joined(store, current.tail, received, lock.receivedAll)),
+          current.tail.length === 0 ? body.stream : Readable.from(joined(store, current.tail, body.stream)),
           size,
         );
         part = { part_number: current.next_part, etag, size };
         tail = [];
       }
-      lock.receivedAll();
       const progress = { offset: end, part, tail, length };
       if (done) {
         // Completed before the offset is recorded: an offset at the length always means a committed file.
@@ -175,20 +174,26 @@ export function createTusUploads(deps: {
           parts.map(({ part_number, etag }) => ({ part_number, etag })),
         );
       }
-      const recorded = await db.tx(async (q) => {
-        if (!(await recordProgress(q, upload.id, lock.id, offset, progress))) return false;
-        if (part) await retire(q, upload.project_id, current.tail);
-        return true;
-      });
+      const consumed = part ? current.tail : [];
+      const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, offset, progress);
+      const recorded =
+        consumed.length === 0
+          ? await record(db)
+          : await db.tx(async (q) => {
+              if (!(await record(q))) return false;
+              await retire(q, upload.project_id, consumed);
+              return true;
+            });
+      held = !recorded;
       if (!recorded) {
         if (written) await store.delete(written).catch(() => undefined);
         if (!done) throw uploadLocked();
-      } else if (part) void dropTail(current.tail);
+      } else void dropTail(consumed);
       if (done) return stateOf({ ...current, upload_length: length }, end);
       const expiresAt = await multipart.prolong(session.session);
       return stateOf({ ...current, upload_length: length }, end, expiresAt);
     } finally {
-      await lock.release();
+      await lock.release(held);
     }
   }
 
@@ -280,22 +285,8 @@ export function createTusUploads(deps: {
 
 export type TusUploads = ReturnType<typeof createTusUploads>;
 
-/** The body, noting each chunk as progress. */
-async function* counting(stream: Readable, progressed: () => void): AsyncGenerator<Buffer> {
-  for await (const chunk of stream) {
-    progressed();
-    yield chunk as Buffer;
-  }
-}
-
-/** The bytes waiting as small objects, then the body's; `ended` runs once the body is all read. */
-async function* joined(
-  store: ObjectStore,
-  tail: TailPiece[],
-  body: AsyncIterable<Buffer>,
-  ended: () => void,
-): AsyncGenerator<Buffer> {
+/** The bytes waiting as small objects, then the body's. */
+async function* joined(store: ObjectStore, tail: TailPiece[], body: Readable): AsyncGenerator<Buffer> {
   for (const piece of tail) yield* (await store.read(piece.key)) as AsyncIterable<Buffer>;
   yield* body;
-  ended();
 }
