@@ -5,6 +5,7 @@ import type { Db, Queryable } from '../../infra/db.ts';
 import { MAX_PART_SIZE, MIN_PART_SIZE, type ObjectStore } from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../../modules/files/repo.ts';
+import { visibleFile } from '../../modules/files/service.ts';
 import { newObjectKey } from '../../modules/ingest/rules.ts';
 import type { IngestService } from '../../modules/ingest/service.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
@@ -73,7 +74,13 @@ export function createTusUploads(deps: {
     if (!upload) throw notFound('Upload');
     const creator = creatorOf(caller);
     if (upload.session_id === null) {
-      if (upload.created_by !== creator) throw notFound('Upload');
+      // Written at once: the file's own check lets an upload token of the same owner in.
+      if (upload.created_by !== creator) {
+        if (caller.principal.kind !== 'upload_token') throw notFound('Upload');
+        visibleFile(caller, await files.findFile(db, caller.project.id, upload.file_id), {
+          ofSameOwner: true,
+        });
+      }
       return { upload, session: undefined };
     }
     // The session's own check lets an upload token of the same owner in, and nothing else of a token.
@@ -211,7 +218,7 @@ export function createTusUploads(deps: {
       if (length !== undefined && length > MAX_OBJECT_BYTES)
         throw fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
       const created_by = creatorOf(caller);
-      if (length !== undefined && body?.size === length && length <= MAX_PART_SIZE) {
+      if (length !== undefined && (body?.size ?? 0) === length && length <= MAX_PART_SIZE) {
         const id = newId('session');
         const record = (q: Parameters<typeof insertUpload>[0], file: files.FileRow) =>
           insertUpload(q, {
@@ -227,7 +234,7 @@ export function createTusUploads(deps: {
         const file = await ingest.writeFile(
           caller,
           { ...declared, size_bytes: length, size_field: 'total_size_bytes' },
-          body.stream,
+          body?.stream ?? Readable.from([]),
           record,
         );
         return { id, fileId: file.id, offset: length, length, metadata: request.metadata ?? null };
@@ -252,9 +259,12 @@ export function createTusUploads(deps: {
         await multipart.abort(caller, started.uploadId).catch(() => undefined);
         throw error;
       });
-      if (body && body.size > 0) return this.patch(caller, row.id, { offset: 0, body });
       const { session } = await load(caller, row.id);
-      return stateOf({ ...row, parts: [], next_part: 1, tail: [] }, 0, session?.session.expires_at);
+      const upload: TusUploadRow = { ...row, parts: [], next_part: 1, tail: [] };
+      const state = stateOf(upload, 0, session?.session.expires_at);
+      if (!body || body.size === 0) return state;
+      // The upload exists whatever becomes of its first bytes: the client learns their offset by HEAD.
+      return append(caller, upload, session!, 0, body, undefined).catch(() => state);
     },
 
     /** HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). */

@@ -134,6 +134,15 @@ describe('tus 1.0 endpoint', () => {
     expect(head.headers.get('cache-control')).toBe('no-store');
   });
 
+  it('takes an empty file', async () => {
+    const url = await upload(Buffer.alloc(0), {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      metadata: { filename: 'empty.txt', filetype: 'text/plain' },
+    });
+    await expectStored(await fileIdOf(url), Buffer.alloc(0));
+  });
+
   it('resumes on another node an upload cut mid-way, in parts and a leftover below 5 MiB', async () => {
     const data = randomBytes(13 * MiB + 123);
     const chunkSize = 2 * MiB;
