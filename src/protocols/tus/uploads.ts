@@ -50,7 +50,8 @@ const creatorOf = (caller: Caller) => {
  * tus uploads on the upload core: the file is declared at creation (rules, token count, quota
  * reservation, file.uploaded), its bytes become the parts of a multipart session, and the last
  * PATCH completes it as a REST multipart upload completes. What is received after the last part and
- * is too small for a part of its own (the store's 5 MiB minimum) waits in the database.
+ * is too small for a part of its own (the store's 5 MiB minimum) waits as small objects of the store,
+ * listed with the offset in the database, until the next part takes them in.
  */
 export function createTusUploads(deps: {
   db: Db;
@@ -108,9 +109,9 @@ export function createTusUploads(deps: {
   }
 
   /**
-   * Stores `body` at the upload's offset under its lock: as a part when, with the bytes waiting in the
-   * database, it makes one (at least the store's minimum, or the last bytes of the upload), else among
-   * those waiting bytes; the last PATCH completes the file. Answers the new offset.
+   * Stores `body` at the upload's offset under its lock: as a part when, with the bytes waiting before
+   * it, it makes one (at least the store's minimum, or the last bytes of the upload), else as one more
+   * small object waiting for the next part; the last PATCH completes the file. Answers the new offset.
    */
   async function append(
     caller: Caller,

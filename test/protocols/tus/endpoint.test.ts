@@ -228,6 +228,31 @@ describe('tus 1.0 endpoint', () => {
     expect((await project.call('GET', `/files/${fileId}`)).body.status).toBe('failed');
   });
 
+  it('takes PATCH and DELETE as POST with X-HTTP-Method-Override', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '20',
+        'upload-metadata': `filename ${b64('o.bin')}`,
+      }),
+    });
+    const url = created.headers.get('location')!;
+    const patched = await request(url, 'POST', {
+      headers: tusHeaders(project.key, {
+        'x-http-method-override': 'PATCH',
+        'upload-offset': '0',
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: Buffer.alloc(10, 7),
+    });
+    expect(patched.status).toBe(204);
+    expect(patched.headers.get('upload-offset')).toBe('10');
+    const deleted = await request(url, 'POST', {
+      headers: tusHeaders(project.key, { 'x-http-method-override': 'DELETE' }),
+    });
+    expect(deleted.status).toBe(204);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
+  });
+
   it('shows an upload only to the credential that created it', async () => {
     const created = await request(`${a.url}/tus`, 'POST', {
       headers: tusHeaders(project.key, {
