@@ -6,7 +6,7 @@ import { takeEndedTails } from './upload-repo.ts';
 const BATCH = 100;
 
 /**
- * Bytes that waited for a part of an upload that was terminated or expired: retired (the collector
+ * Bytes that waited for a part of an upload that ended (terminated, expired): retired (the collector
  * removes them after the grace period), and removed from the store at once where it can. Answers
  * whether it found any, so that the periodic runner comes back at once for more.
  */

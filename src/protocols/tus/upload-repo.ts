@@ -164,8 +164,9 @@ export async function setLength(q: Queryable, id: string, length: number): Promi
 }
 
 /**
- * Takes the waiting bytes of up to `limit` uploads whose session ended (terminated, expired) while
- * bytes still waited: answers their objects, for the caller to retire in the same transaction.
+ * Takes the waiting bytes of up to `limit` uploads whose session ended (terminated, expired, or
+ * completed by a PATCH that could not record it) while bytes still waited: answers their objects,
+ * for the caller to retire in the same transaction.
  */
 export async function takeEndedTails(
   q: Queryable,
@@ -173,7 +174,7 @@ export async function takeEndedTails(
 ): Promise<{ id: string; project_id: string; tail: TailPiece[] }[]> {
   const rows = await q.query<{ id: string; project_id: string; tail: TailPiece[] }>(
     `SELECT u.id, u.project_id, u.tail FROM tus_uploads u JOIN multipart_sessions s ON s.id = u.session_id
-     WHERE u.tail <> '[]' AND s.status IN ('aborted', 'expired')
+     WHERE u.tail <> '[]' AND s.status IN ('aborted', 'expired', 'completed')
      LIMIT $1 FOR UPDATE OF u SKIP LOCKED`,
     [limit],
   );
