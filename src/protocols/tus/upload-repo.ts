@@ -128,17 +128,18 @@ export async function releaseStalled(q: Queryable, id: string, stallSeconds: num
 /**
  * Records what a PATCH stored, while `lockId` still holds the upload at `fromOffset`: the new
  * offset, the part it wrote (if any), the tail after it, and the length once it is known; the lock
- * is released with it. False when the lock was taken meanwhile (nothing is recorded then).
+ * is released with it when this was the PATCH's last write (`release`). False when the lock was taken meanwhile (nothing is recorded then).
  */
 export async function recordProgress(
   q: Queryable,
   id: string,
   lockId: string,
   fromOffset: number,
-  progress: { offset: number; part?: StoredPart; tail: TailPiece[]; length: number | null },
+  progress: { offset: number; part?: StoredPart; tail: TailPiece[]; length: number | null; release: boolean },
 ): Promise<boolean> {
   const rows = await q.query(
-    `UPDATE tus_uploads SET upload_offset = $4, tail = $5::jsonb, upload_length = $6, lock_id = NULL,
+    `UPDATE tus_uploads SET upload_offset = $4, tail = $5::jsonb, upload_length = $6,
+       lock_id = CASE WHEN $8 THEN NULL ELSE lock_id END,
        parts = CASE WHEN $7::jsonb IS NULL THEN parts ELSE parts || $7::jsonb END,
        next_part = CASE WHEN $7::jsonb IS NULL THEN next_part ELSE next_part + 1 END
      WHERE id = $1 AND lock_id = $2 AND upload_offset = $3 RETURNING id`,
@@ -150,6 +151,7 @@ export async function recordProgress(
       JSON.stringify(progress.tail),
       progress.length,
       progress.part ? JSON.stringify([progress.part]) : null,
+      progress.release,
     ],
   );
   return rows.length > 0;

@@ -2,7 +2,12 @@ import { Readable } from 'node:stream';
 import { badRequest, fileTooLarge, forbidden, invalidState, notFound } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
-import { MAX_PART_SIZE, MIN_PART_SIZE, type ObjectStore } from '../../infra/storage/object-store.ts';
+import {
+  MAX_PART_NUMBER,
+  MAX_PART_SIZE,
+  MIN_PART_SIZE,
+  type ObjectStore,
+} from '../../infra/storage/object-store.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
@@ -10,6 +15,7 @@ import { newObjectKey } from '../../modules/ingest/rules.ts';
 import type { IngestService } from '../../modules/ingest/service.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
+import { ByteCutter } from './cutter.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import {
@@ -37,6 +43,11 @@ export interface UploadState {
   /** When an unfinished upload expires without progress. */
   expiresAt?: Date;
 }
+
+/** The most bytes a PATCH stores as one part: small enough to keep what a dropped connection carried, large enough that `limit` bytes fit in the store's part count. */
+const partSize = (limit: number) =>
+  Math.min(MAX_PART_SIZE, Math.max(SEGMENT_BYTES, Math.ceil(limit / (MAX_PART_NUMBER - 1000))));
+const SEGMENT_BYTES = 16 * 1024 * 1024;
 
 /** Who may continue an upload: the credential that created it, or an upload token of the same owner. */
 const creatorOf = (caller: Caller) => {
@@ -143,60 +154,74 @@ export function createTusUploads(deps: {
       if (end > limit) throw fileTooLarge(limit, 'project', 'Upload-Length');
       const waiting = current.tail.reduce((sum, piece) => sum + piece.size, 0);
       const done = length !== null && end === length;
-      const size = waiting + body.size;
-      if (size > MAX_PART_SIZE) {
-        throw badRequest(
-          `A PATCH carries at most ${MAX_PART_SIZE - waiting} bytes here: send smaller chunks`,
-          {
-            field: 'Content-Length',
-          },
-        );
+      const segment = partSize(limit);
+      // The bytes waiting as small objects, then the body's: cut into parts of `segment` bytes, each
+      // recorded once stored, so that a connection that drops keeps every whole part it carried.
+      const source =
+        current.tail.length === 0 ? body.stream : Readable.from(joined(store, current.tail, body.stream));
+      const cutter = new ByteCutter(source);
+      let at = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
+      let remaining = waiting + body.size;
+      for (;;) {
+        const tailBytes = at.tail.reduce((sum, piece) => sum + piece.size, 0);
+        if (!done && remaining < MIN_PART_SIZE) {
+          // Too few bytes for a part: the new ones wait as a small object of their own.
+          const fresh = remaining - tailBytes;
+          let tail = at.tail;
+          let written: string | undefined;
+          if (fresh > 0) {
+            written = newObjectKey(upload.project_id, upload.file_id);
+            // Before any part, straight from the body; after one, what the cutter has not handed out yet.
+            const bytes = at.offset === offset ? body.stream : cutter.next(fresh);
+            await store.write(written, bytes, { size: fresh, contentType: 'application/octet-stream' });
+            tail = [...at.tail, { key: written, size: fresh }];
+          }
+          const progress = { offset: end, tail, length, release: true };
+          held = !(await recordProgress(db, upload.id, lock.id, at.offset, progress));
+          if (held) {
+            if (written) await store.delete(written).catch(() => undefined);
+            throw uploadLocked();
+          }
+          break;
+        }
+        const size = Math.min(remaining, segment);
+        const last = size === remaining;
+        const stream = last && at.offset === offset ? source : cutter.next(size);
+        let part: StoredPart | undefined;
+        if (size > 0 || at.parts.length === 0) {
+          const etag = await multipart.writePart(caller, session.session.id, at.nextPart, stream, size);
+          part = { part_number: at.nextPart, etag, size };
+        }
+        const parts = part ? [...at.parts, part] : at.parts;
+        const reached = at.offset + size - tailBytes;
+        if (last && done) {
+          // Completed before the offset is recorded: an offset at the length always means a committed file.
+          await multipart.finish(
+            caller,
+            session.session.id,
+            parts.map(({ part_number, etag }) => ({ part_number, etag })),
+          );
+        }
+        const consumed = part ? at.tail : [];
+        const progress = { offset: reached, part, tail: [], length, release: last };
+        const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, at.offset, progress);
+        const recorded =
+          consumed.length === 0
+            ? await record(db)
+            : await db.tx(async (q) => {
+                if (!(await record(q))) return false;
+                await retire(q, upload.project_id, consumed);
+                return true;
+              });
+        if (!recorded && !done) throw uploadLocked();
+        if (recorded) void dropTail(consumed);
+        at = { offset: reached, tail: [], parts, nextPart: at.nextPart + (part ? 1 : 0) };
+        remaining -= size;
+        if (last) {
+          held = !recorded;
+          break;
+        }
       }
-
-      let part: StoredPart | undefined;
-      let tail = current.tail;
-      let written: string | undefined;
-      if (!done && size < MIN_PART_SIZE) {
-        // Too few bytes for a part: they wait as a small object of their own.
-        written = newObjectKey(upload.project_id, upload.file_id);
-        await store.write(written, body.stream, { size: body.size, contentType: 'application/octet-stream' });
-        tail = [...current.tail, { key: written, size: body.size }];
-      } else if (size > 0 || current.parts.length === 0) {
-        const etag = await multipart.writePart(
-          caller,
-          session.session.id,
-          current.next_part,
-          current.tail.length === 0 ? body.stream : Readable.from(joined(store, current.tail, body.stream)),
-          size,
-        );
-        part = { part_number: current.next_part, etag, size };
-        tail = [];
-      }
-      const progress = { offset: end, part, tail, length };
-      if (done) {
-        // Completed before the offset is recorded: an offset at the length always means a committed file.
-        const parts = part ? [...current.parts, part] : current.parts;
-        await multipart.finish(
-          caller,
-          session.session.id,
-          parts.map(({ part_number, etag }) => ({ part_number, etag })),
-        );
-      }
-      const consumed = part ? current.tail : [];
-      const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, offset, progress);
-      const recorded =
-        consumed.length === 0
-          ? await record(db)
-          : await db.tx(async (q) => {
-              if (!(await record(q))) return false;
-              await retire(q, upload.project_id, consumed);
-              return true;
-            });
-      held = !recorded;
-      if (!recorded) {
-        if (written) await store.delete(written).catch(() => undefined);
-        if (!done) throw uploadLocked();
-      } else void dropTail(consumed);
       if (done) return stateOf({ ...current, upload_length: length }, end);
       const expiresAt = await multipart.prolong(session.session);
       return stateOf({ ...current, upload_length: length }, end, expiresAt);

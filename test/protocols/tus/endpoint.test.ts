@@ -292,6 +292,34 @@ describe('tus 1.0 endpoint', () => {
       };
     }
 
+    it('keeps the whole parts of a long PATCH whose connection drops', async () => {
+      const size = 40 * MiB;
+      const { path, fileId } = await created(size);
+      const data = randomBytes(size);
+      const cut = httpRequest(`${a.url}${path}`, {
+        method: 'PATCH',
+        headers: {
+          ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '0' }),
+          'content-length': String(size),
+        },
+      });
+      cut.on('error', () => undefined);
+      await new Promise<void>((resolve) => cut.write(data.subarray(0, 36 * MiB), () => resolve()));
+      // The server has read what it was sent (it stores parts of 16 MiB as they fill): then the client goes.
+      let offset = 0;
+      for (let tries = 0; tries < 100 && offset < 32 * MiB; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+        offset = Number(head.headers.get('upload-offset'));
+      }
+      cut.destroy();
+      expect(offset).toBe(32 * MiB);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const rest = await patchAt(b, path, offset, data.subarray(offset));
+      expect(rest.status, JSON.stringify(rest.body)).toBe(204);
+      await expectStored(fileId, data);
+    });
+
     it('lets one of two PATCHes at the same offset win, the other refused', async () => {
       const half = 6 * MiB;
       const { path, fileId } = await created(2 * half);
