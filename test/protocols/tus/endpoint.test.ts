@@ -292,17 +292,21 @@ describe('tus 1.0 endpoint', () => {
       };
     }
 
-    it('keeps the whole parts of a long PATCH whose connection drops', async () => {
-      const size = 40 * MiB;
-      const { path, fileId } = await created(size);
-      const data = randomBytes(size);
-      const cut = httpRequest(`${a.url}${path}`, {
+    /** A PATCH at offset 0 announcing `size` bytes, whose body the test writes (or not) itself. */
+    const openPatch = (path: string, size: number) =>
+      httpRequest(`${a.url}${path}`, {
         method: 'PATCH',
         headers: {
           ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '0' }),
           'content-length': String(size),
         },
       });
+
+    it('keeps the whole parts of a long PATCH whose connection drops', async () => {
+      const size = 40 * MiB;
+      const { path, fileId } = await created(size);
+      const data = randomBytes(size);
+      const cut = openPatch(path, size);
       cut.on('error', () => undefined);
       await new Promise<void>((resolve) => cut.write(data.subarray(0, 36 * MiB), () => resolve()));
       // The server has read what it was sent (it stores parts of 16 MiB as they fill): then the client goes.
@@ -340,13 +344,7 @@ describe('tus 1.0 endpoint', () => {
       const { path, fileId } = await created(size);
       const data = randomBytes(size);
       // A client that sends a fifth of its body and then nothing more, its connection left open.
-      const stalled = httpRequest(`${a.url}${path}`, {
-        method: 'PATCH',
-        headers: {
-          ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '0' }),
-          'content-length': String(size),
-        },
-      });
+      const stalled = openPatch(path, size);
       const answered = new Promise<number | string>((resolve) => {
         stalled.on('response', (response) => resolve(response.statusCode!));
         stalled.on('error', (error) => resolve(error.message));
