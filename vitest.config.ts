@@ -26,6 +26,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/protocols/s3/endpoint.test.ts',
         'test/protocols/s3/clients.test.ts',
         'test/protocols/s3/side-effects.test.ts',
+        'test/protocols/tus/**/*.test.ts',
       ],
       env: { COFFER_TEST_BACKEND: 'postgres', COFFER_TEST_STORAGE: 's3' },
     });

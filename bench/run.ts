@@ -15,6 +15,7 @@
  *   COFFER_BENCH_SERVER        child (default: `src/main.ts serve` in its own process) or in-process
  *   COFFER_BENCH_SERVER_NODE_ARGS   Node.js options of the child server, e.g. `--cpu-prof --cpu-prof-dir=.tmp/prof`
  *   COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT   multipart part size (default size / 16, ≥ 5) and parallelism (4)
+ *   COFFER_BENCH_TUS_PATCH_MB  `tus` PATCH size in MiB (default 8)
  *   COFFER_BENCH_DELIVERIES, COFFER_BENCH_WEBHOOKS       webhook deliveries to send (default 5000) and webhooks they fan out to (10)
  *   COFFER_BENCH_WEBHOOK_CONCURRENCY                     POSTs in flight of the plain undici loop (default 64, the dispatcher's)
  *   COFFER_BENCH_S3_ENDPOINT, COFFER_BENCH_S3_REGION (us-east-1), COFFER_BENCH_S3_ACCESS_KEY_ID,
@@ -58,10 +59,23 @@ import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
 import { startup } from './startup.ts';
 import { tracing } from './tracing.ts';
+import { tusBench } from './tus.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, tracing, listBench, backup, soak];
+const BENCHES: Bench[] = [
+  uploads,
+  multipart,
+  tusBench,
+  webhooks,
+  s3,
+  sdk,
+  startup,
+  tracing,
+  listBench,
+  backup,
+  soak,
+];
 /** Run only when named: `soak` takes ten minutes by default. */
 const ON_REQUEST = new Set(['soak']);
 

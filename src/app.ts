@@ -45,8 +45,10 @@ import { versionRoutes } from './modules/versions/routes.ts';
 import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
-import { corsByProtocol } from './protocols/s3/cors.ts';
+import { s3CorsFor } from './protocols/s3/cors.ts';
 import { s3Routes } from './protocols/s3/routes.ts';
+import { tusCorsFor } from './protocols/tus/cors.ts';
+import { tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
@@ -262,7 +264,12 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     maxAge: 600,
     strictPreflight: false,
   };
-  await app.register(cors, { delegator: corsByProtocol(restCors) });
+  // Each protocol's CORS under its mount (S3 and tus clients send headers of their own), the REST API's elsewhere.
+  const byProtocol = [s3CorsFor(restCors), tusCorsFor(restCors)];
+  await app.register(cors, {
+    delegator: (request, done) =>
+      done(null, byProtocol.map((rule) => rule(request)).find(Boolean) ?? restCors),
+  });
 
   await app.register(swagger, {
     openapi: {
@@ -329,6 +336,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       limits,
     }),
   );
+  await app.register(tusRoutes(services));
   await app.register(
     async (v1) => {
       await v1.register(projectRoutes(services.projects));

@@ -3,12 +3,14 @@ import type { Config } from './config.ts';
 import type { Db } from './infra/db.ts';
 import { createEmbeddedVacuum } from './infra/embedded-vacuum.ts';
 import { createPeriodicRunner, type PeriodicTask } from './infra/jobs/index.ts';
+import type { ObjectStore } from './infra/storage/object-store.ts';
 import type { AuditService } from './modules/audit/service.ts';
 import type { Collector } from './modules/files/collector.ts';
 import type { Pipeline } from './modules/pipeline/service.ts';
 import type { MultipartService } from './modules/uploads/multipart.ts';
 import type { UsageService } from './modules/usage/service.ts';
 import type { Dispatcher } from './modules/webhooks/dispatcher.ts';
+import { collectEndedTails } from './protocols/tus/tails.ts';
 import { jobWorker, type Worker } from './workers.ts';
 
 /** How often the embedded database looks for tables to vacuum (autovacuum's naptime). */
@@ -37,6 +39,7 @@ const onePass =
 export function backgroundWork(deps: {
   config: Config;
   db: Db;
+  store: ObjectStore;
   logger: Logger;
   pipeline: Pipeline;
   dispatcher: Dispatcher;
@@ -45,7 +48,7 @@ export function backgroundWork(deps: {
   usage: UsageService;
   audit: AuditService;
 }): Worker[] {
-  const { config, db, logger, pipeline, dispatcher, collector, multipart, usage, audit } = deps;
+  const { config, db, store, logger, pipeline, dispatcher, collector, multipart, usage, audit } = deps;
   const vacuumNext = db.kind === 'pglite' ? createEmbeddedVacuum(db) : undefined;
 
   const periodic: PeriodicTask[] = [
@@ -61,6 +64,8 @@ export function backgroundWork(deps: {
       everySeconds: config.gcIntervalSeconds,
       run: async () => (await multipart.reap()) > 0,
     },
+    // Bytes of tus uploads that waited for a part when their upload was terminated or expired.
+    { name: 'tus-tails', everySeconds: config.gcIntervalSeconds, run: () => collectEndedTails(db, store) },
     // The usage deltas every change writes, folded into each project's totals.
     { name: 'fold-usage', everySeconds: config.gcIntervalSeconds, run: onePass(() => usage.fold()) },
     // Audit entries past COFFER_AUDIT_RETENTION_DAYS.

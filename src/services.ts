@@ -119,6 +119,7 @@ export function createServices(infra: Infra) {
     backgroundWork({
       config,
       db,
+      store,
       logger: infra.logger,
       pipeline,
       dispatcher,

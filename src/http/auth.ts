@@ -43,8 +43,8 @@ export interface Credentials {
 // The scheme name is case-insensitive (RFC 9110 §11.1).
 const BEARER = /^bearer +([A-Za-z0-9_-]{1,512})$/i;
 
-/** Who is calling; for an API key also its project, read with it. */
-async function authenticate(
+/** Who is calling; for an API key also its project, read with it (protocol edges use it on public routes). */
+export async function authenticate(
   request: FastifyRequest,
   credentials: Credentials,
 ): Promise<{ principal: Principal; project?: Project }> {

@@ -54,10 +54,14 @@ export async function request<T = any>(
 ): Promise<Reply<T>> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
-  let body: string | undefined;
+  let body: string | Buffer | undefined;
   if (options.body !== undefined) {
     headers['content-type'] ??= 'application/json';
-    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    // Bytes as they are; anything else but text as JSON.
+    body =
+      typeof options.body === 'string' || Buffer.isBuffer(options.body)
+        ? options.body
+        : JSON.stringify(options.body);
   }
   const response = await fetch(url, { method, headers, body });
   const text = await response.text();

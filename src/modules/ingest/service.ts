@@ -508,8 +508,14 @@ export function createIngestService(deps: {
      * The server-side way in: `body` (exactly `request.size_bytes` bytes) becomes a new file in one
      * request. The rules are checked before a byte is stored; the file is recorded and committed in
      * one transaction once the object is sealed, and the object is removed when that transaction fails.
+     * `record` adds an adapter's own record of the upload to that transaction.
      */
-    async writeFile(caller: Caller, request: UploadRequest, body: Readable): Promise<files.FileRow> {
+    async writeFile(
+      caller: Caller,
+      request: UploadRequest,
+      body: Readable,
+      record?: (q: Queryable, file: files.FileRow) => Promise<void>,
+    ): Promise<files.FileRow> {
       checkSingleUploadSize(request.size_bytes);
       const planned = plan(caller, request, undefined);
       const { token } = await admit(db, caller, request, planned);
@@ -523,7 +529,9 @@ export function createIngestService(deps: {
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
           const created = await recordFile(q, caller, request, planned);
-          return commitFile(q, caller.project, created.id, object);
+          const committed = await commitFile(q, caller.project, created.id, object);
+          await record?.(q, committed);
+          return committed;
         }),
       );
       metrics?.uploads.inc({ outcome: 'initiated' });

@@ -30,7 +30,7 @@ export async function screenHead(body: Readable, declared: string): Promise<Read
   }
   const mismatch = await checkMime(declared, Buffer.concat(held, size).subarray(0, SNIFF_BYTES));
   if (mismatch) {
-    await source.return?.();
+    // The rest is left unread: the edge that refuses the request decides what becomes of its body.
     throw validationError(`The content does not match its type: ${mismatch}`, {
       field: 'content_type',
       content_type: declared,
@@ -38,11 +38,14 @@ export async function screenHead(body: Readable, declared: string): Promise<Read
   }
   return Readable.from(
     (async function* () {
+      let ended = false;
       try {
         yield* held;
         for (let next = await source.next(); !next.done; next = await source.next()) yield next.value;
+        ended = true;
       } finally {
-        await source.return?.();
+        // Given up before its end (the reader failed): the source is let go of too.
+        if (!ended) await source.return?.();
       }
     })(),
     { objectMode: false },

@@ -22,6 +22,7 @@ import type { ByteSource, IngestService, UploadRequest } from '../ingest/service
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {
+  extendSession,
   findSession,
   insertSession,
   lockGrants,
@@ -31,6 +32,9 @@ import {
   setSessionStatus,
 } from './session-repo.ts';
 import { createSessionLifecycle } from './sessions.ts';
+
+/** How much later an upload's expiry must move before prolong writes it. */
+const PROLONG_STEP_MS = 60_000;
 
 function checkPartNumber(partNumber: number): void {
   if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PART_NUMBER) {
@@ -116,6 +120,10 @@ export function createMultipartService(deps: {
     metrics,
   });
 
+  /** A session's status as of now: one open past its expiry is expired even before the reaper ran. */
+  const statusOf = (session: SessionRow) =>
+    session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
+
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
@@ -137,7 +145,7 @@ export function createMultipartService(deps: {
 
   /** Only an open session takes parts or completes; one past its expiry is expired even before the reaper ran. */
   function requireOpen(session: SessionRow): void {
-    const status = session.status === 'open' && session.expires_at <= new Date() ? 'expired' : session.status;
+    const status = statusOf(session);
     if (status !== 'open') throw invalidState(`The multipart upload is ${status}`, { status });
   }
 
@@ -260,6 +268,30 @@ export function createMultipartService(deps: {
         expiresAt,
       );
       return { uploadId: uploadId! };
+    },
+
+    /** The caller's session, its status as of now, and its file (404 as for every other call). */
+    async find(caller: Caller, uploadId: string) {
+      const { session, file } = await load(caller, uploadId);
+      return { session, file, status: statusOf(session) };
+    },
+
+    /**
+     * Keeps an open upload that made progress open for another COFFER_MULTIPART_EXPIRY_SECONDS (a
+     * protocol whose uploads expire without progress, as tus's do), its file's upload with it. Within
+     * a minute (or a tenth of the expiry) of the last extension, the expiry stands: an upload in many
+     * small requests writes it once a minute at most.
+     */
+    async prolong(session: SessionRow): Promise<Date> {
+      const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
+      const step = Math.min(PROLONG_STEP_MS, config.multipartExpirySeconds * 100);
+      if (expiresAt.getTime() - session.expires_at.getTime() < step) return session.expires_at;
+      await db.tx(async (q) => {
+        if (!(await extendSession(q, session.id, expiresAt)))
+          throw invalidState('The upload is no longer open');
+        await files.updateFile(q, session.project_id, session.file_id, { upload_expires_at: expiresAt });
+      });
+      return expiresAt;
     },
 
     /** Open uploads of the caller's project by their file's key (S3's ListMultipartUploads). */

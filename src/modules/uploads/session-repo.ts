@@ -69,6 +69,15 @@ export async function setSessionStatus(
   return rows.length > 0;
 }
 
+/** Moves an open session's expiry to `expiresAt` (its upload made progress); false when it is not open. */
+export async function extendSession(q: Queryable, id: string, expiresAt: Date): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE multipart_sessions SET expires_at = $2 WHERE id = $1 AND status = 'open' RETURNING id`,
+    [id, expiresAt],
+  );
+  return rows.length > 0;
+}
+
 /** Renews the claim of a session being assembled, while it still is. */
 export async function renewCompleting(q: Queryable, id: string): Promise<void> {
   await q.query(

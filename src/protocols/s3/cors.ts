@@ -1,4 +1,5 @@
-import type { FastifyCorsOptions, FastifyCorsOptionsDelegateCallback } from '@fastify/cors';
+import type { FastifyCorsOptions } from '@fastify/cors';
+import type { FastifyRequest } from 'fastify';
 import { MOUNT } from './routes.ts';
 
 /**
@@ -32,12 +33,14 @@ const S3_CORS = {
 const isS3Url = (url: string) => url === MOUNT || url.startsWith(`${MOUNT}/`) || url.startsWith(`${MOUNT}?`);
 
 /**
- * CORS per request: the S3 endpoint's rule under its mount, `rest` (the REST API's fixed lists)
- * everywhere else; both for the same origins.
+ * The S3 endpoint's CORS options for a request under its mount (undefined elsewhere): `rest`'s
+ * origins, every requested header allowed, S3's headers exposed.
  */
-export function corsByProtocol(rest: FastifyCorsOptions): FastifyCorsOptionsDelegateCallback {
+export function s3CorsFor(
+  rest: FastifyCorsOptions,
+): (request: FastifyRequest) => FastifyCorsOptions | undefined {
   // Without allowedHeaders, @fastify/cors answers a preflight with the headers it requested.
   const { allowedHeaders: _fixed, ...shared } = rest;
   const s3: FastifyCorsOptions = { ...shared, ...S3_CORS };
-  return (request, callback) => callback(null, isS3Url(request.url) ? s3 : rest);
+  return (request) => (isS3Url(request.url) ? s3 : undefined);
 }

@@ -1,0 +1,52 @@
+import type { FastifyCorsOptions } from '@fastify/cors';
+import type { FastifyRequest } from 'fastify';
+import { MOUNT } from './protocol.ts';
+
+/** What a browser's tus client sends and reads, beside the API's own headers. */
+const ALLOWED = [
+  'Tus-Resumable',
+  'Upload-Length',
+  'Upload-Offset',
+  'Upload-Metadata',
+  'Upload-Defer-Length',
+  'Upload-Concat',
+  'X-HTTP-Method-Override',
+  'Content-Type',
+];
+const EXPOSED = [
+  'Location',
+  'Upload-Offset',
+  'Upload-Length',
+  'Upload-Expires',
+  'Upload-Metadata',
+  'Upload-Defer-Length',
+  'Tus-Resumable',
+  'Tus-Version',
+  'Tus-Extension',
+  'Tus-Max-Size',
+  'x-coffer-file-id',
+];
+
+const isTus = (request: FastifyRequest) => request.url === MOUNT || request.url.startsWith(`${MOUNT}/`);
+const isPreflight = (request: FastifyRequest) =>
+  request.headers['access-control-request-method'] !== undefined;
+
+/**
+ * The tus endpoint's CORS options for a request under its mount (undefined elsewhere): `rest`'s with
+ * the tus headers added, where an OPTIONS that is not a preflight goes on to the endpoint (tus's own
+ * OPTIONS says what the server supports).
+ */
+export function tusCorsFor(
+  rest: FastifyCorsOptions & { allowedHeaders: string[]; exposedHeaders: string[] },
+): (request: FastifyRequest) => FastifyCorsOptions | undefined {
+  const tus: FastifyCorsOptions = {
+    ...rest,
+    allowedHeaders: [
+      ...rest.allowedHeaders,
+      ...ALLOWED.filter((name) => !rest.allowedHeaders.includes(name)),
+    ],
+    exposedHeaders: [...rest.exposedHeaders, ...EXPOSED],
+  };
+  const tusOptions: FastifyCorsOptions = { ...tus, preflightContinue: true };
+  return (request) => (!isTus(request) ? undefined : isPreflight(request) ? tus : tusOptions);
+}

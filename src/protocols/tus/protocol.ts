@@ -1,0 +1,95 @@
+import { badRequest, type ErrorCode } from '../../domain/errors.ts';
+import { HttpError } from '../../http/errors.ts';
+import type { UploadRequest } from '../../modules/ingest/service.ts';
+
+/** Where the endpoint is mounted on the API port. */
+export const MOUNT = '/tus';
+
+/** The one version of the protocol served, and its extensions. */
+export const TUS_VERSION = '1.0.0';
+export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration';
+/** The body type of PATCH (and of a POST carrying the first bytes). */
+export const OFFSET_STREAM = 'application/offset+octet-stream';
+
+/** A refusal in tus's own statuses (412, 410, 423, 415…), with Coffer's error body. */
+export const tusError = (
+  status: number,
+  code: ErrorCode,
+  message: string,
+  headers?: Record<string, string>,
+) => new HttpError(status, code, message, undefined, headers);
+
+export const unsupportedVersion = () =>
+  tusError(
+    412,
+    'BAD_REQUEST',
+    `This server speaks tus ${TUS_VERSION} only: send Tus-Resumable: ${TUS_VERSION}`,
+    {
+      'tus-version': TUS_VERSION,
+    },
+  );
+export const offsetMismatch = (offset: number) =>
+  new HttpError(409, 'CONFLICT', `Upload-Offset does not match the upload's offset ${offset}`, { offset });
+export const uploadGone = (status: string) =>
+  new HttpError(410, 'NOT_FOUND', `The upload is ${status}`, { status });
+export const uploadLocked = () =>
+  tusError(423, 'CONFLICT', 'Another request is writing this upload: send HEAD, then PATCH again');
+export const notOffsetStream = () =>
+  tusError(415, 'BAD_REQUEST', `The body of a PATCH is Content-Type: ${OFFSET_STREAM}`);
+
+/** A non-negative whole number from a header; undefined when absent, 400 when malformed. */
+export function headerNumber(value: string | string[] | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value[0]! : value;
+  if (!/^\d{1,16}$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    throw badRequest(`${name} must be a non-negative integer`, { field: name });
+  }
+  return Number(text);
+}
+
+/** Upload-Metadata: comma-separated `key base64value` pairs (a value may be absent). */
+export function parseMetadata(header: string | undefined): Map<string, string> {
+  const pairs = new Map<string, string>();
+  if (!header) return pairs;
+  for (const item of header.split(',')) {
+    const [key, value, extra] = item.trim().split(' ');
+    if (!key || extra !== undefined || (value !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) {
+      throw badRequest('Upload-Metadata must be comma-separated "key base64value" pairs', {
+        field: 'Upload-Metadata',
+      });
+    }
+    if (pairs.has(key)) throw badRequest(`Upload-Metadata names ${key} twice`, { field: 'Upload-Metadata' });
+    pairs.set(key, Buffer.from(value ?? '', 'base64').toString('utf8'));
+  }
+  return pairs;
+}
+
+/**
+ * The file an upload declares through its metadata: `filename` (required), `filetype`, `folder_id`,
+ * `tags` (comma-separated) and `metadata` (a JSON object); other keys are the client's own and ignored.
+ */
+export function uploadRequestOf(header: string | undefined): Omit<UploadRequest, 'size_bytes'> {
+  const pairs = parseMetadata(header);
+  const filename = pairs.get('filename');
+  if (!filename) throw badRequest('Upload-Metadata must carry filename', { field: 'filename' });
+  let metadata: unknown;
+  const json = pairs.get('metadata');
+  if (json !== undefined) {
+    try {
+      metadata = JSON.parse(json);
+    } catch {
+      metadata = undefined;
+    }
+    if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+      throw badRequest('The metadata key of Upload-Metadata must be a JSON object', { field: 'metadata' });
+    }
+  }
+  const tags = pairs.get('tags');
+  return {
+    filename,
+    content_type: pairs.get('filetype') || 'application/octet-stream',
+    folder_id: pairs.get('folder_id') || null,
+    tags: tags ? tags.split(',') : undefined,
+    metadata: metadata as Record<string, unknown> | undefined,
+  };
+}

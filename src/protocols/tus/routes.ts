@@ -1,0 +1,158 @@
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { badRequest, forbidden, insufficientScope } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import { authenticate } from '../../http/auth.ts';
+import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
+import type { Services } from '../../services.ts';
+import {
+  headerNumber,
+  MOUNT,
+  notOffsetStream,
+  OFFSET_STREAM,
+  TUS_EXTENSIONS,
+  TUS_VERSION,
+  unsupportedVersion,
+} from './protocol.ts';
+import { type Body, createTusUploads, type UploadState } from './uploads.ts';
+
+const header = (request: FastifyRequest, name: string) => {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
+/** The caller of an authenticated tus request: an API key with files:upload, or an upload token. */
+function callerOf(request: FastifyRequest): Caller {
+  const { principal } = request;
+  if (principal.kind === 'admin' || !request.project) {
+    throw forbidden('tus uploads are made with an API key or an upload token of a project');
+  }
+  if (!principal.scopes.includes('files:upload')) throw insufficientScope('files:upload');
+  return { principal, project: request.project };
+}
+
+/** The request's bytes, when it has any: of Content-Type application/offset+octet-stream and a known length. */
+function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
+  const size = headerNumber(request.headers['content-length'], 'Content-Length');
+  const type = header(request, 'content-type');
+  if (!required && (size ?? 0) === 0 && request.headers['transfer-encoding'] === undefined) return undefined;
+  if (type?.split(';')[0]?.trim().toLowerCase() !== OFFSET_STREAM) throw notOffsetStream();
+  if (size === undefined) throw badRequest('Content-Length is required', { field: 'Content-Length' });
+  const { socket } = request.raw;
+  return { stream: request.body as Readable, size, received: () => socket.bytesRead };
+}
+
+/**
+ * The tus 1.0.0 endpoint at /tus: creation (with upload, with deferred length), termination and
+ * expiration, on the upload core. Errors carry Coffer's error body where tus leaves the body free.
+ */
+export function tusRoutes(services: Services) {
+  const uploads = createTusUploads(services);
+  const { config } = services;
+
+  /** The most an upload of this request's caller may hold; the server's when it names none. */
+  async function maxSize(request: FastifyRequest): Promise<number> {
+    if (!request.headers.authorization) return MAX_OBJECT_BYTES;
+    try {
+      const { principal, project } = await authenticate(request, services.credentials);
+      if (principal.kind === 'admin') return MAX_OBJECT_BYTES;
+      const own = project ?? (await services.projects.getProject(principal.projectId));
+      return own ? await services.ingest.sizeLimit({ principal, project: own }) : MAX_OBJECT_BYTES;
+    } catch {
+      return MAX_OBJECT_BYTES;
+    }
+  }
+
+  function answer(reply: FastifyReply, state: UploadState): void {
+    reply.header('upload-offset', String(state.offset));
+    if (state.expiresAt) reply.header('upload-expires', state.expiresAt.toUTCString());
+  }
+
+  return async function plugin(app: FastifyInstance): Promise<void> {
+    // Bodies stay streams: a PATCH's bytes go to the store as they arrive.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    app.addHook('onSend', async (_request, reply) => {
+      reply.header('tus-resumable', TUS_VERSION);
+    });
+    app.addHook('preHandler', async (request) => {
+      if (request.method !== 'OPTIONS' && header(request, 'tus-resumable') !== TUS_VERSION) {
+        throw unsupportedVersion();
+      }
+    });
+
+    // Not in the OpenAPI document: tus is its own protocol (tus.io), documented in the README.
+    const common = { schema: { hide: true } };
+    const authenticated = { ...common, config: { access: 'authenticated' as const, uploadToken: true } };
+
+    const options = async (request: FastifyRequest, reply: FastifyReply) =>
+      reply
+        .code(204)
+        .headers({
+          'tus-version': TUS_VERSION,
+          'tus-extension': TUS_EXTENSIONS,
+          'tus-max-size': String(await maxSize(request)),
+        })
+        .send();
+    app.options(MOUNT, { ...common, config: { access: 'public' } }, options);
+    app.options(`${MOUNT}/:id`, { ...common, config: { access: 'public' } }, options);
+
+    app.post(MOUNT, authenticated, async (request, reply) => {
+      const caller = callerOf(request);
+      const deferred = header(request, 'upload-defer-length');
+      if (deferred !== undefined && deferred !== '1') {
+        throw badRequest('Upload-Defer-Length must be 1', { field: 'Upload-Defer-Length' });
+      }
+      const length = headerNumber(request.headers['upload-length'], 'Upload-Length');
+      if ((length === undefined) === (deferred === undefined)) {
+        throw badRequest('Send either Upload-Length or Upload-Defer-Length: 1', { field: 'Upload-Length' });
+      }
+      const state = await uploads.create(caller, {
+        length,
+        metadata: header(request, 'upload-metadata'),
+        body: bodyOf(request, false),
+      });
+      answer(reply, state);
+      return reply
+        .code(201)
+        .headers({ location: `${config.publicUrl}${MOUNT}/${state.id}`, 'x-coffer-file-id': state.fileId })
+        .send();
+    });
+
+    const head = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+      const state = await uploads.head(callerOf(request), request.params.id);
+      answer(reply, state);
+      reply.header('cache-control', 'no-store').header('x-coffer-file-id', state.fileId);
+      if (state.length === null) reply.header('upload-defer-length', '1');
+      else reply.header('upload-length', String(state.length));
+      if (state.metadata) reply.header('upload-metadata', state.metadata);
+      return reply.code(200).send();
+    };
+    const patch = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+      const offset = headerNumber(request.headers['upload-offset'], 'Upload-Offset');
+      if (offset === undefined) throw badRequest('Upload-Offset is required', { field: 'Upload-Offset' });
+      const state = await uploads.patch(callerOf(request), request.params.id, {
+        offset,
+        length: headerNumber(request.headers['upload-length'], 'Upload-Length'),
+        body: bodyOf(request, true)!,
+      });
+      answer(reply, state);
+      return reply.code(204).send();
+    };
+    const terminate = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+      await uploads.terminate(callerOf(request), request.params.id);
+      return reply.code(204).send();
+    };
+    app.head(`${MOUNT}/:id`, authenticated, head);
+    app.patch(`${MOUNT}/:id`, authenticated, patch);
+    app.delete(`${MOUNT}/:id`, authenticated, terminate);
+    // For clients behind proxies that pass only GET and POST.
+    app.post<{ Params: { id: string } }>(`${MOUNT}/:id`, authenticated, async (request, reply) => {
+      const method = header(request, 'x-http-method-override')?.toUpperCase();
+      if (method === 'PATCH') return patch(request, reply);
+      if (method === 'DELETE') return terminate(request, reply);
+      if (method === 'HEAD') return head(request, reply);
+      throw badRequest('POST to an upload needs X-HTTP-Method-Override: PATCH, HEAD or DELETE');
+    });
+  };
+}

@@ -1,0 +1,189 @@
+import type { Queryable } from '../../infra/db.ts';
+
+/** The only writer of tus_uploads: what a tus upload holds beside its file and multipart session. */
+export interface StoredPart {
+  part_number: number;
+  etag: string;
+  size: number;
+}
+
+/** Bytes waiting for the next part: a small object of the store. */
+export interface TailPiece {
+  key: string;
+  size: number;
+}
+
+export interface TusUploadRow {
+  id: string;
+  project_id: string;
+  file_id: string;
+  session_id: string | null;
+  created_by: string;
+  upload_length: number | null;
+  upload_offset: number;
+  parts: StoredPart[];
+  next_part: number;
+  tail: TailPiece[];
+  metadata: string | null;
+}
+
+const COLUMNS =
+  'id, project_id, file_id, session_id, created_by, upload_length, upload_offset, parts, next_part, tail, metadata';
+
+export async function insertUpload(
+  q: Queryable,
+  upload: Pick<
+    TusUploadRow,
+    | 'id'
+    | 'project_id'
+    | 'file_id'
+    | 'session_id'
+    | 'created_by'
+    | 'upload_length'
+    | 'upload_offset'
+    | 'metadata'
+  >,
+): Promise<void> {
+  await q.query(
+    `INSERT INTO tus_uploads (id, project_id, file_id, session_id, created_by, upload_length, upload_offset, metadata)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      upload.id,
+      upload.project_id,
+      upload.file_id,
+      upload.session_id,
+      upload.created_by,
+      upload.upload_length,
+      upload.upload_offset,
+      upload.metadata,
+    ],
+  );
+}
+
+export async function findUpload(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<TusUploadRow | undefined> {
+  const [row] = await q.query<TusUploadRow>(
+    `SELECT ${COLUMNS} FROM tus_uploads WHERE project_id = $1 AND id = $2`,
+    [projectId, id],
+  );
+  return row;
+}
+
+/**
+ * Takes the upload's lock for `lockId` when it is free, its holder's lease ran out (`leaseSeconds`
+ * without renewal: its process died) or its holder received no byte for `stallSeconds` (a client that
+ * went away). Taking it from a holder that may still write skips a part number, so that its late part
+ * can never replace the new holder's. Answers the upload as locked, or nothing when it is held.
+ */
+export async function acquireLock(
+  q: Queryable,
+  id: string,
+  lockId: string,
+  leaseSeconds: number,
+  stallSeconds: number,
+): Promise<TusUploadRow | undefined> {
+  const [row] = await q.query<TusUploadRow>(
+    `UPDATE tus_uploads SET lock_id = $2, locked_at = now(), progress_at = now(),
+       next_part = next_part + CASE WHEN lock_id IS NULL THEN 0 ELSE 1 END
+     WHERE id = $1 AND (lock_id IS NULL OR locked_at < now() - make_interval(secs => $3)
+       OR progress_at < now() - make_interval(secs => $4))
+     RETURNING ${COLUMNS}`,
+    [id, lockId, leaseSeconds, stallSeconds],
+  );
+  return row;
+}
+
+/** Renews the lease of `lockId` (and its progress when bytes arrived); false when it was taken. */
+export async function renewLock(
+  q: Queryable,
+  id: string,
+  lockId: string,
+  progressed: boolean,
+): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE tus_uploads SET locked_at = now(),
+       progress_at = CASE WHEN $3 THEN now() ELSE progress_at END
+     WHERE id = $1 AND lock_id = $2 RETURNING id`,
+    [id, lockId, progressed],
+  );
+  return rows.length > 0;
+}
+
+export async function releaseLock(q: Queryable, id: string, lockId: string): Promise<void> {
+  await q.query('UPDATE tus_uploads SET lock_id = NULL WHERE id = $1 AND lock_id = $2', [id, lockId]);
+}
+
+/** Frees the lock of a holder stalled for `stallSeconds` (a HEAD's way to release a PATCH nobody feeds). */
+export async function releaseStalled(q: Queryable, id: string, stallSeconds: number): Promise<void> {
+  await q.query(
+    `UPDATE tus_uploads SET lock_id = NULL, next_part = next_part + 1
+     WHERE id = $1 AND lock_id IS NOT NULL AND progress_at < now() - make_interval(secs => $2)`,
+    [id, stallSeconds],
+  );
+}
+
+/**
+ * Records what a PATCH stored, while `lockId` still holds the upload at `fromOffset`: the new
+ * offset, the part it wrote (if any), the tail after it, and the length once it is known; the lock
+ * is released with it when this was the PATCH's last write (`release`). False when the lock was taken meanwhile (nothing is recorded then).
+ */
+export async function recordProgress(
+  q: Queryable,
+  id: string,
+  lockId: string,
+  fromOffset: number,
+  progress: { offset: number; part?: StoredPart; tail: TailPiece[]; length: number | null; release: boolean },
+): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE tus_uploads SET upload_offset = $4, tail = $5::jsonb, upload_length = $6,
+       lock_id = CASE WHEN $8 THEN NULL ELSE lock_id END,
+       parts = CASE WHEN $7::jsonb IS NULL THEN parts ELSE parts || $7::jsonb END,
+       next_part = CASE WHEN $7::jsonb IS NULL THEN next_part ELSE next_part + 1 END
+     WHERE id = $1 AND lock_id = $2 AND upload_offset = $3 RETURNING id`,
+    [
+      id,
+      lockId,
+      fromOffset,
+      progress.offset,
+      JSON.stringify(progress.tail),
+      progress.length,
+      progress.part ? JSON.stringify([progress.part]) : null,
+      progress.release,
+    ],
+  );
+  return rows.length > 0;
+}
+
+/** Sets a deferred length (PATCH with Upload-Length) while it is still unknown. */
+export async function setLength(q: Queryable, id: string, length: number): Promise<void> {
+  await q.query('UPDATE tus_uploads SET upload_length = $2 WHERE id = $1 AND upload_length IS NULL', [
+    id,
+    length,
+  ]);
+}
+
+/**
+ * Takes the waiting bytes of up to `limit` uploads whose session ended (terminated, expired, or
+ * completed by a PATCH that could not record it) while bytes still waited: answers their objects,
+ * for the caller to retire in the same transaction.
+ */
+export async function takeEndedTails(
+  q: Queryable,
+  limit: number,
+): Promise<{ id: string; project_id: string; tail: TailPiece[] }[]> {
+  const rows = await q.query<{ id: string; project_id: string; tail: TailPiece[] }>(
+    `SELECT u.id, u.project_id, u.tail FROM tus_uploads u JOIN multipart_sessions s ON s.id = u.session_id
+     WHERE u.tail <> '[]' AND s.status IN ('aborted', 'expired', 'completed')
+     LIMIT $1 FOR UPDATE OF u SKIP LOCKED`,
+    [limit],
+  );
+  if (rows.length > 0) {
+    await q.query(`UPDATE tus_uploads SET tail = '[]' WHERE id = ANY($1::text[])`, [
+      rows.map((row) => row.id),
+    ]);
+  }
+  return rows;
+}

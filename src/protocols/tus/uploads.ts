@@ -1,0 +1,328 @@
+import { Readable } from 'node:stream';
+import { badRequest, fileTooLarge, forbidden, invalidState, notFound } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
+import {
+  MAX_PART_NUMBER,
+  MAX_PART_SIZE,
+  MIN_PART_SIZE,
+  type ObjectStore,
+} from '../../infra/storage/object-store.ts';
+import { newId } from '../../lib/ids.ts';
+import * as files from '../../modules/files/repo.ts';
+import { visibleFile } from '../../modules/files/service.ts';
+import { newObjectKey } from '../../modules/ingest/rules.ts';
+import type { IngestService } from '../../modules/ingest/service.ts';
+import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
+import type { MultipartService } from '../../modules/uploads/multipart.ts';
+import { ByteCutter } from './cutter.ts';
+import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
+import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
+import {
+  findUpload,
+  insertUpload,
+  recordProgress,
+  type StoredPart,
+  type TailPiece,
+  type TusUploadRow,
+} from './upload-repo.ts';
+
+/** Bytes of a request, of a known length. */
+export interface Body extends Incoming {
+  size: number;
+}
+
+/** Where an upload stands, as HEAD and PATCH answer it. */
+export interface UploadState {
+  id: string;
+  fileId: string;
+  offset: number;
+  /** Null while deferred. */
+  length: number | null;
+  metadata: string | null;
+  /** When an unfinished upload expires without progress. */
+  expiresAt?: Date;
+}
+
+/** The most bytes a PATCH stores as one part: small enough to keep what a dropped connection carried, large enough that `limit` bytes fit in the store's part count. */
+const partSize = (limit: number) =>
+  Math.min(MAX_PART_SIZE, Math.max(SEGMENT_BYTES, Math.ceil(limit / (MAX_PART_NUMBER - 1000))));
+const SEGMENT_BYTES = 16 * 1024 * 1024;
+
+/** Who may continue an upload: the credential that created it, or an upload token of the same owner. */
+const creatorOf = (caller: Caller) => {
+  const { principal } = caller;
+  if (principal.kind === 'api_key') return principal.keyId;
+  if (principal.kind === 'upload_token') return principal.tokenId;
+  throw forbidden('tus uploads are made with an API key or an upload token');
+};
+
+/**
+ * tus uploads on the upload core: the file is declared at creation (rules, token count, quota
+ * reservation, file.uploaded), its bytes become the parts of a multipart session, and the last
+ * PATCH completes it as a REST multipart upload completes. What is received after the last part and
+ * is too small for a part of its own (the store's 5 MiB minimum) waits as small objects of the store,
+ * listed with the offset in the database, until the next part takes them in.
+ */
+export function createTusUploads(deps: {
+  db: Db;
+  store: ObjectStore;
+  ingest: IngestService;
+  multipart: MultipartService;
+}) {
+  const { db, store, ingest, multipart } = deps;
+
+  /** Waiting bytes that went into a part: collected after the grace period, and removed now if possible. */
+  async function retire(q: Queryable, projectId: string, tail: TailPiece[]) {
+    for (const piece of tail) await files.retireObject(q, projectId, piece.key);
+  }
+  const dropTail = async (tail: TailPiece[]) => {
+    for (const piece of tail) await store.delete(piece.key).catch(() => undefined);
+  };
+
+  /** The caller's upload with its session and file; 404 for one of another credential. */
+  async function load(caller: Caller, id: string) {
+    const upload = await findUpload(db, caller.project.id, id);
+    if (!upload) throw notFound('Upload');
+    const creator = creatorOf(caller);
+    if (upload.session_id === null) {
+      // Written at once: the file's own check lets an upload token of the same owner in.
+      if (upload.created_by !== creator) {
+        if (caller.principal.kind !== 'upload_token') throw notFound('Upload');
+        visibleFile(caller, await files.findFile(db, caller.project.id, upload.file_id), {
+          ofSameOwner: true,
+        });
+      }
+      return { upload, session: undefined };
+    }
+    // The session's own check lets an upload token of the same owner in, and nothing else of a token.
+    const found = await multipart.find(caller, upload.session_id);
+    if (caller.principal.kind === 'api_key' && upload.created_by !== creator) throw notFound('Upload');
+    return { upload, session: found };
+  }
+
+  const stateOf = (upload: TusUploadRow, offset: number, expiresAt?: Date): UploadState => ({
+    id: upload.id,
+    fileId: upload.file_id,
+    offset,
+    length: upload.upload_length,
+    metadata: upload.metadata,
+    expiresAt,
+  });
+
+  /** Whether the upload may still take bytes: 410 once terminated or expired. */
+  function requireOpen(session: Awaited<ReturnType<typeof load>>['session']) {
+    if (!session) throw invalidState('The upload is complete', { status: 'completed' });
+    if (session.status === 'aborted' || session.status === 'expired') throw uploadGone(session.status);
+    if (session.status !== 'open')
+      throw invalidState(`The upload is ${session.status}`, { status: session.status });
+    return session;
+  }
+
+  /**
+   * Stores `body` at the upload's offset under its lock: as a part when, with the bytes waiting before
+   * it, it makes one (at least the store's minimum, or the last bytes of the upload), else as one more
+   * small object waiting for the next part; the last PATCH completes the file. Answers the new offset.
+   */
+  async function append(
+    caller: Caller,
+    upload: TusUploadRow,
+    session: NonNullable<Awaited<ReturnType<typeof load>>['session']>,
+    offset: number,
+    body: Body,
+    declaredLength: number | undefined,
+  ): Promise<UploadState> {
+    const lock = await lockUpload(db, upload.id, body);
+    let held = true;
+    try {
+      const current = lock.upload;
+      if (offset !== current.upload_offset) throw offsetMismatch(current.upload_offset);
+      let length = current.upload_length;
+      if (declaredLength !== undefined) {
+        if (length !== null && length !== declaredLength) {
+          throw badRequest('Upload-Length cannot change once it is known', { field: 'Upload-Length' });
+        }
+        if (declaredLength < offset)
+          throw badRequest('Upload-Length is below the offset', { field: 'Upload-Length' });
+        if (declaredLength > session.session.total_size_bytes) {
+          throw fileTooLarge(session.session.total_size_bytes, 'project', 'Upload-Length');
+        }
+        length = declaredLength;
+      }
+      const end = offset + body.size;
+      const limit = length ?? session.session.total_size_bytes;
+      if (end > limit) throw fileTooLarge(limit, 'project', 'Upload-Length');
+      const waiting = current.tail.reduce((sum, piece) => sum + piece.size, 0);
+      const done = length !== null && end === length;
+      const segment = partSize(limit);
+      // The bytes waiting as small objects, then the body's: cut into parts of `segment` bytes, each
+      // recorded once stored, so that a connection that drops keeps every whole part it carried.
+      const source =
+        current.tail.length === 0 ? body.stream : Readable.from(joined(store, current.tail, body.stream));
+      const cutter = new ByteCutter(source);
+      let at = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
+      let remaining = waiting + body.size;
+      for (;;) {
+        const tailBytes = at.tail.reduce((sum, piece) => sum + piece.size, 0);
+        if (!done && remaining < MIN_PART_SIZE) {
+          // Too few bytes for a part: the new ones wait as a small object of their own.
+          const fresh = remaining - tailBytes;
+          let tail = at.tail;
+          let written: string | undefined;
+          if (fresh > 0) {
+            written = newObjectKey(upload.project_id, upload.file_id);
+            // Before any part, straight from the body; after one, what the cutter has not handed out yet.
+            const bytes = at.offset === offset ? body.stream : cutter.next(fresh);
+            await store.write(written, bytes, { size: fresh, contentType: 'application/octet-stream' });
+            tail = [...at.tail, { key: written, size: fresh }];
+          }
+          const progress = { offset: end, tail, length, release: true };
+          held = !(await recordProgress(db, upload.id, lock.id, at.offset, progress));
+          if (held) {
+            if (written) await store.delete(written).catch(() => undefined);
+            throw uploadLocked();
+          }
+          break;
+        }
+        const size = Math.min(remaining, segment);
+        const last = size === remaining;
+        const stream = last && at.offset === offset ? source : cutter.next(size);
+        let part: StoredPart | undefined;
+        if (size > 0 || at.parts.length === 0) {
+          const etag = await multipart.writePart(caller, session.session.id, at.nextPart, stream, size);
+          part = { part_number: at.nextPart, etag, size };
+        }
+        const parts = part ? [...at.parts, part] : at.parts;
+        const reached = at.offset + size - tailBytes;
+        if (last && done) {
+          // Completed before the offset is recorded: an offset at the length always means a committed file.
+          await multipart.finish(
+            caller,
+            session.session.id,
+            parts.map(({ part_number, etag }) => ({ part_number, etag })),
+          );
+        }
+        const consumed = part ? at.tail : [];
+        const progress = { offset: reached, part, tail: [], length, release: last };
+        const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, at.offset, progress);
+        const recorded =
+          consumed.length === 0
+            ? await record(db)
+            : await db.tx(async (q) => {
+                if (!(await record(q))) return false;
+                await retire(q, upload.project_id, consumed);
+                return true;
+              });
+        if (!recorded && !done) throw uploadLocked();
+        if (recorded) void dropTail(consumed);
+        at = { offset: reached, tail: [], parts, nextPart: at.nextPart + (part ? 1 : 0) };
+        remaining -= size;
+        if (last) {
+          held = !recorded;
+          break;
+        }
+      }
+      if (done) return stateOf({ ...current, upload_length: length }, end);
+      const expiresAt = await multipart.prolong(session.session);
+      return stateOf({ ...current, upload_length: length }, end, expiresAt);
+    } finally {
+      await lock.release(held);
+    }
+  }
+
+  return {
+    /**
+     * POST /tus: declares the file (with its length, or with the length deferred), then stores the bytes
+     * that came with it. A whole file in one request is written at once, with no parts.
+     */
+    async create(
+      caller: Caller,
+      request: { length?: number; metadata?: string; body?: Body },
+    ): Promise<UploadState> {
+      const declared = uploadRequestOf(request.metadata);
+      const { length, body } = request;
+      if (length !== undefined && length > MAX_OBJECT_BYTES)
+        throw fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
+      const created_by = creatorOf(caller);
+      if (length !== undefined && (body?.size ?? 0) === length && length <= MAX_PART_SIZE) {
+        const id = newId('session');
+        const record = (q: Parameters<typeof insertUpload>[0], file: files.FileRow) =>
+          insertUpload(q, {
+            id,
+            project_id: caller.project.id,
+            file_id: file.id,
+            session_id: null,
+            created_by,
+            upload_length: length,
+            upload_offset: length,
+            metadata: request.metadata ?? null,
+          });
+        const file = await ingest.writeFile(
+          caller,
+          { ...declared, size_bytes: length, size_field: 'total_size_bytes' },
+          body?.stream ?? Readable.from([]),
+          record,
+        );
+        return { id, fileId: file.id, offset: length, length, metadata: request.metadata ?? null };
+      }
+      const started =
+        length === undefined
+          ? await multipart.startDeferred(caller, declared)
+          : await multipart
+              .start(caller, { ...declared, total_size_bytes: length })
+              .then((begun) => ({ uploadId: begun.upload_id, file: { id: begun.file_id } }));
+      const row = {
+        id: started.uploadId,
+        project_id: caller.project.id,
+        file_id: started.file.id,
+        session_id: started.uploadId,
+        created_by,
+        upload_length: length ?? null,
+        upload_offset: 0,
+        metadata: request.metadata ?? null,
+      };
+      await insertUpload(db, row).catch(async (error: unknown) => {
+        await multipart.abort(caller, started.uploadId).catch(() => undefined);
+        throw error;
+      });
+      const { session } = await load(caller, row.id);
+      const upload: TusUploadRow = { ...row, parts: [], next_part: 1, tail: [] };
+      const state = stateOf(upload, 0, session?.session.expires_at);
+      if (!body || body.size === 0) return state;
+      // The upload exists whatever becomes of its first bytes: the client learns their offset by HEAD.
+      return append(caller, upload, session!, 0, body, undefined).catch(() => state);
+    },
+
+    /** HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). */
+    async head(caller: Caller, id: string): Promise<UploadState> {
+      const { upload, session } = await load(caller, id);
+      if (!session || session.status === 'completed')
+        return stateOf(upload, upload.upload_length ?? upload.upload_offset);
+      requireOpen(session);
+      await releaseStalledPatch(db, id);
+      const current = (await findUpload(db, caller.project.id, id)) ?? upload;
+      return stateOf(current, current.upload_offset, session.session.expires_at);
+    },
+
+    /** PATCH: `body` at `offset`; `length` sets a deferred length. */
+    async patch(caller: Caller, id: string, request: { offset: number; body: Body; length?: number }) {
+      const { upload, session } = await load(caller, id);
+      return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
+    },
+
+    /** DELETE: terminates an unfinished upload (its file failed, its parts and quota released). */
+    async terminate(caller: Caller, id: string): Promise<void> {
+      const { session } = await load(caller, id);
+      requireOpen(session);
+      await multipart.abort(caller, session!.session.id);
+    },
+  };
+}
+
+export type TusUploads = ReturnType<typeof createTusUploads>;
+
+/** The bytes waiting as small objects, then the body's. */
+async function* joined(store: ObjectStore, tail: TailPiece[], body: Readable): AsyncGenerator<Buffer> {
+  for (const piece of tail) yield* (await store.read(piece.key)) as AsyncIterable<Buffer>;
+  yield* body;
+}

@@ -1,0 +1,419 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as tus from 'tus-js-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+
+const MiB = 1024 * 1024;
+const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+// Two servers on one database and one object store: any node resumes any upload.
+let a: TestCoffer;
+let b: TestCoffer;
+let project: TestProject;
+beforeAll(async () => {
+  const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
+  a = await startCoffer(shared);
+  b = await startCoffer(shared);
+  project = await a.newProject();
+});
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+});
+
+/** Runs a tus-js-client upload to its end; answers its URL. */
+function upload(data: Buffer, options: tus.UploadOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const run: tus.Upload = new tus.Upload(data, {
+      retryDelays: [],
+      ...options,
+      onSuccess: () => resolve(run.url!),
+      onError: reject,
+    });
+    run.start();
+  });
+}
+
+const auth = (token: string) => ({ Authorization: `Bearer ${token}` });
+const tusHeaders = (token: string, extra: Record<string, string> = {}) => ({
+  'tus-resumable': '1.0.0',
+  authorization: `Bearer ${token}`,
+  ...extra,
+});
+
+/**
+ * The file's SHA-256 through REST: known at once for bytes the server wrote itself, else once the
+ * digest job ran (parts assembled by S3).
+ */
+async function checksumOf(fileId: string): Promise<string | null> {
+  for (let batch = 0; batch < 100; batch++) {
+    const checksum = (await project.call('GET', `/files/${fileId}`)).body.checksum_sha256;
+    if (checksum !== null) return checksum;
+    await a.services.pipeline.runOnce();
+  }
+  return null;
+}
+
+/** The file through REST once it settled: ready, with its bytes, checksum and events. */
+async function expectStored(fileId: string, data: Buffer) {
+  const file = await project.call('GET', `/files/${fileId}`);
+  expect(file.status).toBe(200);
+  expect(file.body.status).toBe('ready');
+  expect(file.body.size_bytes).toBe(data.length);
+  expect(await checksumOf(fileId)).toBe(sha256(data));
+  const link = await project.call('GET', `/files/${fileId}/download`);
+  const bytes = Buffer.from(await (await fetch(link.body.url)).arrayBuffer());
+  expect(bytes.equals(data)).toBe(true);
+  const events = await a.services.db.query<{ type: string }>(
+    'SELECT type FROM events WHERE file_id = $1 ORDER BY created_at, id',
+    [fileId],
+  );
+  expect(events.map((event) => event.type)).toEqual(['file.uploaded', 'file.ready']);
+  return file.body;
+}
+
+const fileIdOf = async (url: string, token = project.key) =>
+  (await request(url, 'HEAD', { headers: tusHeaders(token) })).headers.get('x-coffer-file-id')!;
+
+describe('tus 1.0 endpoint', () => {
+  it('answers OPTIONS with its version, extensions and the caller’s size limit', async () => {
+    const limited = await a.newProject({ max_file_size_bytes: 1000 });
+    const reply = await request(`${a.url}/tus`, 'OPTIONS', { headers: auth(limited.key) });
+    expect(reply.status).toBe(204);
+    expect(reply.headers.get('tus-version')).toBe('1.0.0');
+    expect(reply.headers.get('tus-extension')?.split(',')).toEqual(
+      expect.arrayContaining([
+        'creation',
+        'creation-with-upload',
+        'creation-defer-length',
+        'termination',
+        'expiration',
+      ]),
+    );
+    expect(reply.headers.get('tus-max-size')).toBe('1000');
+    const tooLarge = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(limited.key, {
+        'upload-length': '1001',
+        'upload-metadata': `filename ${b64('a.bin')}`,
+      }),
+    });
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error.code).toBe('FILE_TOO_LARGE');
+  });
+
+  it('refuses another protocol version with 412', async () => {
+    const reply = await request(`${a.url}/tus`, 'POST', {
+      headers: { ...auth(project.key), 'tus-resumable': '0.2.2', 'upload-length': '1' },
+    });
+    expect(reply.status).toBe(412);
+    expect(reply.headers.get('tus-version')).toBe('1.0.0');
+  });
+
+  it('takes a small file in one request (creation-with-upload) with its metadata', async () => {
+    const data = Buffer.from('hello tus\n');
+    const url = await upload(data, {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      uploadDataDuringCreation: true,
+      metadata: { filename: 'hello.txt', filetype: 'text/plain', tags: 'a,b', metadata: '{"k":"v"}' },
+    });
+    expect(url.startsWith(`${a.config.publicUrl}/tus/`)).toBe(true);
+    const file = await expectStored(await fileIdOf(url), data);
+    expect(file.filename).toBe('hello.txt');
+    expect(file.content_type).toBe('text/plain');
+    expect(file.tags).toEqual(['a', 'b']);
+    expect(file.metadata).toEqual({ k: 'v' });
+    const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('upload-offset')).toBe(String(data.length));
+    expect(head.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('takes an empty file', async () => {
+    const url = await upload(Buffer.alloc(0), {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      metadata: { filename: 'empty.txt', filetype: 'text/plain' },
+    });
+    await expectStored(await fileIdOf(url), Buffer.alloc(0));
+  });
+
+  it('resumes on another node an upload cut mid-way, in parts and a leftover below 5 MiB', async () => {
+    const data = randomBytes(13 * MiB + 123);
+    const chunkSize = 2 * MiB;
+    let url = '';
+    await new Promise<void>((resolve, reject) => {
+      const run: tus.Upload = new tus.Upload(data, {
+        endpoint: `${a.url}/tus`,
+        headers: auth(project.key),
+        chunkSize,
+        retryDelays: [],
+        metadata: { filename: 'big.bin', filetype: 'application/octet-stream' },
+        onChunkComplete: (_chunk, sent) => {
+          if (sent >= 7 * MiB) {
+            url = run.url!;
+            void run.abort().then(resolve, reject);
+          }
+        },
+        onSuccess: () => reject(new Error('not cut')),
+        onError: reject,
+      });
+      run.start();
+    });
+    const path = new URL(url).pathname;
+    const cut = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+    expect(cut.status).toBe(200);
+    // Whole chunks only: the client's abort may have let one more chunk through, never a piece of one.
+    const offset = Number(cut.headers.get('upload-offset'));
+    expect(offset % chunkSize).toBe(0);
+    expect(offset).toBeGreaterThanOrEqual(8 * MiB);
+    expect(offset).toBeLessThan(data.length);
+    expect(cut.headers.get('upload-length')).toBe(String(data.length));
+    expect(Date.parse(cut.headers.get('upload-expires')!)).toBeGreaterThan(Date.now());
+
+    // A PATCH at a stale offset changes nothing.
+    const stale = await request(`${b.url}${path}`, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'upload-offset': String(MiB),
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: Buffer.from('x'),
+    });
+    expect(stale.status).toBe(409);
+
+    await upload(data, { uploadUrl: `${b.url}${path}`, headers: auth(project.key), chunkSize });
+    await expectStored(await fileIdOf(`${b.url}${path}`), data);
+  });
+
+  it('takes an upload whose length comes at the end (creation-defer-length)', async () => {
+    const data = randomBytes(6 * MiB + 7);
+    const url = await upload(data, {
+      endpoint: `${a.url}/tus`,
+      headers: auth(project.key),
+      uploadLengthDeferred: true,
+      chunkSize: 4 * MiB,
+      metadata: { filename: 'deferred.bin' },
+    });
+    const file = await expectStored(await fileIdOf(url), data);
+    expect(file.content_type).toBe('application/octet-stream');
+  });
+
+  it('terminates an upload: its file failed, the upload gone', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '100',
+        'upload-metadata': `filename ${b64('gone.bin')}`,
+      }),
+    });
+    expect(created.status).toBe(201);
+    const url = created.headers.get('location')!;
+    const fileId = created.headers.get('x-coffer-file-id')!;
+    const deleted = await request(url, 'DELETE', { headers: tusHeaders(project.key) });
+    expect(deleted.status).toBe(204);
+    const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+    expect([404, 410]).toContain(head.status);
+    const patch = await request(url, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'upload-offset': '0',
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: Buffer.from('x'),
+    });
+    expect([404, 410]).toContain(patch.status);
+    expect((await project.call('GET', `/files/${fileId}`)).body.status).toBe('failed');
+  });
+
+  it('takes PATCH and DELETE as POST with X-HTTP-Method-Override', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '20',
+        'upload-metadata': `filename ${b64('o.bin')}`,
+      }),
+    });
+    const url = created.headers.get('location')!;
+    const patched = await request(url, 'POST', {
+      headers: tusHeaders(project.key, {
+        'x-http-method-override': 'PATCH',
+        'upload-offset': '0',
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: Buffer.alloc(10, 7),
+    });
+    expect(patched.status).toBe(204);
+    expect(patched.headers.get('upload-offset')).toBe('10');
+    const deleted = await request(url, 'POST', {
+      headers: tusHeaders(project.key, { 'x-http-method-override': 'DELETE' }),
+    });
+    expect(deleted.status).toBe(204);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
+  });
+
+  it('shows an upload only to the credential that created it', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '10',
+        'upload-metadata': `filename ${b64('mine.bin')}`,
+      }),
+    });
+    const other = await a.call('POST', `/v1/projects/${project.id}/api-keys`, {
+      token: ADMIN_KEY,
+      body: { name: 'other', scopes: ['files:upload'] },
+    });
+    const head = await request(created.headers.get('location')!, 'HEAD', {
+      headers: tusHeaders(other.body.key),
+    });
+    expect(head.status).toBe(404);
+    expect(head.headers.get('tus-resumable')).toBe('1.0.0');
+  });
+
+  describe('tus uploads written from several nodes', () => {
+    const offsetStream = { 'content-type': 'application/offset+octet-stream' };
+    const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
+      request(`${node.url}${path}`, 'PATCH', {
+        headers: tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
+        body: bytes,
+      });
+    async function created(length: number) {
+      const reply = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, {
+          'upload-length': String(length),
+          'upload-metadata': `filename ${b64('x.bin')}`,
+        }),
+      });
+      expect(reply.status).toBe(201);
+      return {
+        path: new URL(reply.headers.get('location')!).pathname,
+        fileId: reply.headers.get('x-coffer-file-id')!,
+      };
+    }
+
+    /** A PATCH at offset 0 announcing `size` bytes, whose body the test writes (or not) itself. */
+    const openPatch = (path: string, size: number) =>
+      httpRequest(`${a.url}${path}`, {
+        method: 'PATCH',
+        headers: {
+          ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '0' }),
+          'content-length': String(size),
+        },
+      });
+
+    it('keeps the whole parts of a long PATCH whose connection drops', async () => {
+      const size = 40 * MiB;
+      const { path, fileId } = await created(size);
+      const data = randomBytes(size);
+      const cut = openPatch(path, size);
+      cut.on('error', () => undefined);
+      await new Promise<void>((resolve) => cut.write(data.subarray(0, 36 * MiB), () => resolve()));
+      // The server has read what it was sent (it stores parts of 16 MiB as they fill): then the client goes.
+      let offset = 0;
+      for (let tries = 0; tries < 100 && offset < 32 * MiB; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+        offset = Number(head.headers.get('upload-offset'));
+      }
+      cut.destroy();
+      expect(offset).toBe(32 * MiB);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const rest = await patchAt(b, path, offset, data.subarray(offset));
+      expect(rest.status, JSON.stringify(rest.body)).toBe(204);
+      await expectStored(fileId, data);
+    });
+
+    it('lets one of two PATCHes at the same offset win, the other refused', async () => {
+      const half = 6 * MiB;
+      const { path, fileId } = await created(2 * half);
+      const first = randomBytes(half);
+      const second = randomBytes(half);
+      const replies = await Promise.all([patchAt(a, path, 0, first), patchAt(b, path, 0, second)]);
+      const statuses = replies.map((reply) => reply.status);
+      expect(statuses.filter((status) => status === 204)).toHaveLength(1);
+      expect([409, 423]).toContain(statuses.find((status) => status !== 204));
+      const winner = statuses[0] === 204 ? first : second;
+      const rest = randomBytes(half);
+      expect((await patchAt(b, path, half, rest)).status).toBe(204);
+      await expectStored(fileId, Buffer.concat([winner, rest]));
+    });
+
+    it('releases a stalled PATCH when a HEAD or PATCH of the upload comes from another node', async () => {
+      const size = 6 * MiB;
+      const { path, fileId } = await created(size);
+      const data = randomBytes(size);
+      // A client that sends a fifth of its body and then nothing more, its connection left open.
+      const stalled = openPatch(path, size);
+      const answered = new Promise<number | string>((resolve) => {
+        stalled.on('response', (response) => resolve(response.statusCode!));
+        stalled.on('error', (error) => resolve(error.message));
+      });
+      stalled.write(randomBytes(size / 5));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+
+      const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('upload-offset')).toBe('0');
+      // Within the few seconds a PATCH waits for a busy upload, the stalled one lets go of it.
+      const resumed = await patchAt(b, path, 0, data);
+      expect(resumed.status, JSON.stringify(resumed.body)).toBe(204);
+      await expectStored(fileId, data);
+      stalled.destroy();
+      expect(await answered).not.toBe(204);
+    });
+  });
+});
+
+describe('tus from a browser (CORS)', () => {
+  const origin = 'https://app.example.com';
+  const list = (value: string | null) => (value ?? '').split(',').map((part) => part.trim().toLowerCase());
+
+  it('allows the tus request headers in a preflight of /tus, and only there', async () => {
+    const preflight = (path: string) =>
+      fetch(`${a.url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'PATCH',
+          'access-control-request-headers': 'tus-resumable,upload-offset,content-type,authorization',
+        },
+      });
+    const tus = await preflight('/tus/session_x');
+    expect(tus.status).toBe(204);
+    expect(list(tus.headers.get('access-control-allow-headers'))).toEqual(
+      expect.arrayContaining([
+        'tus-resumable',
+        'upload-offset',
+        'upload-length',
+        'upload-metadata',
+        'upload-defer-length',
+      ]),
+    );
+    const api = await preflight(`/v1/projects/${project.id}/files`);
+    expect(list(api.headers.get('access-control-allow-headers'))).not.toContain('tus-resumable');
+  });
+
+  it('exposes the tus answer headers and answers tus’s own OPTIONS', async () => {
+    const options = await fetch(`${a.url}/tus`, { method: 'OPTIONS', headers: { origin } });
+    expect(options.status).toBe(204);
+    expect(options.headers.get('tus-version')).toBe('1.0.0');
+    const created = await fetch(`${a.url}/tus`, {
+      method: 'POST',
+      headers: {
+        ...tusHeaders(project.key, { 'upload-length': '5', 'upload-metadata': `filename ${b64('c.txt')}` }),
+        origin,
+      },
+    });
+    expect(created.status).toBe(201);
+    expect(list(created.headers.get('access-control-expose-headers'))).toEqual(
+      expect.arrayContaining([
+        'location',
+        'upload-offset',
+        'upload-expires',
+        'tus-resumable',
+        'x-coffer-file-id',
+      ]),
+    );
+  });
+});

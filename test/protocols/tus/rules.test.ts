@@ -1,0 +1,162 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectEndedTails } from '../../../src/protocols/tus/tails.ts';
+import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { drain, PNG } from '../../support/pipeline.ts';
+import { sleep } from '../../support/processes.ts';
+
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+const metadataHeader = (pairs: Record<string, string>) =>
+  Object.entries(pairs)
+    .map(([key, value]) => `${key} ${b64(value)}`)
+    .join(',');
+
+let coffer: TestCoffer;
+beforeAll(async () => {
+  coffer = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
+});
+afterAll(() => coffer?.close());
+
+const tusHeaders = (token: string, extra: Record<string, string> = {}) => ({
+  'tus-resumable': '1.0.0',
+  authorization: `Bearer ${token}`,
+  ...extra,
+});
+
+function create(token: string, length: number, metadata: Record<string, string> = { filename: 'a.bin' }) {
+  return request(`${coffer.url}/tus`, 'POST', {
+    headers: tusHeaders(token, {
+      'upload-length': String(length),
+      'upload-metadata': metadataHeader(metadata),
+    }),
+  });
+}
+
+function patch(url: string, token: string, offset: number, bytes: Buffer) {
+  return request(url, 'PATCH', {
+    headers: tusHeaders(token, {
+      'upload-offset': String(offset),
+      'content-type': 'application/offset+octet-stream',
+    }),
+    body: bytes,
+  });
+}
+
+async function uploadToken(project: TestProject, body: Record<string, unknown>): Promise<string> {
+  const reply = await project.call('POST', '/upload-tokens', { body });
+  expect(reply.status).toBe(201);
+  return reply.body.token;
+}
+
+describe('tus uploads with an upload token', () => {
+  it('holds every constraint of the token, as REST does', async () => {
+    const project = await coffer.newProject();
+    const constraints = {
+      max_size: 100,
+      allowed_mime_types: ['text/plain'],
+      max_files: 1,
+      folder_path: 'inbox',
+      tags: ['from-token'],
+      metadata: { source: 'token' },
+      owner_user_id: 'user_1',
+    };
+    const token = await uploadToken(project, constraints);
+
+    const tooLarge = await create(token, 101, { filename: 'a.txt', filetype: 'text/plain' });
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error.code).toBe('FILE_TOO_LARGE');
+    const wrongType = await create(token, 10, { filename: 'a.png', filetype: 'image/png' });
+    expect(wrongType.status).toBe(422);
+    expect(wrongType.body.error.details.field).toBe('content_type');
+
+    const created = await create(token, 10, { filename: 'a.txt', filetype: 'text/plain', tags: 'mine' });
+    expect(created.status).toBe(201);
+    const url = created.headers.get('location')!;
+    const file = (await project.call('GET', `/files/${created.headers.get('x-coffer-file-id')}`)).body;
+    expect(file.status).toBe('uploading');
+    expect(file.folder_id).not.toBeNull();
+    expect(file.tags.sort()).toEqual(['from-token', 'mine']);
+    expect(file.metadata).toEqual({ source: 'token' });
+    expect(file.owner_user_id).toBe('user_1');
+
+    // max_files counts the upload at its creation.
+    const second = await create(token, 10, { filename: 'b.txt', filetype: 'text/plain' });
+    expect(second.status).toBe(403);
+    expect(second.body.error.code).toBe('TOKEN_LIMIT_REACHED');
+
+    // A token of the same owner continues it; one of another owner and the project's key do not see it.
+    const sameOwner = await uploadToken(project, { owner_user_id: 'user_1' });
+    const otherOwner = await uploadToken(project, { owner_user_id: 'user_2' });
+    expect((await request(url, 'HEAD', { headers: tusHeaders(otherOwner) })).status).toBe(404);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(404);
+    expect((await patch(url, otherOwner, 0, Buffer.from('0123456789'))).status).toBe(404);
+    const done = await patch(url, sameOwner, 0, Buffer.from('0123456789'));
+    expect(done.status, JSON.stringify(done.body)).toBe(204);
+    expect(done.headers.get('upload-offset')).toBe('10');
+    expect((await project.call('GET', `/files/${file.id}`)).body.status).toBe('ready');
+  });
+
+  it('refuses an API key without files:upload', async () => {
+    const project = await coffer.newProject(undefined, ['files:read']);
+    const reply = await create(project.key, 10);
+    expect(reply.status).toBe(403);
+    expect(reply.body.error.code).toBe('INSUFFICIENT_SCOPE');
+  });
+});
+
+describe('tus uploads and the project', () => {
+  it('reserves the quota at creation and releases it on termination', async () => {
+    const project = await coffer.newProject({ max_storage_bytes: 1000 });
+    const first = await create(project.key, 600);
+    expect(first.status).toBe(201);
+    const refused = await create(project.key, 600);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe('QUOTA_EXCEEDED');
+    expect(
+      (await request(first.headers.get('location')!, 'DELETE', { headers: tusHeaders(project.key) })).status,
+    ).toBe(204);
+    expect((await create(project.key, 600)).status).toBe(201);
+  });
+
+  it('checks the declared type against the bytes where the project scans', async () => {
+    const project = await coffer.newProject({ virus_scan_enabled: true });
+    const reply = await request(`${coffer.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': String(PNG.length),
+        'upload-metadata': metadataHeader({ filename: 'notes.txt', filetype: 'text/plain' }),
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: PNG,
+    });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+    expect(reply.headers.get('upload-offset')).toBe(String(PNG.length));
+    const fileId = reply.headers.get('x-coffer-file-id')!;
+    await drain(coffer.services.pipeline);
+    const file = (await project.call('GET', `/files/${fileId}`)).body;
+    expect(file.status).toBe('failed');
+    expect(file.failure_reason).toMatch(/^mime_mismatch/);
+  });
+
+  it('expires an upload without progress and collects its bytes', async () => {
+    const project = await coffer.newProject();
+    const created = await create(project.key, 10 * 1024 * 1024);
+    const url = created.headers.get('location')!;
+    const first = await patch(url, project.key, 0, Buffer.alloc(1000, 1));
+    expect(first.status).toBe(204);
+    expect(Date.parse(first.headers.get('upload-expires')!)).toBeGreaterThan(Date.now());
+    const [row] = await coffer.services.db.query<{ tail: { key: string }[] }>(
+      'SELECT tail FROM tus_uploads WHERE id = $1',
+      [new URL(url).pathname.split('/').pop()],
+    );
+    const waiting = row!.tail[0]!.key;
+    expect(await coffer.services.store.head(waiting)).toBeDefined();
+
+    await sleep(2500);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
+    expect((await patch(url, project.key, 1000, Buffer.alloc(10))).status).toBe(410);
+    await coffer.services.multipart.reap();
+    const fileId = created.headers.get('x-coffer-file-id')!;
+    expect((await project.call('GET', `/files/${fileId}`)).body.status).toBe('failed');
+    while (await collectEndedTails(coffer.services.db, coffer.services.store));
+    expect(await coffer.services.store.head(waiting)).toBeUndefined();
+  });
+});
