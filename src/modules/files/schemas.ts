@@ -1,7 +1,22 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import {
+  Defaulted,
+  IsoDate,
+  Nullable,
+  Ref,
+  ServiceChecked,
+  StringEnum,
+  Timestamp,
+} from '../../http/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
-import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
+import {
+  CATEGORIES,
+  FILE_STATUSES,
+  MAX_FILENAME_LENGTH,
+  MAX_URL_TTL_SECONDS,
+  MIN_URL_TTL_SECONDS,
+  NAME_RULES,
+} from './rules.ts';
 
 export const FileObject = Type.Object(
   {
@@ -46,7 +61,7 @@ const Tags = Type.Array(Type.String(), {
 
 export const InitiateBody = Type.Object(
   {
-    filename: Type.String({ maxLength: 1024 }),
+    filename: Type.String({ minLength: 1, maxLength: MAX_FILENAME_LENGTH, description: NAME_RULES }),
     content_type: Type.String({ maxLength: 255 }),
     size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
@@ -83,16 +98,16 @@ export const ListQuery = Type.Object({
   ),
   category: Type.Optional(StringEnum(CATEGORIES)),
   status: Type.Optional(StringEnum(FILE_STATUSES)),
-  date_from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
-  date_to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
+  date_from: Type.Optional(IsoDate('Earliest created_at included')),
+  date_to: Type.Optional(IsoDate('Latest created_at included')),
   // Numbers, as the spec types them: a size is whole bytes, so 1.5 includes sizes from 2 (min) or up to 1 (max).
   size_min: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   size_max: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   metadata: Type.Optional(
     Type.String({ description: 'JSON object; files whose metadata contains all its pairs' }),
   ),
-  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  offset: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 }),
+  limit: Defaulted(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  offset: Defaulted(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 })),
   cursor: Type.Optional(Type.String({ description: 'A previous next_cursor; takes priority over offset' })),
 });
 export type ListQuery = Static<typeof ListQuery>;
@@ -111,7 +126,13 @@ export const FileList = Type.Object(
 
 /** A URL lifetime; its range is checked only when it is used (see urlLifetimeSeconds). */
 export const UrlTtl = Type.Optional(
-  Type.Number({ description: 'Seconds, 60 to 86400; ignored when require_signed_urls is on' }),
+  ServiceChecked(
+    Type.Number({
+      minimum: MIN_URL_TTL_SECONDS,
+      maximum: MAX_URL_TTL_SECONDS,
+      description: 'Seconds; ignored (whatever its value) when require_signed_urls is on',
+    }),
+  ),
 );
 export const DownloadQuery = Type.Object({ ttl: UrlTtl });
 export const DownloadResponse = Type.Object(

@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
-import { Nullable, Ref, Timestamp } from '../../http/schemas.ts';
+import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
+import { SESSION_STATUSES } from './session-repo.ts';
 
 const OptionalString = Type.Optional(Nullable(Type.String({ maxLength: 255 })));
 
@@ -92,7 +93,7 @@ export const MultipartUpload = Type.Object(
   {
     upload_id: Type.String(),
     file_id: Type.String(),
-    status: Type.String(),
+    status: StringEnum(SESSION_STATUSES),
     total_size_bytes: Type.Integer(),
     expires_at: Timestamp,
     parts: Type.Array(Ref(UploadedPart)),
