@@ -1,0 +1,150 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_SETTINGS } from '../../src/modules/projects/schemas.ts';
+import {
+  ADMIN_KEY,
+  expectStatus,
+  startCoffer,
+  type TestCoffer,
+  type TestProject,
+} from '../support/coffer.ts';
+import { answerChecker, knownIssue, send } from '../support/fuzz/check.ts';
+import { type Fixtures, type FuzzRequest, operationsOf, requestTo } from '../support/fuzz/requests.ts';
+import type { Schema } from '../support/fuzz/values.ts';
+
+// A few hundred requests in the normal run; `npm run fuzz` sends more (COFFER_FUZZ_RUNS), and
+// COFFER_FUZZ_SEED replays a run (a failure prints its seed and path).
+const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 300);
+const SEED = Number(process.env.COFFER_FUZZ_SEED ?? 20_261_126);
+
+let coffer: TestCoffer;
+let project: TestProject;
+let document: Schema;
+let fixtures: Fixtures;
+/** Answers skipped as known issues, by issue. */
+const skipped = new Map<string, number>();
+
+/** Real records for the path parameters, so that most requests reach the services. */
+async function createFixtures(): Promise<Fixtures> {
+  const other = await coffer.newProject();
+  const admin = { token: ADMIN_KEY };
+  const created = async (method: string, path: string, body: unknown, token = project.key) => {
+    const reply = await coffer.call(method, `/v1/projects/${project.id}${path}`, { token, body });
+    expect(reply.status, `${path}: ${JSON.stringify(reply.body)}`).toBeLessThan(300);
+    return reply.body;
+  };
+  const folder = await created('POST', '/folders', { name: 'fuzzed' });
+  const file = await created('POST', '/files/upload', {
+    filename: 'a.txt',
+    content_type: 'text/plain',
+    size_bytes: 3,
+  });
+  expectStatus(
+    await fetch(file.upload_url, {
+      method: 'PUT',
+      headers: { 'content-type': 'text/plain' },
+      body: 'abc',
+    }).then((r) => ({ status: r.status, body: null, headers: r.headers })),
+    200,
+  );
+  await created('POST', `/files/${file.file_id}/confirm`, undefined);
+  const versions = await created('GET', `/files/${file.file_id}/versions`, undefined);
+  const multipart = await created('POST', '/files/upload/multipart/start', {
+    filename: 'm.bin',
+    content_type: 'application/octet-stream',
+    total_size_bytes: 10,
+  });
+  const webhook = await created('POST', '/webhooks', {
+    url: 'https://93.184.215.14/hook',
+    events: ['file.ready'],
+  });
+  // Keys that a fuzzed revocation may take: not the one the requests are made with.
+  const key = await created('POST', '/api-keys', { name: 'revocable', scopes: ['files:read'] }, admin.token);
+  const credential = await created(
+    'POST',
+    '/s3-credentials',
+    { name: 'revocable', scopes: ['files:read'] },
+    admin.token,
+  );
+  const token = await created('POST', '/upload-tokens', {});
+  return {
+    adminKey: ADMIN_KEY,
+    apiKey: project.key,
+    uploadToken: token.token,
+    otherProjectKey: other.key,
+    ids: {
+      project_id: [project.id],
+      org_id: [project.organizationId],
+      folder_id: [folder.id],
+      file_id: [file.file_id],
+      version_id: versions.items.map((version: { id: string }) => version.id),
+      upload_id: [multipart.upload_id],
+      webhook_id: [webhook.id],
+      delivery_id: ['dlv_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
+      key_id: [key.id],
+      credential_id: [credential.id],
+    },
+  };
+}
+
+/** Puts back what a fuzzed request may have changed that would make every later one fail the same way. */
+async function restore(request: FuzzRequest, status: number) {
+  if (status < 300 && request.operation.spec.operationId === 'updateProject') {
+    const reply = await coffer.call('PATCH', `/v1/projects/${project.id}`, {
+      token: ADMIN_KEY,
+      body: { settings: { ...DEFAULT_SETTINGS, versioning_enabled: true } },
+    });
+    expectStatus(reply, 200);
+  }
+}
+
+const describeRequest = (request: FuzzRequest) =>
+  `${request.method} ${request.url.slice(0, 300)} [${request.mutation}] ${
+    request.body ? new TextDecoder().decode(request.body.slice(0, 300)) : ''
+  }`;
+
+beforeAll(async () => {
+  coffer = await startCoffer({
+    // Wrong credentials are part of what is sent: they must not get the test's address refused.
+    COFFER_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '0',
+    COFFER_RATE_LIMIT_IP_PER_MINUTE: '0',
+  });
+  project = await coffer.newProject({ versioning_enabled: true });
+  document = (await coffer.call('GET', '/openapi.json')).body;
+  fixtures = await createFixtures();
+});
+afterAll(() => coffer?.close());
+
+describe('requests generated from the OpenAPI document', () => {
+  it(
+    'are answered without a 5xx, with a declared status and a body of its schema',
+    async () => {
+      const components = document.components.schemas as Record<string, Schema>;
+      const check = answerChecker(document);
+      const requests = fc.oneof(
+        ...operationsOf(document).map((operation) => requestTo(operation, components, fixtures, coffer.url)),
+      );
+      await fc.assert(
+        fc.asyncProperty(requests, async (request) => {
+          const answer = await send(request);
+          await restore(request, answer.status);
+          const known = knownIssue(request, answer);
+          if (known) {
+            skipped.set(known, (skipped.get(known) ?? 0) + 1);
+            return;
+          }
+          const problems = check(request, answer);
+          if (problems.length) {
+            throw new Error(
+              `${describeRequest(request)}\n→ ${answer.status} ${answer.text.slice(0, 500)}\n${problems.join('\n')}`,
+            );
+          }
+        }),
+        { numRuns: RUNS, seed: SEED, endOnFailure: true },
+      );
+      for (const [issue, count] of skipped)
+        process.stderr.write(`fuzz: ${count} answers skipped as a known issue: ${issue}\n`);
+    },
+    60_000 + RUNS * 200,
+  );
+});
