@@ -7,7 +7,7 @@ import { DELIVERY_STATUSES } from './delivery-repo.ts';
 export const Webhook = Type.Object(
   {
     id: Type.String(),
-    url: Type.String({ format: 'uri' }),
+    url: Type.String(),
     events: Type.Array(StringEnum(EVENT_TYPES)),
     is_active: Type.Boolean(),
     created_at: Timestamp,
