@@ -9,7 +9,13 @@ import {
   type TestProject,
 } from '../support/coffer.ts';
 import { answerChecker, knownIssue, send } from '../support/fuzz/check.ts';
-import { type Fixtures, type FuzzRequest, operationsOf, requestTo } from '../support/fuzz/requests.ts';
+import {
+  describeRequest,
+  type Fixtures,
+  type FuzzRequest,
+  operationsOf,
+  requestTo,
+} from '../support/fuzz/requests.ts';
 import type { Schema } from '../support/fuzz/values.ts';
 
 // A few hundred requests in the normal run; `npm run fuzz` sends more (COFFER_FUZZ_RUNS), and
@@ -27,46 +33,51 @@ const skipped = new Map<string, number>();
 /** Real records for the path parameters, so that most requests reach the services. */
 async function createFixtures(): Promise<Fixtures> {
   const other = await coffer.newProject();
-  const admin = { token: ADMIN_KEY };
-  const created = async (method: string, path: string, body: unknown, token = project.key) => {
+  const created = async (method: string, path: string, body?: unknown, token = project.key) => {
     const reply = await coffer.call(method, `/v1/projects/${project.id}${path}`, { token, body });
     expect(reply.status, `${path}: ${JSON.stringify(reply.body)}`).toBeLessThan(300);
     return reply.body;
   };
-  const folder = await created('POST', '/folders', { name: 'fuzzed' });
-  const file = await created('POST', '/files/upload', {
-    filename: 'a.txt',
-    content_type: 'text/plain',
-    size_bytes: 3,
-  });
-  expectStatus(
-    await fetch(file.upload_url, {
+  // A few of each, so that a fuzzed deletion of one leaves others to reach.
+  const several = async <T>(make: (index: number) => Promise<T>) => [
+    await make(0),
+    await make(1),
+    await make(2),
+  ];
+  const readyFile = async () => {
+    const file = await created('POST', '/files/upload', {
+      filename: 'a.txt',
+      content_type: 'text/plain',
+      size_bytes: 3,
+    });
+    const put = await fetch(file.upload_url, {
       method: 'PUT',
       headers: { 'content-type': 'text/plain' },
       body: 'abc',
-    }).then((r) => ({ status: r.status, body: null, headers: r.headers })),
-    200,
+    });
+    expect(put.status).toBe(200);
+    await created('POST', `/files/${file.file_id}/confirm`);
+    return file.file_id as string;
+  };
+  const folders = await several((index) => created('POST', '/folders', { name: `fuzzed ${index}` }));
+  const files = await several(readyFile);
+  const versions = await created('GET', `/files/${files[0]}/versions`);
+  const sessions = await several(() =>
+    created('POST', '/files/upload/multipart/start', {
+      filename: 'm.bin',
+      content_type: 'application/octet-stream',
+      total_size_bytes: 10,
+    }),
   );
-  await created('POST', `/files/${file.file_id}/confirm`, undefined);
-  const versions = await created('GET', `/files/${file.file_id}/versions`, undefined);
-  const multipart = await created('POST', '/files/upload/multipart/start', {
-    filename: 'm.bin',
-    content_type: 'application/octet-stream',
-    total_size_bytes: 10,
-  });
-  const webhook = await created('POST', '/webhooks', {
-    url: 'https://93.184.215.14/hook',
-    events: ['file.ready'],
-  });
+  const webhooks = await several(() =>
+    created('POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['file.ready'] }),
+  );
   // Keys that a fuzzed revocation may take: not the one the requests are made with.
-  const key = await created('POST', '/api-keys', { name: 'revocable', scopes: ['files:read'] }, admin.token);
-  const credential = await created(
-    'POST',
-    '/s3-credentials',
-    { name: 'revocable', scopes: ['files:read'] },
-    admin.token,
-  );
+  const revocable = { name: 'revocable', scopes: ['files:read'] };
+  const keys = await several(() => created('POST', '/api-keys', revocable, ADMIN_KEY));
+  const credentials = await several(() => created('POST', '/s3-credentials', revocable, ADMIN_KEY));
   const token = await created('POST', '/upload-tokens', {});
+  const idsOf = (records: { id: string }[]) => records.map((record) => record.id);
   return {
     adminKey: ADMIN_KEY,
     apiKey: project.key,
@@ -75,14 +86,14 @@ async function createFixtures(): Promise<Fixtures> {
     ids: {
       project_id: [project.id],
       org_id: [project.organizationId],
-      folder_id: [folder.id],
-      file_id: [file.file_id],
-      version_id: versions.items.map((version: { id: string }) => version.id),
-      upload_id: [multipart.upload_id],
-      webhook_id: [webhook.id],
+      folder_id: idsOf(folders),
+      file_id: files,
+      version_id: idsOf(versions.items),
+      upload_id: sessions.map((session) => session.upload_id),
+      webhook_id: idsOf(webhooks),
       delivery_id: ['dlv_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
-      key_id: [key.id],
-      credential_id: [credential.id],
+      key_id: idsOf(keys),
+      credential_id: idsOf(credentials),
     },
   };
 }
@@ -97,11 +108,6 @@ async function restore(request: FuzzRequest, status: number) {
     expectStatus(reply, 200);
   }
 }
-
-const describeRequest = (request: FuzzRequest) =>
-  `${request.method} ${request.url.slice(0, 300)} [${request.mutation}] ${
-    request.body ? new TextDecoder().decode(request.body.slice(0, 300)) : ''
-  }`;
 
 beforeAll(async () => {
   coffer = await startCoffer({

@@ -8,6 +8,7 @@ import {
   StringEnum,
   Timestamp,
 } from '../../http/schemas.ts';
+import { CONTENT_TYPE_PATTERN } from '../../lib/mime.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import {
   CATEGORIES,
@@ -59,10 +60,23 @@ const Tags = Type.Array(Type.String(), {
   description: 'Trimmed, non-empty, unique; at most 50 of at most 64 characters',
 });
 
+export const FileName = Type.String({
+  minLength: 1,
+  maxLength: MAX_FILENAME_LENGTH,
+  description: NAME_RULES,
+  examples: ['report.pdf'],
+});
+export const ContentType = Type.String({
+  maxLength: 255,
+  pattern: CONTENT_TYPE_PATTERN,
+  description: 'A MIME type, stored lower-cased without its parameters',
+  examples: ['application/pdf'],
+});
+
 export const InitiateBody = Type.Object(
   {
-    filename: Type.String({ minLength: 1, maxLength: MAX_FILENAME_LENGTH, description: NAME_RULES }),
-    content_type: Type.String({ maxLength: 255 }),
+    filename: FileName,
+    content_type: ContentType,
     size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
     metadata: Type.Optional(Metadata),

@@ -15,7 +15,12 @@ export const Folder = Type.Object(
 );
 export const FolderList = ItemList(Folder);
 
-const Name = Type.String({ minLength: 1, maxLength: MAX_FILENAME_LENGTH, description: NAME_RULES });
+const Name = Type.String({
+  minLength: 1,
+  maxLength: MAX_FILENAME_LENGTH,
+  description: NAME_RULES,
+  examples: ['photos'],
+});
 
 export const CreateFolderBody = Type.Object(
   { name: Name, parent_id: Type.Optional(Nullable(Type.String())) },

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import type { ErrorCode } from '../../domain/errors.ts';
 import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
 import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { MAX_PART_NUMBER, MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
@@ -18,6 +19,16 @@ import {
 import type { UploadService } from './service.ts';
 import type { UploadTokenService } from './tokens.ts';
 
+/** What finishing an upload may answer: its bytes are checked against what it declared and the quotas. */
+const FINISHING_ERRORS: ErrorCode[] = [
+  'NOT_FOUND',
+  'CONFLICT',
+  'INVALID_STATE',
+  'VALIDATION_ERROR',
+  'FILE_TOO_LARGE',
+  'QUOTA_EXCEEDED',
+  'STORE_UNAVAILABLE',
+];
 const tags = ['Uploads'];
 const SessionParams = Type.Object({ project_id: Type.String(), upload_id: Type.String() });
 
@@ -78,18 +89,7 @@ export function uploadRoutes(
           description:
             'Checks that the object exists with the declared size; the file becomes ready, or processing when the project scans uploads. 409 INVALID_STATE otherwise.',
           params: FileParams,
-          response: {
-            200: Ref(FileObject),
-            ...errors(
-              'NOT_FOUND',
-              'CONFLICT',
-              'INVALID_STATE',
-              'VALIDATION_ERROR',
-              'FILE_TOO_LARGE',
-              'QUOTA_EXCEEDED',
-              'STORE_UNAVAILABLE',
-            ),
-          },
+          response: { 200: Ref(FileObject), ...errors(...FINISHING_ERRORS) },
         },
       },
       async (request) => uploads.confirm(request, request.params.file_id),
@@ -198,18 +198,7 @@ export function uploadRoutes(
             'Parts ascending and unique, each ETag as uploaded, every part but the last at least 5 MiB, sizes adding up to total_size_bytes (422 naming the part otherwise). The file then becomes ready, or processing when the project scans uploads.',
           params: SessionParams,
           body: Ref(CompleteMultipartBody),
-          response: {
-            200: Ref(FileObject),
-            ...errors(
-              'NOT_FOUND',
-              'CONFLICT',
-              'INVALID_STATE',
-              ...BODY_ERRORS,
-              'FILE_TOO_LARGE',
-              'QUOTA_EXCEEDED',
-              'STORE_UNAVAILABLE',
-            ),
-          },
+          response: { 200: Ref(FileObject), ...errors(...FINISHING_ERRORS, ...BODY_ERRORS, 'STORAGE_FULL') },
         },
       },
       async (request) => multipart.complete(request, request.params.upload_id, request.body.parts),

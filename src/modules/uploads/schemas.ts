@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { ContentType, FileName } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import { SESSION_STATUSES } from './session-repo.ts';
 
@@ -52,8 +53,8 @@ export const UploadToken = Type.Object(
 
 export const StartMultipartBody = Type.Object(
   {
-    filename: Type.String({ maxLength: 1024 }),
-    content_type: Type.String({ maxLength: 255 }),
+    filename: FileName,
+    content_type: ContentType,
     total_size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),

@@ -72,14 +72,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           params: VersionParams,
           response: {
             200: Ref(FileObject),
-            ...errors(
-              'NOT_FOUND',
-              'CONFLICT',
-              'VERSIONING_DISABLED',
-              'INVALID_STATE',
-              'QUOTA_EXCEEDED',
-              'STORE_UNAVAILABLE',
-            ),
+            ...errors('NOT_FOUND', 'CONFLICT', 'VERSIONING_DISABLED', 'INVALID_STATE', 'QUOTA_EXCEEDED'),
           },
         },
       },

@@ -28,6 +28,12 @@ export interface Fixtures {
   ids: Record<string, string[]>;
 }
 
+/** The request in one line: method, URL, how it was broken, the start of its body. */
+export function describeRequest(request: FuzzRequest): string {
+  const body = request.body ? ` ${new TextDecoder().decode(request.body.slice(0, 300))}` : '';
+  return `${request.method} ${request.url.slice(0, 300)} [${request.mutation}] ${JSON.stringify(request.headers).slice(0, 200)}${body}`;
+}
+
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 
 export function operationsOf(document: Schema): Operation[] {
@@ -71,7 +77,7 @@ function pathValue(name: string, fixtures: Fixtures): fc.Arbitrary<[string, bool
   const odd = oddString().filter((text) => text.length > 0);
   return fc.oneof(
     ...(real.length
-      ? [{ weight: 10, arbitrary: fc.constantFrom(...real).map((id): [string, boolean] => [id, true]) }]
+      ? [{ weight: 20, arbitrary: fc.constantFrom(...real).map((id): [string, boolean] => [id, true]) }]
       : []),
     { weight: 1, arbitrary: fc.constantFrom(...others).map((id): [string, boolean] => [id, false]) },
     { weight: 2, arbitrary: odd.map((text): [string, boolean] => [text, false]) },
@@ -225,7 +231,7 @@ export function requestTo(
         payload.mutation,
         credentialMutation,
       ].filter((part) => part !== 'valid');
-      return {
+      const request: FuzzRequest = {
         operation,
         method: operation.method.toUpperCase(),
         url: `${baseUrl}${path}${search ? `?${search}` : ''}`,
@@ -233,5 +239,7 @@ export function requestTo(
         body: payload.body,
         mutation: mutation.join('; ') || 'valid',
       };
+      // A counterexample is printed as the request, not as the operation's whole description.
+      return Object.assign(request, { [fc.toStringMethod]: () => describeRequest(request) });
     });
 }

@@ -79,6 +79,13 @@ function integer(schema: Schema): fc.Arbitrary<number> {
 }
 
 function string(schema: Schema): fc.Arbitrary<string> {
+  const generated = anyString(schema);
+  // The document's examples are accepted by the service too, which a generated string may not be.
+  if (!schema.examples?.length) return generated;
+  return fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...(schema.examples as string[])) }, generated);
+}
+
+function anyString(schema: Schema): fc.Arbitrary<string> {
   const minLength = schema.minLength ?? 0;
   const maxLength = Math.max(
     minLength,
