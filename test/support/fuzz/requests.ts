@@ -1,5 +1,13 @@
 import fc from 'fast-check';
-import { mutated, oddString, resolve, type Schema, validValue } from './values.ts';
+import {
+  DEEPLY_NESTED_JSON,
+  mutated,
+  oddString,
+  resolve,
+  type Schema,
+  toJson,
+  validValue,
+} from './values.ts';
 
 export interface Operation {
   method: string;
@@ -165,7 +173,7 @@ function body(
   }
   const valid = validValue(resolve(schema, components), components);
   const json = (value: unknown, mutation: string) => ({
-    body: text(JSON.stringify(value)),
+    body: text(toJson(value)),
     type: 'application/json',
     mutation,
   });
@@ -183,7 +191,7 @@ function body(
     { body: text('{"name":"x"}'), type: undefined, mutation: 'no content type' },
     { body: text(`${'['.repeat(64)}${']'.repeat(64)}`), type: 'application/json', mutation: 'nested arrays' },
     {
-      body: text(`${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`),
+      body: text(DEEPLY_NESTED_JSON),
       type: 'application/json',
       mutation: 'deeply nested',
     },

@@ -45,8 +45,19 @@ export const ODD_STRINGS = [
   '0x10',
 ];
 
+/** How deep a deeply nested value is: far past what a recursive reader of JSON survives. */
+export const NESTING_DEPTH = 5000;
+export const DEEPLY_NESTED_JSON = `${'{"a":'.repeat(NESTING_DEPTH)}1${'}'.repeat(NESTING_DEPTH)}`;
+// A value that toJson writes as DEEPLY_NESTED_JSON (the object itself would exhaust JSON.stringify's stack).
+const DEEPLY_NESTED = '\u0001deeply nested\u0001';
+
+/** `value` as JSON text, with its deeply nested placeholders written out. */
+export const toJson = (value: unknown) =>
+  (JSON.stringify(value) ?? 'null').replaceAll(JSON.stringify(DEEPLY_NESTED), DEEPLY_NESTED_JSON);
+
 /** JSON values of every type, for a field of another type. */
 export const ODD_VALUES: unknown[] = [
+  DEEPLY_NESTED,
   null,
   true,
   0,
@@ -159,14 +170,15 @@ function ofType(
         ),
         { requiredKeys: (schema.required ?? []) as string[] },
       );
-      if (!schema.additionalProperties || schema.additionalProperties === false) return fields;
-      const extra = fc.dictionary(fc.string({ minLength: 1, maxLength: 10 }), fc.jsonValue({ maxDepth: 2 }), {
-        maxKeys: 3,
-      });
+      const more = schema.additionalProperties;
+      if (!more) return fields;
+      const value = validValue(more === true ? {} : more, components, depth + 1);
+      const extra = fc.dictionary(fc.string({ minLength: 1, maxLength: 10 }), value, { maxKeys: 3 });
       return fc.tuple(extra, fields).map(([more, known]) => ({ ...more, ...known }));
     }
     default:
-      return fc.jsonValue({ maxDepth: 2 });
+      // Any JSON is valid here, however deep.
+      return fc.oneof({ weight: 5, arbitrary: fc.jsonValue({ maxDepth: 2 }) }, fc.constant(DEEPLY_NESTED));
   }
 }
 
