@@ -8,7 +8,7 @@ import {
   type TestCoffer,
   type TestProject,
 } from '../support/coffer.ts';
-import { answerChecker, knownIssue, send } from '../support/fuzz/check.ts';
+import { answerChecker, knownIssue, sender } from '../support/fuzz/check.ts';
 import {
   describeRequest,
   type Fixtures,
@@ -127,27 +127,32 @@ describe('requests generated from the OpenAPI document', () => {
     async () => {
       const components = document.components.schemas as Record<string, Schema>;
       const check = answerChecker(document);
+      const { send, close } = sender(coffer.url);
       const requests = fc.oneof(
         ...operationsOf(document).map((operation) => requestTo(operation, components, fixtures, coffer.url)),
       );
-      await fc.assert(
-        fc.asyncProperty(requests, async (request) => {
-          const answer = await send(request);
-          await restore(request, answer.status);
-          const known = knownIssue(request, answer);
-          if (known) {
-            skipped.set(known, (skipped.get(known) ?? 0) + 1);
-            return;
-          }
-          const problems = check(request, answer);
-          if (problems.length) {
-            throw new Error(
-              `${describeRequest(request)}\n→ ${answer.status} ${answer.text.slice(0, 500)}\n${problems.join('\n')}`,
-            );
-          }
-        }),
-        { numRuns: RUNS, seed: SEED, endOnFailure: true },
-      );
+      try {
+        await fc.assert(
+          fc.asyncProperty(requests, async (request) => {
+            const answer = await send(request);
+            await restore(request, answer.status);
+            const known = knownIssue(request, answer);
+            if (known) {
+              skipped.set(known, (skipped.get(known) ?? 0) + 1);
+              return;
+            }
+            const problems = check(request, answer);
+            if (problems.length) {
+              throw new Error(
+                `${describeRequest(request)}\n→ ${answer.status} ${answer.text.slice(0, 500)}\n${problems.join('\n')}`,
+              );
+            }
+          }),
+          { numRuns: RUNS, seed: SEED, endOnFailure: true },
+        );
+      } finally {
+        await close();
+      }
       for (const [issue, count] of skipped)
         process.stderr.write(`fuzz: ${count} answers skipped as a known issue: ${issue}\n`);
     },

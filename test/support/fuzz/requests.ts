@@ -20,6 +20,8 @@ export interface Operation {
 export interface FuzzRequest {
   operation: Operation;
   method: string;
+  /** The path and query string, as sent. */
+  path: string;
   url: string;
   headers: Record<string, string>;
   body?: Uint8Array;
@@ -242,6 +244,7 @@ export function requestTo(
       const request: FuzzRequest = {
         operation,
         method: operation.method.toUpperCase(),
+        path: `${path}${search ? `?${search}` : ''}`,
         url: `${baseUrl}${path}${search ? `?${search}` : ''}`,
         headers,
         body: payload.body,
