@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ISO_8601_PATTERN } from '../../src/domain/dates.ts';
 import { ERROR_CODES, type ErrorCode } from '../../src/domain/errors.ts';
 import { statusOf } from '../../src/http/errors.ts';
+import { CONTENT_TYPE_PATTERN, MIME_PATTERN_PATTERN } from '../../src/lib/mime.ts';
 import { EVENT_TYPES } from '../../src/modules/events/types.ts';
 import { SESSION_STATUSES } from '../../src/modules/uploads/session-repo.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -265,6 +266,12 @@ describe('the rules the document states', () => {
     expect(webhook.url).toMatchObject({ format: 'uri', pattern: '^https://', maxLength: 2048 });
     expect(webhook.events).toMatchObject({ minItems: 1, items: { enum: [...EVENT_TYPES] } });
     expect(component('MultipartUpload').properties.status.enum).toEqual([...SESSION_STATUSES]);
+    expect(parameter(files, 'cursor').schema.pattern).toBe('^file_[0-9A-HJKMNP-TV-Z]{26}$');
+    expect(parameter('/v1/projects/{project_id}/audit-log', 'cursor').schema.pattern).toMatch(/^\^aud_/);
+    const mimeTypes = component('CreateUploadTokenRequest').properties.allowed_mime_types;
+    expect(mimeTypes).toMatchObject({ minItems: 1, items: { pattern: MIME_PATTERN_PATTERN } });
+    expect(new RegExp(CONTENT_TYPE_PATTERN).test(' Text/Plain; charset=utf-8')).toBe(true);
+    expect(component('InitiateUploadRequest').properties.content_type.pattern).toBe(CONTENT_TYPE_PATTERN);
     expect(component('InitiateUploadRequest').properties.filename).toMatchObject({
       minLength: 1,
       maxLength: 255,

@@ -1237,7 +1237,7 @@ export interface components {
             content_type: string;
             size_bytes: number;
             folder_id?: string | null;
-            /** @description Key-value pairs (JSON object) */
+            /** @description Key-value pairs (JSON object) of at most 16384 bytes as JSON */
             metadata?: {
                 [key: string]: unknown;
             };
@@ -1263,7 +1263,7 @@ export interface components {
             tags: string[];
         };
         FileMetadataRequest: {
-            /** @description Key-value pairs (JSON object) */
+            /** @description Key-value pairs (JSON object) of at most 16384 bytes as JSON */
             metadata: {
                 [key: string]: unknown;
             };

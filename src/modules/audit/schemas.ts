@@ -1,5 +1,14 @@
 import { type Static, Type } from 'typebox';
-import { Defaulted, IsoDate, Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import {
+  Defaulted,
+  IsoDate,
+  Nullable,
+  Ref,
+  ServiceChecked,
+  StringEnum,
+  Timestamp,
+} from '../../http/schemas.ts';
+import { idPattern } from '../../lib/ids.ts';
 
 /** What the audit log records: every management action, and the destructive or privileged file actions. */
 export const AUDIT_ACTIONS = [
@@ -84,7 +93,9 @@ export const AuditLogQuery = Type.Object({
   from: Type.Optional(IsoDate('Earliest created_at included')),
   to: Type.Optional(IsoDate('Latest created_at included')),
   limit: Defaulted(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-  cursor: Type.Optional(Type.String({ description: 'A previous next_cursor' })),
+  cursor: Type.Optional(
+    ServiceChecked(Type.String({ pattern: idPattern('aud'), description: 'A previous next_cursor' })),
+  ),
 });
 export type AuditLogQuery = Static<typeof AuditLogQuery>;
 

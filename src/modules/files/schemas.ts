@@ -8,12 +8,14 @@ import {
   StringEnum,
   Timestamp,
 } from '../../http/schemas.ts';
+import { idPattern } from '../../lib/ids.ts';
 import { CONTENT_TYPE_PATTERN } from '../../lib/mime.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import {
   CATEGORIES,
   FILE_STATUSES,
   MAX_FILENAME_LENGTH,
+  MAX_METADATA_BYTES,
   MAX_URL_TTL_SECONDS,
   MIN_URL_TTL_SECONDS,
   NAME_RULES,
@@ -55,7 +57,9 @@ export type FileObject = Static<typeof FileObject>;
 
 export const FileParams = Type.Object({ project_id: Type.String(), file_id: Type.String() });
 
-const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Key-value pairs (JSON object)' });
+const Metadata = Type.Record(Type.String(), Type.Unknown(), {
+  description: `Key-value pairs (JSON object) of at most ${MAX_METADATA_BYTES} bytes as JSON`,
+});
 const Tags = Type.Array(Type.String(), {
   description: 'Trimmed, non-empty, unique; at most 50 of at most 64 characters',
 });
@@ -122,7 +126,14 @@ export const ListQuery = Type.Object({
   ),
   limit: Defaulted(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
   offset: Defaulted(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 })),
-  cursor: Type.Optional(Type.String({ description: 'A previous next_cursor; takes priority over offset' })),
+  cursor: Type.Optional(
+    ServiceChecked(
+      Type.String({
+        pattern: idPattern('file'),
+        description: 'A previous next_cursor; takes priority over offset',
+      }),
+    ),
+  ),
 });
 export type ListQuery = Static<typeof ListQuery>;
 

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
-import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { Nullable, Ref, ServiceChecked, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { MIME_PATTERN_PATTERN } from '../../lib/mime.ts';
 import { ContentType, FileName } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 import { SESSION_STATUSES } from './session-repo.ts';
@@ -16,7 +17,8 @@ export const CreateUploadTokenBody = Type.Object(
       }),
     ),
     allowed_mime_types: Type.Optional(
-      Type.Array(Type.String({ maxLength: 255 }), {
+      Type.Array(ServiceChecked(Type.String({ maxLength: 255, pattern: MIME_PATTERN_PATTERN })), {
+        minItems: 1,
         maxItems: 100,
         description: 'Default: the project list, else */*',
       }),
