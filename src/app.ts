@@ -18,9 +18,10 @@ import {
   MAX_PARAM_LENGTH,
 } from './http/error-handler.ts';
 import { objectRoutes } from './http/object-routes.ts';
+import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
-import { ErrorBody } from './http/schemas.ts';
+import { ErrorBody, validatedSchema } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './lib/json-depth.ts';
 import { auditRoutes } from './modules/audit/routes.ts';
@@ -93,8 +94,8 @@ function validators() {
   const text = addFormats.default(new Ajv.default({ ...options, coerceTypes: 'array' }));
   // Fastify hands its shared schemas to its own Ajv only: these resolve the routes' $refs themselves.
   for (const schema of NAMED_SCHEMAS) {
-    body.addSchema(schema);
-    text.addSchema(schema);
+    body.addSchema(validatedSchema(schema) as object);
+    text.addSchema(validatedSchema(schema) as object);
   }
   return { body, text };
 }
@@ -175,7 +176,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
 
   const ajv = validators();
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? ajv.body : ajv.text).compile(schema as object),
+    (httpPart === 'body' ? ajv.body : ajv.text).compile(validatedSchema(schema) as object),
   );
 
   // An empty body reads as {} (a confirm sent with Content-Type: application/json and nothing else),
@@ -299,6 +300,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       buildLocalReference: (json, _baseUri, _fragment, i) =>
         typeof json.$id === 'string' ? json.$id : `def-${i}`,
     },
+    transformObject: (document) => optionalBodies('openapiObject' in document ? document.openapiObject : {}),
     transform: ({ schema, url, route }) => {
       const access = route.config?.access;
       const documented = { ...schema } as Record<string, unknown>;

@@ -1,6 +1,9 @@
 import { badRequest } from './errors.ts';
 
-const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
+/** A date, or a date and time with optional seconds, fraction and offset (as a JSON Schema pattern: no flags). */
+export const ISO_8601_PATTERN =
+  '^(\\d{4}-\\d{2}-\\d{2})(?:[Tt ](\\d{2}:\\d{2})(?::(\\d{2})(?:\\.(\\d+))?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$';
+const ISO_8601 = new RegExp(ISO_8601_PATTERN);
 const DAY_MS = 86_400_000;
 
 /**

@@ -169,7 +169,7 @@ export const MAX_PARAM_LENGTH = 100;
 export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const refusal =
     error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-      ? new HttpError(414, 'BAD_REQUEST', `A path segment is longer than ${MAX_PARAM_LENGTH} characters`, {
+      ? badRequest(`A path segment is longer than ${MAX_PARAM_LENGTH} characters`, {
           location: 'params',
           max_length: MAX_PARAM_LENGTH,
         })
@@ -190,7 +190,7 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Socket):
     error.code === 'HPE_HEADER_OVERFLOW'
       ? [
           431,
-          'REQUEST_TOO_LARGE',
+          'HEADERS_TOO_LARGE',
           `The request line and headers are larger than the server takes (${maxHeaderSize / 1024} KiB)`,
         ]
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'

@@ -18,6 +18,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   VERSIONING_DISABLED: 409,
   FILE_TOO_LARGE: 413,
   REQUEST_TOO_LARGE: 413,
+  HEADERS_TOO_LARGE: 431,
   RANGE_NOT_SATISFIABLE: 416,
   VALIDATION_ERROR: 422,
   invalid_url: 422,
@@ -46,9 +47,12 @@ export class HttpError extends DomainError {
   }
 }
 
+/** The REST API's status for `code`, as the catalogue maps it. */
+export const statusOf = (code: ErrorCode): number => STATUS_OF[code];
+
 /** The status the REST API answers `error` with. */
 export const httpStatus = (error: DomainError): number =>
-  error instanceof HttpError ? error.status : STATUS_OF[error.code];
+  error instanceof HttpError ? error.status : statusOf(error.code);
 
 export const rangeNotSatisfiable = (size: number) =>
   new HttpError(416, 'RANGE_NOT_SATISFIABLE', `The range is outside the object's ${size} bytes`, undefined, {

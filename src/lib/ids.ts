@@ -55,6 +55,9 @@ export function idBound(prefix: IdPrefix, time: Date, edge: 'first' | 'last'): s
 }
 
 /** Whether `value` has the shape of an id with this prefix (cheap check before any query). */
+/** What isId accepts, as a JSON Schema pattern. */
+export const idPattern = (prefix: IdPrefix) => `^${prefix}_[0-9A-HJKMNP-TV-Z]{26}$`;
+
 export function isId(prefix: IdPrefix, value: string): boolean {
   return value.startsWith(`${prefix}_`) && /^[0-9A-HJKMNP-TV-Z]{26}$/.test(value.slice(prefix.length + 1));
 }

@@ -2,6 +2,17 @@
 const PATTERN = /^(?:\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/(?:\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,126}))$/;
 const EXACT = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/;
 
+/**
+ * What normalizeMimeType reads as a MIME type, as a JSON Schema pattern: `type/subtype` in any case,
+ * white space around it, parameters after a semicolon.
+ */
+export const CONTENT_TYPE_PATTERN =
+  '^\\s*[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\\s*(?:;[\\s\\S]*)?$';
+
+/** What an allowlist entry may be, trimmed and lower-cased (isMimePattern), as a JSON Schema pattern. */
+export const MIME_PATTERN_PATTERN =
+  '^\\s*(?:\\*/\\*|[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/(?:\\*|[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}))\\s*$';
+
 export function isMimePattern(value: string): boolean {
   return PATTERN.test(value);
 }

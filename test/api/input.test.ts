@@ -176,12 +176,12 @@ describe('what is refused before any route runs, in the contract error body', ()
   it('a path that is not valid percent-encoding, and a path segment past its length', async () => {
     expectError(await project.call('GET', '/files/%ZZ'), 400, 'BAD_REQUEST');
     const long = await project.call('GET', `/files/file_${'x'.repeat(200)}`);
-    expectError(long, 414, 'BAD_REQUEST');
+    expectError(long, 400, 'BAD_REQUEST');
     expect(long.body.error.details).toEqual({ location: 'params', max_length: 100 });
   });
 
   it('headers or a query string past the size limit, and requests that are not HTTP', async () => {
-    expectError(await project.call('GET', `/files?q=${'q'.repeat(100_000)}`), 431, 'REQUEST_TOO_LARGE');
+    expectError(await project.call('GET', `/files?q=${'q'.repeat(100_000)}`), 431, 'HEADERS_TOO_LARGE');
     // A body longer than its Content-Length: the parser cannot read what follows.
     const { Socket } = await import('node:net');
     const raw = await new Promise<string>((resolve, reject) => {

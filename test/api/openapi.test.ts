@@ -1,6 +1,11 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../../src/domain/errors.ts';
+import { ISO_8601_PATTERN } from '../../src/domain/dates.ts';
+import { ERROR_CODES, type ErrorCode } from '../../src/domain/errors.ts';
+import { statusOf } from '../../src/http/errors.ts';
+import { CONTENT_TYPE_PATTERN, MIME_PATTERN_PATTERN } from '../../src/lib/mime.ts';
+import { EVENT_TYPES } from '../../src/modules/events/types.ts';
+import { SESSION_STATUSES } from '../../src/modules/uploads/session-repo.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 
 type Schema = Record<string, any>;
@@ -175,14 +180,103 @@ describe('the OpenAPI document', () => {
         'INTERNAL',
       ]),
     );
-    for (const operation of operationsOf(document).filter(({ path }) => path.startsWith('/v1/'))) {
-      expect(
-        operation.operation.responses.default?.content['application/json'].schema,
-        operation.path,
-      ).toEqual({
-        $ref: `${COMPONENT}Error`,
-      });
+  });
+
+  it('declares the error statuses of every operation, each with the codes it stands for', () => {
+    for (const { method, path, operation } of operationsOf(document).filter(({ path }) =>
+      path.startsWith('/v1/'),
+    )) {
+      const where = `${method} ${path}`;
+      const responses = operation.responses as Record<string, Schema>;
+      expect(responses, where).not.toHaveProperty('default');
+      // Every authenticated operation: unreadable, who, may they, too many, failed, database down.
+      for (const status of ['400', '401', '403', '429', '500', '503'])
+        expect(responses, where).toHaveProperty(status);
+      for (const [status, response] of Object.entries(responses).filter(
+        ([status]) => Number(status) >= 400,
+      )) {
+        expect(response.content['application/json'].schema, where).toEqual({ $ref: `${COMPONENT}Error` });
+        const codes = (response.description as string).split(', ');
+        for (const code of codes) {
+          expect(ERROR_CODES, where).toContain(code);
+          expect(statusOf(code as ErrorCode), `${where} ${code}`).toBe(Number(status));
+        }
+      }
+      // A body that can break a rule or be too large says so.
+      if (operation.requestBody) {
+        expect(responses['413']?.description, where).toContain('REQUEST_TOO_LARGE');
+        expect(responses['422']?.description, where).toContain('VALIDATION_ERROR');
+      }
     }
+    const webhook = document.paths['/v1/projects/{project_id}/webhooks/{webhook_id}'];
+    expect(webhook.get.responses['404'].description).toBe('NOT_FOUND, webhook_not_found');
+    expect(webhook.put.responses['422'].description).toBe('VALIDATION_ERROR, invalid_url');
+    const upload = document.paths['/v1/projects/{project_id}/files/upload/multipart/start'].post.responses;
+    expect(upload['503'].description).toBe('DATABASE_UNAVAILABLE, STORE_UNAVAILABLE');
+    expect(upload['403'].description).toContain('QUOTA_EXCEEDED');
+  });
+});
+
+describe('the rules the document states', () => {
+  const parameter = (path: string, name: string, method = 'get') =>
+    (document.paths[path][method].parameters as Schema[]).find((item) => item.name === name)!;
+  const component = (name: string) => document.components.schemas[name] as Schema;
+
+  it('does not require a query parameter that has a default', () => {
+    for (const [path, name] of [
+      ['/v1/projects/{project_id}/audit-log', 'limit'],
+      ['/v1/organizations/{org_id}/audit-log', 'limit'],
+      ['/v1/projects/{project_id}/files', 'limit'],
+      ['/v1/projects/{project_id}/files', 'offset'],
+    ] as const) {
+      expect(parameter(path, name), `${path} ${name}`).toMatchObject({ required: false });
+      expect(parameter(path, name).schema.default, `${path} ${name}`).toBeDefined();
+    }
+    expect(component('SetMetadataSchemaRequest').required).toEqual(['schema']);
+  });
+
+  it('requires a request body only where a field of it is required', () => {
+    const body = (path: string, method: string) => document.paths[path][method].requestBody;
+    expect(body('/v1/projects/{project_id}', 'patch').required).toBe(false);
+    expect(body('/v1/projects/{project_id}/folders/{folder_id}', 'patch').required).toBe(false);
+    expect(body('/v1/projects/{project_id}/webhooks/{webhook_id}', 'put').required).toBe(false);
+    expect(body('/v1/projects/{project_id}/files/{file_id}/legal-hold', 'put').required).toBe(false);
+    expect(body('/v1/projects/{project_id}/webhooks', 'post').required).toBe(true);
+    expect(body('/v1/projects/{project_id}/files/upload', 'post').required).toBe(true);
+  });
+
+  it('states the forms, bounds and words the server checks', () => {
+    const files = '/v1/projects/{project_id}/files';
+    for (const [path, name] of [
+      [files, 'date_from'],
+      [files, 'date_to'],
+      ['/v1/projects/{project_id}/audit-log', 'from'],
+      ['/v1/projects/{project_id}/audit-log', 'to'],
+    ] as const) {
+      expect(parameter(path, name).schema.pattern, name).toBe(ISO_8601_PATTERN);
+    }
+    for (const path of [
+      `${files}/{file_id}/download`,
+      `${files}/{file_id}/versions/{version_id}/download`,
+      `${files}/upload/multipart/{upload_id}/part-url`,
+    ]) {
+      expect(parameter(path, 'ttl').schema, path).toMatchObject({ minimum: 60, maximum: 86_400 });
+    }
+    const webhook = component('CreateWebhookRequest').properties;
+    expect(webhook.url).toMatchObject({ format: 'uri', pattern: '^https://', maxLength: 2048 });
+    expect(webhook.events).toMatchObject({ minItems: 1, items: { enum: [...EVENT_TYPES] } });
+    expect(component('MultipartUpload').properties.status.enum).toEqual([...SESSION_STATUSES]);
+    expect(parameter(files, 'cursor').schema.pattern).toBe('^file_[0-9A-HJKMNP-TV-Z]{26}$');
+    expect(parameter('/v1/projects/{project_id}/audit-log', 'cursor').schema.pattern).toMatch(/^\^aud_/);
+    const mimeTypes = component('CreateUploadTokenRequest').properties.allowed_mime_types;
+    expect(mimeTypes).toMatchObject({ minItems: 1, items: { pattern: MIME_PATTERN_PATTERN } });
+    expect(new RegExp(CONTENT_TYPE_PATTERN).test(' Text/Plain; charset=utf-8')).toBe(true);
+    expect(component('InitiateUploadRequest').properties.content_type.pattern).toBe(CONTENT_TYPE_PATTERN);
+    expect(component('InitiateUploadRequest').properties.filename).toMatchObject({
+      minLength: 1,
+      maxLength: 255,
+    });
+    expect(component('CreateFolderRequest').properties.name).toMatchObject({ minLength: 1, maxLength: 255 });
   });
 });
 
@@ -221,6 +315,17 @@ describe('request bodies validated through their named schemas', () => {
     });
     expect(scopes.status).toBe(422);
     expect(scopes.body.error.message).toMatch(/^scopes\.0 must be one of: /);
+  });
+
+  it('takes a body whose fields are all optional left out, and fills in what has a default', async () => {
+    const folder = await project.call('POST', '/folders', { body: { name: 'kept' } });
+    expect(folder.status).toBe(201);
+    const unchanged = await project.call('PATCH', `/folders/${folder.body.id}`);
+    expect(unchanged.status).toBe(200);
+    expect(unchanged.body.name).toBe('kept');
+    const log = await coffer.call('GET', `/v1/projects/${project.id}/audit-log`, { token: ADMIN_KEY });
+    expect(log.status).toBe(200);
+    expect(log.body.limit).toBe(50);
   });
 
   it('still fills in defaults', async () => {

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '../../domain/errors.ts';
-import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
+import { errors } from '../../http/error-responses.ts';
+import { ProjectParams, Ref } from '../../http/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { AuditEntryList, AuditLogQuery } from './schemas.ts';
 import type { AuditService } from './service.ts';
@@ -23,7 +24,7 @@ export function auditRoutes(audit: AuditService, projects: ProjectService): Fast
           description: recorded,
           params: ProjectParams,
           querystring: AuditLogQuery,
-          response: { 200: Ref(AuditEntryList), default: Ref(ErrorBody) },
+          response: { 200: Ref(AuditEntryList), ...errors('NOT_FOUND', 'VALIDATION_ERROR') },
         },
       },
       async (request) => audit.list({ projectId: request.project.id }, request.query),
@@ -40,7 +41,7 @@ export function auditRoutes(audit: AuditService, projects: ProjectService): Fast
           description: `The organization's own entries (its creation) and those of all its projects. ${recorded}`,
           params: Type.Object({ org_id: Type.String() }),
           querystring: AuditLogQuery,
-          response: { 200: Ref(AuditEntryList), default: Ref(ErrorBody) },
+          response: { 200: Ref(AuditEntryList), ...errors('NOT_FOUND', 'VALIDATION_ERROR') },
         },
       },
       async (request) => {

@@ -1,5 +1,14 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import {
+  Defaulted,
+  IsoDate,
+  Nullable,
+  Ref,
+  ServiceChecked,
+  StringEnum,
+  Timestamp,
+} from '../../http/schemas.ts';
+import { idPattern } from '../../lib/ids.ts';
 
 /** What the audit log records: every management action, and the destructive or privileged file actions. */
 export const AUDIT_ACTIONS = [
@@ -81,10 +90,12 @@ export const AuditLogQuery = Type.Object({
   actor_id: Type.Optional(
     Type.String({ maxLength: 64, description: 'An API key, upload token or S3 credential id' }),
   ),
-  from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
-  to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
-  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  cursor: Type.Optional(Type.String({ description: 'A previous next_cursor' })),
+  from: Type.Optional(IsoDate('Earliest created_at included')),
+  to: Type.Optional(IsoDate('Latest created_at included')),
+  limit: Defaulted(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  cursor: Type.Optional(
+    ServiceChecked(Type.String({ pattern: idPattern('aud'), description: 'A previous next_cursor' })),
+  ),
 });
 export type AuditLogQuery = Static<typeof AuditLogQuery>;
 

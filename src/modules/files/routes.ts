@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import {
   DownloadQuery,
@@ -16,7 +17,6 @@ import {
 import type { FileService } from './service.ts';
 
 const tags = ['Files'];
-const fileResponse = { 200: Ref(FileObject), default: Ref(ErrorBody) };
 
 export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -32,7 +32,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
             'Newest first. Deleted files are never listed. `total` counts every match regardless of pagination.',
           params: ProjectParams,
           querystring: ListQuery,
-          response: { 200: Ref(FileList), default: Ref(ErrorBody) },
+          response: { 200: Ref(FileList), ...errors('NOT_FOUND', 'VALIDATION_ERROR') },
         },
       },
       async (request) => files.list(request, request.query),
@@ -47,7 +47,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           operationId: 'getFile',
           summary: 'Get a file',
           params: FileParams,
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT') },
         },
       },
       async (request) => files.get(request, request.params.file_id),
@@ -65,7 +65,10 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
             'Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at.',
           params: FileParams,
           querystring: DownloadQuery,
-          response: { 200: Ref(DownloadResponse), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(DownloadResponse),
+            ...errors('NOT_FOUND', 'CONFLICT', 'INVALID_STATE', 'VALIDATION_ERROR'),
+          },
         },
       },
       async (request) => files.download(request, request.params.file_id, request.query.ttl),
@@ -85,7 +88,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           summary,
           params: FileParams,
           body: Ref(TagsBody),
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
         handler: async (request) => files.setTags(request, request.params.file_id, request.body.tags, mode),
       });
@@ -107,7 +110,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
             'With enforce_schema and an active metadata schema, the resulting metadata is validated (422).',
           params: FileParams,
           body: Ref(MetadataBody),
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
         handler: async (request) =>
           files.setMetadata(request, request.params.file_id, request.body.metadata, mode),
@@ -124,7 +127,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           summary: 'Move a file to a folder, or to the root with null',
           params: FileParams,
           body: Ref(MoveBody),
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request) => files.move(request, request.params.file_id, request.body.folder_id),
@@ -141,7 +144,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           description:
             'Only for a failed file whose failure_reason begins with scan_unavailable (the scanner stayed unreachable for COFFER_SCAN_RETRY_WINDOW_SECONDS): the file is processing again and its scan is queued; file.ready, file.failed or file.quarantined follows. Any other file: 409 INVALID_STATE.',
           params: FileParams,
-          response: { 202: Ref(FileObject), default: Ref(ErrorBody) },
+          response: { 202: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', 'INVALID_STATE') },
         },
       },
       async (request, reply) =>
@@ -159,7 +162,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           description:
             'Sets deleted_at; the file answers 404 from then on and its stored objects are removed by a background job after the grace period. 409 LEGAL_HOLD for a held file.',
           params: FileParams,
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', 'LEGAL_HOLD') },
         },
       },
       async (request) => files.remove(request, request.params.file_id, auditContext(request)),
@@ -176,7 +179,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           description: 'A held file cannot be deleted.',
           params: FileParams,
           body: Ref(LegalHoldBody),
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request) =>
@@ -192,7 +195,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           operationId: 'releaseLegalHold',
           summary: 'Release a legal hold',
           params: FileParams,
-          response: fileResponse,
+          response: { 200: Ref(FileObject), ...errors('NOT_FOUND', 'CONFLICT') },
         },
       },
       async (request) =>

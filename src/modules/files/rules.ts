@@ -14,6 +14,13 @@ export const CATEGORIES = ['image', 'video', 'audio', 'document', 'archive', 'ot
 export type Category = (typeof CATEGORIES)[number];
 
 export const MAX_FILENAME_LENGTH = 255;
+/** What checkName refuses in a file or folder name, as the OpenAPI document says it. */
+export const NAME_RULES =
+  'Not blank, not "." or "..", without slashes, backslashes, control characters or direction overrides';
+
+/** The range a caller's `ttl` of a presigned URL must be in, when it is used. */
+export const MIN_URL_TTL_SECONDS = 60;
+export const MAX_URL_TTL_SECONDS = 86_400;
 export const MAX_TAGS = 50;
 export const MAX_TAG_LENGTH = 64;
 export const MAX_METADATA_BYTES = 16 * 1024;

@@ -1,7 +1,25 @@
 import { type Static, Type } from 'typebox';
-import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import {
+  Defaulted,
+  IsoDate,
+  Nullable,
+  Ref,
+  ServiceChecked,
+  StringEnum,
+  Timestamp,
+} from '../../http/schemas.ts';
+import { idPattern } from '../../lib/ids.ts';
+import { CONTENT_TYPE_PATTERN } from '../../lib/mime.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
-import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
+import {
+  CATEGORIES,
+  FILE_STATUSES,
+  MAX_FILENAME_LENGTH,
+  MAX_METADATA_BYTES,
+  MAX_URL_TTL_SECONDS,
+  MIN_URL_TTL_SECONDS,
+  NAME_RULES,
+} from './rules.ts';
 
 export const FileObject = Type.Object(
   {
@@ -39,15 +57,30 @@ export type FileObject = Static<typeof FileObject>;
 
 export const FileParams = Type.Object({ project_id: Type.String(), file_id: Type.String() });
 
-const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'Key-value pairs (JSON object)' });
+const Metadata = Type.Record(Type.String(), Type.Unknown(), {
+  description: `Key-value pairs (JSON object) of at most ${MAX_METADATA_BYTES} bytes as JSON`,
+});
 const Tags = Type.Array(Type.String(), {
   description: 'Trimmed, non-empty, unique; at most 50 of at most 64 characters',
 });
 
+export const FileName = Type.String({
+  minLength: 1,
+  maxLength: MAX_FILENAME_LENGTH,
+  description: NAME_RULES,
+  examples: ['report.pdf'],
+});
+export const ContentType = Type.String({
+  maxLength: 255,
+  pattern: CONTENT_TYPE_PATTERN,
+  description: 'A MIME type, stored lower-cased without its parameters',
+  examples: ['application/pdf'],
+});
+
 export const InitiateBody = Type.Object(
   {
-    filename: Type.String({ maxLength: 1024 }),
-    content_type: Type.String({ maxLength: 255 }),
+    filename: FileName,
+    content_type: ContentType,
     size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
     metadata: Type.Optional(Metadata),
@@ -83,17 +116,24 @@ export const ListQuery = Type.Object({
   ),
   category: Type.Optional(StringEnum(CATEGORIES)),
   status: Type.Optional(StringEnum(FILE_STATUSES)),
-  date_from: Type.Optional(Type.String({ description: 'ISO 8601; earliest created_at included' })),
-  date_to: Type.Optional(Type.String({ description: 'ISO 8601; latest created_at included' })),
+  date_from: Type.Optional(IsoDate('Earliest created_at included')),
+  date_to: Type.Optional(IsoDate('Latest created_at included')),
   // Numbers, as the spec types them: a size is whole bytes, so 1.5 includes sizes from 2 (min) or up to 1 (max).
   size_min: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   size_max: Type.Optional(Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
   metadata: Type.Optional(
     Type.String({ description: 'JSON object; files whose metadata contains all its pairs' }),
   ),
-  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  offset: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 }),
-  cursor: Type.Optional(Type.String({ description: 'A previous next_cursor; takes priority over offset' })),
+  limit: Defaulted(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  offset: Defaulted(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 })),
+  cursor: Type.Optional(
+    ServiceChecked(
+      Type.String({
+        pattern: idPattern('file'),
+        description: 'A previous next_cursor; takes priority over offset',
+      }),
+    ),
+  ),
 });
 export type ListQuery = Static<typeof ListQuery>;
 
@@ -111,7 +151,13 @@ export const FileList = Type.Object(
 
 /** A URL lifetime; its range is checked only when it is used (see urlLifetimeSeconds). */
 export const UrlTtl = Type.Optional(
-  Type.Number({ description: 'Seconds, 60 to 86400; ignored when require_signed_urls is on' }),
+  ServiceChecked(
+    Type.Number({
+      minimum: MIN_URL_TTL_SECONDS,
+      maximum: MAX_URL_TTL_SECONDS,
+      description: 'Seconds; ignored (whatever its value) when require_signed_urls is on',
+    }),
+  ),
 );
 export const DownloadQuery = Type.Object({ ttl: UrlTtl });
 export const DownloadResponse = Type.Object(

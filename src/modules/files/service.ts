@@ -20,7 +20,13 @@ import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import * as repo from './repo.ts';
-import { checkMetadataSize, normalizeTags, SCAN_UNAVAILABLE } from './rules.ts';
+import {
+  checkMetadataSize,
+  MAX_URL_TTL_SECONDS,
+  MIN_URL_TTL_SECONDS,
+  normalizeTags,
+  SCAN_UNAVAILABLE,
+} from './rules.ts';
 import type { FileObject, ListQuery } from './schemas.ts';
 
 export interface PresignedUrl {
@@ -62,10 +68,6 @@ export function visibleFile(
   if (file.status === 'quarantined' && !options.allowQuarantined) throw quarantined();
   return file;
 }
-
-/** The range a caller's `ttl` must be in, when it is used. */
-const MIN_URL_TTL_SECONDS = 60;
-const MAX_URL_TTL_SECONDS = 86_400;
 
 /**
  * How long a presigned URL lives: the project's require_signed_urls ignores the caller's `ttl`

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { CreateFolderBody, Folder, FolderList, UpdateFolderBody } from './schemas.ts';
 import type { FolderService } from './service.ts';
 
@@ -20,7 +21,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
           description: 'Names are unique among siblings (409 CONFLICT).',
           params: ProjectParams,
           body: Ref(CreateFolderBody),
-          response: { 201: Ref(Folder), default: Ref(ErrorBody) },
+          response: { 201: Ref(Folder), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -39,7 +40,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
           summary: 'List the folders of a parent (the root when parent_id is absent)',
           params: ProjectParams,
           querystring: Type.Object({ parent_id: Type.Optional(Type.String()) }),
-          response: { 200: Ref(FolderList), default: Ref(ErrorBody) },
+          response: { 200: Ref(FolderList), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -57,7 +58,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
           operationId: 'getFolder',
           summary: 'Get a folder',
           params: FolderParams,
-          response: { 200: Ref(Folder), default: Ref(ErrorBody) },
+          response: { 200: Ref(Folder), ...errors('NOT_FOUND') },
         },
       },
       async (request) => folders.get(request.project.id, request.params.folder_id),
@@ -74,7 +75,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
           description: 'parent_id null moves it to the root. The paths of the whole subtree follow.',
           params: FolderParams,
           body: Ref(UpdateFolderBody),
-          response: { 200: Ref(Folder), default: Ref(ErrorBody) },
+          response: { 200: Ref(Folder), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request) => folders.update(request.project.id, request.params.folder_id, request.body),
@@ -90,7 +91,7 @@ export function folderRoutes(folders: FolderService): FastifyPluginAsyncTypebox 
           summary: 'Delete an empty folder',
           description: '409 CONFLICT while it holds subfolders or files.',
           params: FolderParams,
-          response: { 204: NoContent, default: Ref(ErrorBody) },
+          response: { 204: NoContent, ...errors('NOT_FOUND', 'CONFLICT') },
         },
       },
       async (request, reply) => {

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { ItemList, Nullable, Timestamp } from '../../http/schemas.ts';
+import { MAX_FILENAME_LENGTH, NAME_RULES } from '../files/rules.ts';
 
 export const Folder = Type.Object(
   {
@@ -14,7 +15,12 @@ export const Folder = Type.Object(
 );
 export const FolderList = ItemList(Folder);
 
-const Name = Type.String({ maxLength: 1024 });
+const Name = Type.String({
+  minLength: 1,
+  maxLength: MAX_FILENAME_LENGTH,
+  description: NAME_RULES,
+  examples: ['photos'],
+});
 
 export const CreateFolderBody = Type.Object(
   { name: Name, parent_id: Type.Optional(Nullable(Type.String())) },

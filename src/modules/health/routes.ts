@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { publicErrors } from '../../http/error-responses.ts';
 import { Ref } from '../../http/schemas.ts';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db } from '../../infra/db.ts';
@@ -14,7 +15,7 @@ export function healthRoutes(db: Db, cache: Cache, store: ObjectStore): FastifyP
         tags: ['Health'],
         operationId: 'getHealthLive',
         summary: 'Liveness: no dependency checks',
-        response: { 200: Ref(Liveness) },
+        response: { 200: Ref(Liveness), ...publicErrors() },
       },
     };
     app.get('/health/live', live, async () => ({ status: 'ok' as const }));
@@ -33,7 +34,7 @@ export function healthRoutes(db: Db, cache: Cache, store: ObjectStore): FastifyP
           tags: ['Health'],
           operationId: 'getHealthReady',
           summary: 'Readiness: database, cache and object store reachable',
-          response: { 200: Ref(Readiness), 503: Ref(Readiness) },
+          response: { ...publicErrors(), 200: Ref(Readiness), 503: Ref(Readiness) },
         },
       },
       async (_request, reply) => {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import { MetadataSchema, SetMetadataSchemaBody } from './schemas.ts';
 import type { MetadataSchemaService } from './service.ts';
@@ -20,7 +21,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
             'With enforce_schema on and is_active true, every metadata write (initiate included) is validated against it; a mismatch is 422.',
           params: ProjectParams,
           body: Ref(SetMetadataSchemaBody),
-          response: { 200: Ref(MetadataSchema), default: Ref(ErrorBody) },
+          response: { 200: Ref(MetadataSchema), ...errors('NOT_FOUND', ...BODY_ERRORS) },
         },
       },
       async (request) =>
@@ -35,7 +36,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
           operationId: 'getMetadataSchema',
           summary: 'Get the metadata schema',
           params: ProjectParams,
-          response: { 200: Ref(MetadataSchema), default: Ref(ErrorBody) },
+          response: { 200: Ref(MetadataSchema), ...errors('NOT_FOUND') },
         },
       },
       async (request) => schemas.get(request.project.id),
@@ -49,7 +50,7 @@ export function metadataSchemaRoutes(schemas: MetadataSchemaService): FastifyPlu
           operationId: 'deleteMetadataSchema',
           summary: 'Remove the metadata schema',
           params: ProjectParams,
-          response: { 204: NoContent, default: Ref(ErrorBody) },
+          response: { 204: NoContent, ...errors('NOT_FOUND') },
         },
       },
       async (request, reply) => {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { Timestamp } from '../../http/schemas.ts';
+import { Defaulted, Timestamp } from '../../http/schemas.ts';
 
 export const MetadataSchema = Type.Object(
   {
@@ -14,7 +14,10 @@ export const MetadataSchema = Type.Object(
 );
 
 export const SetMetadataSchemaBody = Type.Object(
-  { schema: Type.Record(Type.String(), Type.Unknown()), is_active: Type.Boolean({ default: true }) },
+  {
+    schema: Type.Record(Type.String(), Type.Unknown()),
+    is_active: Defaulted(Type.Boolean({ default: true })),
+  },
   { $id: 'SetMetadataSchemaRequest', additionalProperties: false },
 );
 

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { adminOnlySetting } from '../../domain/errors.ts';
-import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import {
   ApiKeyList,
@@ -19,8 +20,6 @@ import {
 } from './schemas.ts';
 import type { ProjectService } from './service.ts';
 
-const errors = { default: Ref(ErrorBody) };
-
 /** Settings that bound a tenant: set by the operator (admin key), never by the project's own keys. */
 const OPERATOR_SETTINGS = ['rate_limit_per_minute', 'max_storage_bytes', 'max_files'] as const;
 
@@ -35,7 +34,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           operationId: 'createOrganization',
           summary: 'Create an organization',
           body: Ref(CreateOrganizationBody),
-          response: { 201: Ref(Organization), ...errors },
+          response: { 201: Ref(Organization), ...errors(...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -50,7 +49,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           tags: ['Management'],
           operationId: 'listOrganizations',
           summary: 'List organizations',
-          response: { 200: Ref(OrganizationList), ...errors },
+          response: { 200: Ref(OrganizationList), ...errors() },
         },
       },
       async () => {
@@ -69,7 +68,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           summary: 'Create a project',
           params: Type.Object({ org_id: Type.String() }),
           body: Ref(CreateProjectBody),
-          response: { 201: Ref(Project), ...errors },
+          response: { 201: Ref(Project), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -88,7 +87,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           summary: "List an organization's projects",
           description: 'Newest first.',
           params: Type.Object({ org_id: Type.String() }),
-          response: { 200: Ref(ProjectList), ...errors },
+          response: { 200: Ref(ProjectList), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -107,7 +106,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           summary: 'Describe the credential of the request',
           description:
             "Its kind, its project and its scopes: what a console or a CLI needs to know after signing in with a key. The project's IP allowlist applies.",
-          response: { 200: Ref(Identity), ...errors },
+          response: { 200: Ref(Identity), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -127,7 +126,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           operationId: 'getProject',
           summary: 'Get a project',
           params: ProjectParams,
-          response: { 200: Ref(Project), ...errors },
+          response: { 200: Ref(Project), ...errors('NOT_FOUND') },
         },
       },
       async (request) => request.project,
@@ -145,7 +144,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
             'Partial update: only the given fields and settings change. The `bucket` and the limits `settings.rate_limit_per_minute`, `max_storage_bytes` and `max_files` change with the admin key only (403 INSUFFICIENT_SCOPE otherwise).',
           params: ProjectParams,
           body: Ref(UpdateProjectBody),
-          response: { 200: Ref(Project), ...errors },
+          response: { 200: Ref(Project), ...errors('NOT_FOUND', 'CONFLICT', ...BODY_ERRORS) },
         },
       },
       async (request) => {
@@ -175,7 +174,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           description: 'The key is returned only in this response; only its hash is stored.',
           params: ProjectParams,
           body: Ref(CreateApiKeyBody),
-          response: { 201: Ref(CreatedApiKey), ...errors },
+          response: { 201: Ref(CreatedApiKey), ...errors('NOT_FOUND', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -200,7 +199,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           operationId: 'listApiKeys',
           summary: 'List API keys',
           params: ProjectParams,
-          response: { 200: Ref(ApiKeyList), ...errors },
+          response: { 200: Ref(ApiKeyList), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -219,7 +218,7 @@ export function projectRoutes(projects: ProjectService): FastifyPluginAsyncTypeb
           summary: 'Revoke an API key',
           description: 'The key stops working at once.',
           params: Type.Object({ project_id: Type.String(), key_id: Type.String() }),
-          response: { 204: NoContent, ...errors },
+          response: { 204: NoContent, ...errors('NOT_FOUND') },
         },
       },
       async (request, reply) => {

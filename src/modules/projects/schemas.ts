@@ -175,7 +175,8 @@ export const CreatedApiKey = Type.Object(
 );
 export const ApiKeyList = ItemList(ApiKey);
 
-const Name = Type.String({ minLength: 1, maxLength: 200 });
+// Not blank: at least one character that is not white space (the service trims names).
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 const Bucket = (more = '') =>
   Type.String({
     minLength: 3,

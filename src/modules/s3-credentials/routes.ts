@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import {
   CreatedS3Credential,
@@ -12,8 +13,6 @@ import {
 import type { S3CredentialService } from './service.ts';
 
 const tags = ['S3 credentials'];
-const errors = { default: Ref(ErrorBody) };
-
 export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post(
@@ -28,7 +27,7 @@ export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPlu
             "An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects), files:upload (PutObject, multipart, CopyObject), files:delete (DeleteObject). The secret is returned only in this response.",
           params: ProjectParams,
           body: Ref(CreateS3CredentialBody),
-          response: { 201: Ref(CreatedS3Credential), ...errors },
+          response: { 201: Ref(CreatedS3Credential), ...errors('NOT_FOUND', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -54,7 +53,7 @@ export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPlu
           summary: 'List S3 credentials',
           description: 'Newest first, revoked ones included; never their secrets.',
           params: ProjectParams,
-          response: { 200: Ref(S3CredentialList), ...errors },
+          response: { 200: Ref(S3CredentialList), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -73,7 +72,7 @@ export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPlu
           summary: 'Revoke an S3 credential',
           description: 'The credential is refused at once.',
           params: Type.Object({ project_id: Type.String(), credential_id: Type.String() }),
-          response: { 204: NoContent, ...errors },
+          response: { 204: NoContent, ...errors('NOT_FOUND') },
         },
       },
       async (request, reply) => {
@@ -98,7 +97,7 @@ export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPlu
             "S3 credentials acting as the upload token (with every constraint of it) or API key (with its scopes) of the request, sent with X-Amz-Security-Token: the session token. They expire after expires_in seconds (default 3600), never after the upload token, and stop working as soon as the token expires or the key is revoked. The admin key is refused (403 INSUFFICIENT_SCOPE): it creates S3 credentials instead. The project's IP allowlist applies.",
           params: ProjectParams,
           body: Ref(CreateTemporaryS3CredentialsBody),
-          response: { 201: Ref(TemporaryS3Credentials), ...errors },
+          response: { 201: Ref(TemporaryS3Credentials), ...errors('NOT_FOUND', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>

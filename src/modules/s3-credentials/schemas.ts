@@ -13,7 +13,8 @@ export const TEMPORARY_MAX_SECONDS = 43_200;
 const AccessKeyId = Type.String({
   description: 'CFR followed by 17 uppercase letters and digits (CFT for temporary credentials)',
 });
-const Name = Type.String({ minLength: 1, maxLength: 200 });
+// Not blank: at least one character that is not white space (the service trims names).
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 
 export const S3Credential = Type.Object(
   {

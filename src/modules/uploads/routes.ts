@@ -1,6 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
+import type { ErrorCode } from '../../domain/errors.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref } from '../../http/schemas.ts';
 import { MAX_PART_NUMBER, MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import { auditContext } from '../audit/service.ts';
 import { FileObject, FileParams, InitiateBody, InitiateResponse, UrlTtl } from '../files/schemas.ts';
@@ -17,6 +19,16 @@ import {
 import type { UploadService } from './service.ts';
 import type { UploadTokenService } from './tokens.ts';
 
+/** What finishing an upload may answer: its bytes are checked against what it declared and the quotas. */
+const FINISHING_ERRORS: ErrorCode[] = [
+  'NOT_FOUND',
+  'CONFLICT',
+  'INVALID_STATE',
+  'VALIDATION_ERROR',
+  'FILE_TOO_LARGE',
+  'QUOTA_EXCEEDED',
+  'STORE_UNAVAILABLE',
+];
 const tags = ['Uploads'];
 const SessionParams = Type.Object({ project_id: Type.String(), upload_id: Type.String() });
 
@@ -38,7 +50,7 @@ export function uploadRoutes(
             'The browser sends it as Authorization: Bearer on initiate, confirm, multipart and get-file. Its constraints never exceed the project settings (422 otherwise) and are enforced on every upload.',
           params: ProjectParams,
           body: Ref(CreateUploadTokenBody),
-          response: { 201: Ref(UploadToken), default: Ref(ErrorBody) },
+          response: { 201: Ref(UploadToken), ...errors('NOT_FOUND', ...BODY_ERRORS) },
         },
       },
       async (request, reply) =>
@@ -57,7 +69,10 @@ export function uploadRoutes(
             'Creates the file (status uploading) and returns a presigned URL. PUT exactly size_bytes bytes to it with the declared Content-Type and no Authorization header, then call confirm. size_bytes is reserved against the project quotas (403 QUOTA_EXCEEDED when it would pass max_storage_bytes or max_files).',
           params: ProjectParams,
           body: Ref(InitiateBody),
-          response: { 201: Ref(InitiateResponse), default: Ref(ErrorBody) },
+          response: {
+            201: Ref(InitiateResponse),
+            ...errors('NOT_FOUND', ...BODY_ERRORS, 'FILE_TOO_LARGE', 'QUOTA_EXCEEDED', 'TOKEN_LIMIT_REACHED'),
+          },
         },
       },
       async (request, reply) => reply.code(201).send(await uploads.initiate(request, request.body)),
@@ -74,7 +89,7 @@ export function uploadRoutes(
           description:
             'Checks that the object exists with the declared size; the file becomes ready, or processing when the project scans uploads. 409 INVALID_STATE otherwise.',
           params: FileParams,
-          response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
+          response: { 200: Ref(FileObject), ...errors(...FINISHING_ERRORS) },
         },
       },
       async (request) => uploads.confirm(request, request.params.file_id),
@@ -94,7 +109,17 @@ export function uploadRoutes(
             'For files over 100 MB or uploads that must survive an interruption. The same token and project checks as initiate apply to total_size_bytes.',
           params: ProjectParams,
           body: Ref(StartMultipartBody),
-          response: { 201: Ref(StartedMultipartUpload), default: Ref(ErrorBody) },
+          response: {
+            201: Ref(StartedMultipartUpload),
+            ...errors(
+              'NOT_FOUND',
+              ...BODY_ERRORS,
+              'FILE_TOO_LARGE',
+              'QUOTA_EXCEEDED',
+              'TOKEN_LIMIT_REACHED',
+              'STORE_UNAVAILABLE',
+            ),
+          },
         },
       },
       async (request, reply) => reply.code(201).send(await multipart.start(request, request.body)),
@@ -124,7 +149,16 @@ export function uploadRoutes(
               }),
             ),
           }),
-          response: { 200: Ref(PartUrl), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(PartUrl),
+            ...errors(
+              'NOT_FOUND',
+              'INVALID_STATE',
+              'VALIDATION_ERROR',
+              'REQUEST_TOO_LARGE',
+              'STORE_UNAVAILABLE',
+            ),
+          },
         },
       },
       async (request) =>
@@ -146,7 +180,7 @@ export function uploadRoutes(
           operationId: 'getMultipartUpload',
           summary: 'List the uploaded parts (to resume)',
           params: SessionParams,
-          response: { 200: Ref(MultipartUpload), default: Ref(ErrorBody) },
+          response: { 200: Ref(MultipartUpload), ...errors('NOT_FOUND', 'STORE_UNAVAILABLE') },
         },
       },
       async (request) => multipart.describe(request, request.params.upload_id),
@@ -164,7 +198,7 @@ export function uploadRoutes(
             'Parts ascending and unique, each ETag as uploaded, every part but the last at least 5 MiB, sizes adding up to total_size_bytes (422 naming the part otherwise). The file then becomes ready, or processing when the project scans uploads.',
           params: SessionParams,
           body: Ref(CompleteMultipartBody),
-          response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
+          response: { 200: Ref(FileObject), ...errors(...FINISHING_ERRORS, ...BODY_ERRORS, 'STORAGE_FULL') },
         },
       },
       async (request) => multipart.complete(request, request.params.upload_id, request.body.parts),
@@ -180,7 +214,7 @@ export function uploadRoutes(
           summary: 'Abort a multipart upload',
           description: 'Discards the uploaded parts; the file becomes failed.',
           params: SessionParams,
-          response: { 204: NoContent, default: Ref(ErrorBody) },
+          response: { 204: NoContent, ...errors('NOT_FOUND', 'INVALID_STATE', 'STORE_UNAVAILABLE') },
         },
       },
       async (request, reply) => {

@@ -1,6 +1,9 @@
 import { Type } from 'typebox';
-import { Nullable, Ref, Timestamp } from '../../http/schemas.ts';
+import { Nullable, Ref, ServiceChecked, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { MIME_PATTERN_PATTERN } from '../../lib/mime.ts';
+import { ContentType, FileName } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
+import { SESSION_STATUSES } from './session-repo.ts';
 
 const OptionalString = Type.Optional(Nullable(Type.String({ maxLength: 255 })));
 
@@ -14,7 +17,8 @@ export const CreateUploadTokenBody = Type.Object(
       }),
     ),
     allowed_mime_types: Type.Optional(
-      Type.Array(Type.String({ maxLength: 255 }), {
+      Type.Array(ServiceChecked(Type.String({ maxLength: 255, pattern: MIME_PATTERN_PATTERN })), {
+        minItems: 1,
         maxItems: 100,
         description: 'Default: the project list, else */*',
       }),
@@ -51,8 +55,8 @@ export const UploadToken = Type.Object(
 
 export const StartMultipartBody = Type.Object(
   {
-    filename: Type.String({ maxLength: 1024 }),
-    content_type: Type.String({ maxLength: 255 }),
+    filename: FileName,
+    content_type: ContentType,
     total_size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
     folder_id: Type.Optional(Nullable(Type.String())),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
@@ -92,7 +96,7 @@ export const MultipartUpload = Type.Object(
   {
     upload_id: Type.String(),
     file_id: Type.String(),
-    status: Type.String(),
+    status: StringEnum(SESSION_STATUSES),
     total_size_bytes: Type.Integer(),
     expires_at: Timestamp,
     parts: Type.Array(Ref(UploadedPart)),

@@ -1,7 +1,8 @@
 import type { Queryable } from '../../infra/db.ts';
 
 /** The only writer of multipart_sessions: a REST multipart upload's record, beside its file's. */
-export type SessionStatus = 'open' | 'completing' | 'completed' | 'aborted' | 'expired';
+export const SESSION_STATUSES = ['open', 'completing', 'completed', 'aborted', 'expired'] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
 export interface SessionRow {
   id: string;

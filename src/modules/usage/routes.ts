@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorBody, ProjectParams, Ref } from '../../http/schemas.ts';
+import { errors } from '../../http/error-responses.ts';
+import { ProjectParams, Ref } from '../../http/schemas.ts';
 import { Usage } from './schemas.ts';
 import type { UsageService } from './service.ts';
 
@@ -16,7 +17,7 @@ export function usageRoutes(usage: UsageService): FastifyPluginAsyncTypebox {
           description:
             'Files and bytes by status, versions, bytes reserved by uploads in flight, and the quotas (max_storage_bytes, max_files) they are checked against. Kept in the transaction of every change, so exact when read.',
           params: ProjectParams,
-          response: { 200: Ref(Usage), default: Ref(ErrorBody) },
+          response: { 200: Ref(Usage), ...errors('NOT_FOUND') },
         },
       },
       async (request) => usage.get(request.project),

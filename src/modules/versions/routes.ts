@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, Ref } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import { DownloadQuery, DownloadResponse, FileObject } from '../files/schemas.ts';
 import {
@@ -32,7 +33,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           summary: 'List versions, newest first',
           description: versioning,
           params: FileParams,
-          response: { 200: Ref(FileVersionList), default: Ref(ErrorBody) },
+          response: { 200: Ref(FileVersionList), ...errors('NOT_FOUND', 'CONFLICT', 'VERSIONING_DISABLED') },
         },
       },
       async (request) => versions.list(request, request.params.file_id),
@@ -49,7 +50,10 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           description: `Same TTL rules as the file download. ${versioning}`,
           params: VersionParams,
           querystring: DownloadQuery,
-          response: { 200: Ref(DownloadResponse), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(DownloadResponse),
+            ...errors('NOT_FOUND', 'CONFLICT', 'VERSIONING_DISABLED', 'INVALID_STATE', 'VALIDATION_ERROR'),
+          },
         },
       },
       async (request) =>
@@ -66,7 +70,10 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           summary: 'Restore a version',
           description: `Copies storage_key, size_bytes and content_type of the version onto the file and records the restore as a new version. The status is unchanged. ${versioning}`,
           params: VersionParams,
-          response: { 200: Ref(FileObject), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(FileObject),
+            ...errors('NOT_FOUND', 'CONFLICT', 'VERSIONING_DISABLED', 'INVALID_STATE', 'QUOTA_EXCEEDED'),
+          },
         },
       },
       async (request) =>
@@ -84,7 +91,18 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           description: `Returns a presigned URL for the new bytes (PUT them with the given Content-Type), then call the confirm endpoint with version_id. The current content stays downloadable until the new content is confirmed and, when the project scans uploads, has passed the pipeline; it then becomes the current content and a version. Only for ready files; size_bytes is reserved against max_storage_bytes (403 QUOTA_EXCEEDED). ${versioning}`,
           params: FileParams,
           body: Ref(InitiateVersionUploadBody),
-          response: { 201: Ref(InitiatedVersionUpload), default: Ref(ErrorBody) },
+          response: {
+            201: Ref(InitiatedVersionUpload),
+            ...errors(
+              'NOT_FOUND',
+              'CONFLICT',
+              'VERSIONING_DISABLED',
+              'INVALID_STATE',
+              ...BODY_ERRORS,
+              'FILE_TOO_LARGE',
+              'QUOTA_EXCEEDED',
+            ),
+          },
         },
       },
       async (request, reply) =>
@@ -102,7 +120,19 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           description:
             'committed: the bytes are now the current content and a version. processing: they become current once the scan passes (failed or quarantined content never replaces the file).',
           params: VersionParams,
-          response: { 200: Ref(ConfirmedVersionUpload), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(ConfirmedVersionUpload),
+            ...errors(
+              'NOT_FOUND',
+              'CONFLICT',
+              'VERSIONING_DISABLED',
+              'INVALID_STATE',
+              'VALIDATION_ERROR',
+              'FILE_TOO_LARGE',
+              'QUOTA_EXCEEDED',
+              'STORE_UNAVAILABLE',
+            ),
+          },
         },
       },
       async (request) => versions.confirmContent(request, request.params.file_id, request.params.version_id),

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { ItemList, Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
-import { FileObject } from '../files/schemas.ts';
+import { ContentType, FileObject } from '../files/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
 
 export const FileVersion = Type.Object(
@@ -23,7 +23,8 @@ export const FileVersionList = ItemList(FileVersion);
 export const InitiateVersionUploadBody = Type.Object(
   {
     size_bytes: Type.Integer({ minimum: 0, maximum: MAX_OBJECT_BYTES }),
-    content_type: Type.Optional(Type.String({ maxLength: 255, description: "Default: the file's" })),
+    // Default: the file's.
+    content_type: Type.Optional(ContentType),
   },
   { $id: 'InitiateVersionUploadRequest', additionalProperties: false },
 );

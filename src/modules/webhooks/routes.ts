@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ErrorBody, NoContent, ProjectParams, Ref, StringEnum } from '../../http/schemas.ts';
+import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
+import { NoContent, ProjectParams, Ref, StringEnum } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
 import { DELIVERY_STATUSES } from './delivery-repo.ts';
 import {
@@ -28,7 +29,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           operationId: 'listWebhooks',
           summary: 'List webhooks',
           params: ProjectParams,
-          response: { 200: Ref(WebhookList), default: Ref(ErrorBody) },
+          response: { 200: Ref(WebhookList), ...errors('NOT_FOUND') },
         },
       },
       async (request) => {
@@ -49,7 +50,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
             'HTTPS only; private, loopback and link-local targets are refused. Each delivery is a POST of the event envelope signed with x-coffer-signature: the lowercase hex HMAC-SHA256 of the raw body with signing_secret.',
           params: ProjectParams,
           body: Ref(CreateWebhookBody),
-          response: { 201: Ref(CreatedWebhook), default: Ref(ErrorBody) },
+          response: { 201: Ref(CreatedWebhook), ...errors('NOT_FOUND', ...BODY_ERRORS, 'invalid_url') },
         },
       },
       async (request, reply) =>
@@ -65,7 +66,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           operationId: 'getWebhook',
           summary: 'Get a webhook',
           params: WebhookParams,
-          response: { 200: Ref(Webhook), default: Ref(ErrorBody) },
+          response: { 200: Ref(Webhook), ...errors('NOT_FOUND', 'webhook_not_found') },
         },
       },
       async (request) => webhooks.get(request.project.id, request.params.webhook_id),
@@ -82,7 +83,10 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           description: 'Fields left out keep their value. The signing secret does not change.',
           params: WebhookParams,
           body: Ref(UpdateWebhookBody),
-          response: { 200: Ref(Webhook), default: Ref(ErrorBody) },
+          response: {
+            200: Ref(Webhook),
+            ...errors('NOT_FOUND', 'webhook_not_found', ...BODY_ERRORS, 'invalid_url'),
+          },
         },
       },
       async (request) =>
@@ -99,7 +103,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           summary: 'Delete a webhook',
           description: 'Pending deliveries and retries are cancelled.',
           params: WebhookParams,
-          response: { 204: NoContent, default: Ref(ErrorBody) },
+          response: { 204: NoContent, ...errors('NOT_FOUND', 'webhook_not_found') },
         },
       },
       async (request, reply) => {
@@ -118,7 +122,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
           summary: 'List deliveries (newest first, at most 200)',
           params: WebhookParams,
           querystring: Type.Object({ status: Type.Optional(StringEnum(DELIVERY_STATUSES)) }),
-          response: { 200: Ref(DeliveryList), default: Ref(ErrorBody) },
+          response: { 200: Ref(DeliveryList), ...errors('NOT_FOUND', 'webhook_not_found') },
         },
       },
       async (request) =>
@@ -140,7 +144,7 @@ export function webhookRoutes(webhooks: WebhookService): FastifyPluginAsyncTypeb
             webhook_id: Type.String(),
             delivery_id: Type.String(),
           }),
-          response: { 202: Ref(Delivery), default: Ref(ErrorBody) },
+          response: { 202: Ref(Delivery), ...errors('NOT_FOUND', 'webhook_not_found', 'INVALID_STATE') },
         },
       },
       async (request, reply) =>

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { ItemList, Nullable, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { ItemList, Nullable, ServiceChecked, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { MAX_WEBHOOK_URL_LENGTH } from '../../infra/http/safe-agent.ts';
 import { EVENT_TYPES } from '../events/types.ts';
 import { DELIVERY_STATUSES } from './delivery-repo.ts';
@@ -44,10 +44,17 @@ export const Delivery = Type.Object(
 );
 export const DeliveryList = ItemList(Delivery);
 
-// Events are checked by the service so that an unknown name is 422 VALIDATION_ERROR with the allowed list.
-const Events = Type.Array(Type.String({ maxLength: 64 }), { maxItems: 20 });
+// Event names are checked by the service so that an unknown name is 422 VALIDATION_ERROR with the allowed list.
+const Events = Type.Array(ServiceChecked(StringEnum(EVENT_TYPES)), { minItems: 1, maxItems: 20 });
 // Length and syntax are checked by the service, so that every unacceptable URL is 422 invalid_url.
-const Url = Type.String({ description: `An https URL of at most ${MAX_WEBHOOK_URL_LENGTH} characters` });
+const Url = ServiceChecked(
+  Type.String({
+    format: 'uri',
+    pattern: '^https://',
+    maxLength: MAX_WEBHOOK_URL_LENGTH,
+    description: 'An https URL without credentials, to a public address',
+  }),
+);
 
 export const CreateWebhookBody = Type.Object(
   { url: Url, events: Events, is_active: Type.Optional(Type.Boolean()) },

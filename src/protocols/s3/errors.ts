@@ -117,6 +117,7 @@ const FROM_DOMAIN: Record<ErrorCode, [number, string]> = {
   VERSIONING_DISABLED: [400, 'InvalidArgument'],
   FILE_TOO_LARGE: [400, 'EntityTooLarge'],
   REQUEST_TOO_LARGE: [400, 'EntityTooLarge'],
+  HEADERS_TOO_LARGE: [400, 'RequestHeaderSectionTooLarge'],
   RANGE_NOT_SATISFIABLE: [416, 'InvalidRange'],
   VALIDATION_ERROR: [400, 'InvalidArgument'],
   invalid_url: [400, 'InvalidArgument'],
