@@ -16,6 +16,7 @@ import { createIngestService } from './modules/ingest/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
+import { createRenditionService } from './modules/renditions/service.ts';
 import { createS3CredentialService } from './modules/s3-credentials/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
@@ -54,6 +55,14 @@ export function createServices(infra: Infra) {
   const folders = createFolderService(db);
   const schemas = createMetadataSchemaService(db);
   const files = createFileService({ db, store, folders, schemas });
+  const renditions = createRenditionService({
+    db,
+    store,
+    images: config.images,
+    secretKey: infra.secretKey,
+    publicUrl: config.publicUrl,
+    logger: infra.logger,
+  });
   const ingest = createIngestService({ config, db, store, folders, schemas, metrics });
   const uploads = createUploadService({ store, ingest });
   const tokens = createUploadTokenService({ db, folders });
@@ -133,6 +142,7 @@ export function createServices(infra: Infra) {
     folders,
     schemas,
     files,
+    renditions,
     ingest,
     uploads,
     tokens,

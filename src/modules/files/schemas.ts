@@ -1,6 +1,7 @@
 import { type Static, Type } from 'typebox';
 import { Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
+import { RenditionFields } from '../renditions/schemas.ts';
 import { CATEGORIES, FILE_STATUSES, MAX_FILENAME_LENGTH } from './rules.ts';
 
 export const FileObject = Type.Object(
@@ -113,7 +114,7 @@ export const FileList = Type.Object(
 export const UrlTtl = Type.Optional(
   Type.Number({ description: 'Seconds, 60 to 86400; ignored when require_signed_urls is on' }),
 );
-export const DownloadQuery = Type.Object({ ttl: UrlTtl });
+export const DownloadQuery = Type.Object({ ttl: UrlTtl, ...RenditionFields });
 export const DownloadResponse = Type.Object(
   { url: Type.String(), expires_at: Timestamp },
   { $id: 'PresignedUrl', description: 'A presigned URL, valid until expires_at' },

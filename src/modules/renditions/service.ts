@@ -1,0 +1,229 @@
+import { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { ImageConfig } from '../../config.ts';
+import { forbidden, notFound } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Db } from '../../infra/db.ts';
+import { ImageError } from '../../infra/images/errors.ts';
+import { createLimiter } from '../../infra/images/limiter.ts';
+import { CONTENT_TYPE_OF, type RenderSpec, renderImage } from '../../infra/images/render.ts';
+import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
+import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
+import * as files from '../files/repo.ts';
+import { type PresignedUrl, requireReady, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import {
+  canonical,
+  normalize,
+  type RenditionParams,
+  type RenditionQuery,
+  resolveFormat,
+  toQuery,
+} from './params.ts';
+import * as repo from './repo.ts';
+
+/** Renders that may wait for a slot, per slot: past them a request is refused (503 RENDER_BUSY). */
+const QUEUED_PER_SLOT = 4;
+/** Renditions removed per round when the cache is past its budget. */
+const EVICT_BATCH = 100;
+
+/** A rendition ready to send: its bytes (from the store, or just made) and what the headers say of them. */
+export interface Rendition {
+  body: Readable | Buffer;
+  size: number;
+  contentType: string;
+  /** Quoted; the same for the same source content and parameters, wherever it was made. */
+  etag: string;
+  /** The format followed the request's Accept header (responses then vary by it). */
+  negotiated: boolean;
+}
+
+type ServableFile = Pick<
+  files.FileRow,
+  'id' | 'project_id' | 'storage_key' | 'checksum_sha256' | 'content_type' | 'size_bytes'
+>;
+
+/** Reads a stream whole, refusing more than `limit` bytes. */
+async function readBounded(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      stream.destroy();
+      throw new ImageError('TooLarge', `The image is larger than ${limit} bytes`, { max_bytes: limit });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+export function createRenditionService(deps: {
+  db: Db;
+  store: ObjectStore;
+  images: ImageConfig;
+  /** The server key: rendition URLs are signed under a key derived from it. */
+  secretKey: Buffer;
+  publicUrl: string;
+  logger: Logger;
+}) {
+  const { db, store, images, publicUrl, logger } = deps;
+  const urlKey = hmacHex(deps.secretKey, 'coffer rendition URLs');
+  const limiter = createLimiter(images.renderConcurrency, images.renderConcurrency * QUEUED_PER_SLOT);
+  /** Renders under way in this process, by key: identical requests arriving together share one. */
+  const inFlight = new Map<string, Promise<Buffer>>();
+  let evicting: Promise<void> | undefined;
+
+  /** The key and ETag of a rendition: the source's content and the normalised parameters. */
+  function identify(file: ServableFile, spec: RenderSpec) {
+    const hash = sha256Hex(JSON.stringify([file.checksum_sha256 ?? file.storage_key, canonical(spec)]));
+    return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
+  }
+
+  async function make(file: ServableFile, spec: RenderSpec, key: string): Promise<Buffer> {
+    if (file.size_bytes > images.maxSourceBytes) {
+      throw new ImageError('TooLarge', `The image is larger than ${images.maxSourceBytes} bytes`, {
+        size_bytes: file.size_bytes,
+        max_bytes: images.maxSourceBytes,
+      });
+    }
+    const data = await limiter.run(async () => {
+      const source = await readBounded(await store.read(file.storage_key), images.maxSourceBytes);
+      const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
+      return (await renderImage(source, spec, limits)).data;
+    });
+    const contentType = CONTENT_TYPE_OF[spec.format];
+    try {
+      await store.write(key, Readable.from([data]), { size: data.length, contentType });
+    } catch (error) {
+      // Another server stored the same rendition first: the same bytes.
+      if (!isStoreError(error, 'AlreadyExists')) throw error;
+    }
+    await repo.insertRendition(db, {
+      key,
+      file_id: file.id,
+      project_id: file.project_id,
+      content_type: contentType,
+      size_bytes: data.length,
+    });
+    evictPastBudget();
+    return data;
+  }
+
+  /** Removes the least recently used renditions until the total is within the budget (one pass at a time). */
+  function evictPastBudget(): void {
+    if (evicting) return;
+    evicting = (async () => {
+      for (;;) {
+        const excess = (await repo.totalRenditionBytes(db)) - images.renditionCacheBytes;
+        if (excess <= 0) return;
+        const oldest = await repo.leastRecentlyUsed(db, EVICT_BATCH);
+        const victims: string[] = [];
+        let freed = 0;
+        for (const row of oldest) {
+          if (freed >= excess) break;
+          victims.push(row.key);
+          freed += row.size_bytes;
+        }
+        for (const key of victims) await store.delete(key);
+        await repo.forgetRenditions(db, victims);
+      }
+    })()
+      .catch((error) => logger.warn({ err: error }, 'rendition eviction failed'))
+      .finally(() => {
+        evicting = undefined;
+      });
+  }
+
+  /** The rendition of a ready file: from the store when made before, else rendered once (per key) and kept. */
+  async function serve(file: ServableFile, spec: RenderSpec, negotiated: boolean): Promise<Rendition> {
+    const { key, etag } = identify(file, spec);
+    const contentType = CONTENT_TYPE_OF[spec.format];
+    const row = await repo.findRendition(db, key);
+    if (row) {
+      try {
+        const body = await store.read(key);
+        await repo.touchRendition(db, key);
+        return { body, size: row.size_bytes, contentType, etag, negotiated };
+      } catch (error) {
+        // Evicted meanwhile (by another server): made again below.
+        if (!isStoreError(error, 'NoSuchKey')) throw error;
+        await repo.forgetRenditions(db, [key]);
+      }
+    }
+    let made = inFlight.get(key);
+    if (!made) {
+      made = make(file, spec, key).finally(() => inFlight.delete(key));
+      inFlight.set(key, made);
+    }
+    const data = await made;
+    return { body: data, size: data.length, contentType, etag, negotiated };
+  }
+
+  /** The signed fields of a rendition URL, in one unambiguous spelling. */
+  const signature = (projectId: string, fileId: string, params: RenditionParams, expires: number) =>
+    hmacHex(urlKey, JSON.stringify(['rendition', projectId, fileId, canonical(params), expires]));
+
+  return {
+    serve,
+    /** Renders running and waiting for a slot in this process. */
+    load: () => limiter.load,
+
+    /** GET …/render: the rendition of a ready file the caller may read. */
+    async render(caller: Caller, fileId: string, query: RenditionQuery, accept: string | undefined) {
+      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId), {
+        allowQuarantined: true,
+      });
+      requireReady(file);
+      const params = normalize(query);
+      return serve(file, resolveFormat(params, accept, file.content_type), params.format === 'auto');
+    },
+
+    /** A URL of the rendition that needs no key: it binds the file, the parameters and the expiry. */
+    async presign(
+      caller: Caller,
+      fileId: string,
+      query: RenditionQuery,
+      ttl: number | undefined,
+    ): Promise<PresignedUrl> {
+      const seconds = urlLifetimeSeconds(caller.project, ttl, caller.project.settings.signed_url_ttl_seconds);
+      const params = normalize(query);
+      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId));
+      requireReady(file);
+      const expires = Math.ceil(Date.now() / 1000) + seconds;
+      const search = new URLSearchParams({
+        ...toQuery(params),
+        exp: String(expires),
+        sig: signature(file.project_id, file.id, params, expires),
+      });
+      return {
+        url: `${publicUrl}/renditions/${file.project_id}/${file.id}?${search}`,
+        expires_at: new Date(expires * 1000).toISOString(),
+      };
+    },
+
+    /** GET /renditions/…: a presigned rendition URL, checked; answers the rendition and its expiry. */
+    async renderSigned(
+      projectId: string,
+      fileId: string,
+      query: RenditionQuery & { exp: number; sig: string },
+      accept: string | undefined,
+    ): Promise<Rendition & { expires: number }> {
+      const params = normalize(query);
+      if (!safeEqual(signature(projectId, fileId, params, query.exp), query.sig)) {
+        throw forbidden('The URL signature is invalid');
+      }
+      if (Date.now() >= query.exp * 1000) throw forbidden('The URL has expired');
+      const file = await files.findFile(db, projectId, fileId);
+      if (!file || file.deleted_at !== null) throw notFound('File');
+      requireReady(file);
+      const rendition = await serve(
+        file,
+        resolveFormat(params, accept, file.content_type),
+        params.format === 'auto',
+      );
+      return { ...rendition, expires: query.exp };
+    },
+  };
+}
+
+export type RenditionService = ReturnType<typeof createRenditionService>;
