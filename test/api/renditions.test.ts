@@ -374,3 +374,58 @@ describe('bounds', () => {
     }
   });
 });
+
+describe('the rendition cache budget', () => {
+  it('removes the least recently used renditions once the total is past COFFER_RENDITION_CACHE_BYTES', async () => {
+    const { db } = coffer.services;
+    const total = async () =>
+      (
+        await db.query<{ total: number }>(
+          'SELECT coalesce(sum(size_bytes), 0)::bigint AS total FROM renditions',
+        )
+      )[0]!.total;
+    // Room for what this worker's database holds already, and two renditions of about 4.8 kB.
+    const budgeted = await startCoffer({ COFFER_RENDITION_CACHE_BYTES: String((await total()) + 12_000) });
+    try {
+      const target = await budgeted.newProject();
+      const noise = await sharp(randomBytes(100 * 100 * 3), { raw: { width: 100, height: 100, channels: 3 } })
+        .png()
+        .toBuffer();
+      const file = await stored(target, 'noise.png', 'image/png', noise);
+      const keyOf = async (width: number) => {
+        const reply = await render(target, file.id, { width, format: 'png' }, {}, budgeted);
+        expect(reply.status).toBe(200);
+        expect(reply.bytes.length).toBeGreaterThan(3000);
+        expect(reply.bytes.length).toBeLessThan(6000);
+        const rows = await db.query<{ key: string }>(
+          'SELECT key FROM renditions WHERE file_id = $1 ORDER BY created_at DESC LIMIT 1',
+          [file.id],
+        );
+        return rows[0]!.key;
+      };
+      const a = await keyOf(40);
+      const b = await keyOf(41);
+      // A was used two hours ago, B one hour ago; then A is used again.
+      await db.query(`UPDATE renditions SET last_used_at = now() - interval '2 hours' WHERE key = $1`, [a]);
+      await db.query(`UPDATE renditions SET last_used_at = now() - interval '1 hour' WHERE key = $1`, [b]);
+      expect((await render(target, file.id, { width: 40, format: 'png' }, {}, budgeted)).status).toBe(200);
+      const c = await keyOf(42);
+
+      const remaining = async () =>
+        (await db.query<{ key: string }>('SELECT key FROM renditions WHERE file_id = $1', [file.id])).map(
+          (row) => row.key,
+        );
+      for (let tries = 0; (await remaining()).includes(b); tries++) {
+        expect(tries).toBeLessThan(100);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect((await remaining()).sort()).toEqual([a, c].sort());
+      expect(await budgeted.services.store.head(b)).toBeUndefined();
+      expect(await budgeted.services.store.head(a)).toBeDefined();
+      // B is made again when asked for.
+      expect((await render(target, file.id, { width: 41, format: 'png' }, {}, budgeted)).status).toBe(200);
+    } finally {
+      await budgeted.close();
+    }
+  });
+});
