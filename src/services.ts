@@ -17,6 +17,7 @@ import { createMetadataSchemaService } from './modules/metadata-schema/service.t
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
 import { createRenditionService } from './modules/renditions/service.ts';
+import { createThumbnailer } from './modules/renditions/thumbnails.ts';
 import { createS3CredentialService } from './modules/s3-credentials/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
@@ -110,6 +111,13 @@ export function createServices(infra: Infra) {
     metrics,
     options: { leaseSeconds: config.jobLeaseSeconds, retryWindowSeconds: config.scanRetryWindowSeconds },
   });
+  const thumbnailer = createThumbnailer({
+    db,
+    projects,
+    renditions,
+    logger: infra.logger,
+    options: { concurrency: config.images.renderConcurrency, leaseSeconds: config.jobLeaseSeconds },
+  });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
     projects,
@@ -130,6 +138,7 @@ export function createServices(infra: Infra) {
       db,
       logger: infra.logger,
       pipeline,
+      thumbnailer,
       dispatcher,
       collector,
       multipart,
@@ -143,6 +152,7 @@ export function createServices(infra: Infra) {
     schemas,
     files,
     renditions,
+    thumbnailer,
     ingest,
     uploads,
     tokens,

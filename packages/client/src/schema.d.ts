@@ -1046,6 +1046,23 @@ export interface components {
             ip_allowlist?: string[] | null;
             /** @description Requests a minute each of the project's API keys may make; null: the server's default. Only the admin key may change it. */
             rate_limit_per_minute?: number | null;
+            /** @description Renditions made when an image becomes ready (the parameters of renderFile); a failed one never fails the file. null: none */
+            thumbnails?: {
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /**
+                 * @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept)
+                 * @enum {string}
+                 */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /**
+                 * @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG
+                 * @enum {string}
+                 */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+            }[] | null;
         };
         ProjectSettings: {
             allowed_mime_types: string | null;
@@ -1062,6 +1079,23 @@ export interface components {
             ip_allowlist: string[] | null;
             /** @description Requests a minute per API key of the project; null: the server's default */
             rate_limit_per_minute: number | null;
+            /** @description Renditions made when an image becomes ready (the parameters of renderFile); a failed one never fails the file. null: none */
+            thumbnails: {
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /**
+                 * @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept)
+                 * @enum {string}
+                 */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /**
+                 * @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG
+                 * @enum {string}
+                 */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+            }[] | null;
         };
         Organization: {
             id: string;

@@ -43,6 +43,18 @@ export const RenditionFields = {
 
 export const RenderQuery = Type.Object(RenditionFields);
 
+/** One eager thumbnail of a project's `thumbnails` setting. */
+export const ThumbnailSpec = Type.Object(
+  {
+    width: RenditionFields.width,
+    height: RenditionFields.height,
+    fit: RenditionFields.fit,
+    format: RenditionFields.format,
+  },
+  { additionalProperties: false },
+);
+export const MAX_THUMBNAILS = 8;
+
 /** The query of a presigned rendition URL: the parameters, the expiry and their signature. */
 export const SignedRenderQuery = Type.Object({
   ...RenditionFields,
