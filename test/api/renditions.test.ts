@@ -432,7 +432,10 @@ describe('the rendition cache budget', () => {
 
 describe('eager thumbnails (project setting thumbnails)', () => {
   const jobsOf = (fileId: string) =>
-    coffer.services.db.query<{ kind: string }>('SELECT kind FROM jobs WHERE file_id = $1', [fileId]);
+    coffer.services.db.query<{ kind: string }>(
+      "SELECT kind FROM jobs WHERE file_id = $1 AND kind = 'thumbnail'",
+      [fileId],
+    );
   async function runThumbnails(fileId: string) {
     const { thumbnailer } = coffer.services;
     for (let pass = 0; (await jobsOf(fileId)).length > 0; pass++) {

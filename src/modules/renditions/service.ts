@@ -39,7 +39,7 @@ export interface Rendition {
 
 type ServableFile = Pick<
   files.FileRow,
-  'id' | 'project_id' | 'storage_key' | 'checksum_sha256' | 'content_type' | 'size_bytes'
+  'id' | 'project_id' | 'storage_key' | 'etag' | 'content_type' | 'size_bytes'
 >;
 
 /** Reads a stream whole, refusing more than `limit` bytes. */
@@ -73,9 +73,14 @@ export function createRenditionService(deps: {
   const inFlight = new Map<string, Promise<Buffer>>();
   let evicting: Promise<void> | undefined;
 
-  /** The key and ETag of a rendition: the source's content and the normalised parameters. */
+  /**
+   * The key and ETag of a rendition: the source's content and the normalised parameters. The content
+   * is named by its object (key and ETag, both fixed when it was sealed; new content is a new object)
+   * rather than by checksum_sha256, which on S3 is known only after the digest job: a rendition made
+   * before it would otherwise be made again after it.
+   */
   function identify(file: ServableFile, spec: RenderSpec) {
-    const hash = sha256Hex(JSON.stringify([file.checksum_sha256 ?? file.storage_key, canonical(spec)]));
+    const hash = sha256Hex(JSON.stringify([file.storage_key, file.etag, canonical(spec)]));
     return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
   }
 
