@@ -54,6 +54,19 @@ function render(
   });
 }
 
+/** Runs (and awaits) `onRead` before each read of `key` from the store of `on`; answers how to undo it. */
+function onSourceRead(on: TestCoffer, key: string, onRead: () => unknown): () => void {
+  const store = on.services.store;
+  const read = store.read.bind(store);
+  store.read = async (readKey, range) => {
+    if (readKey === key) await onRead();
+    return read(readKey, range);
+  };
+  return () => {
+    store.read = read;
+  };
+}
+
 describe('GET …/render', () => {
   it('applies the EXIF orientation, strips every metadata block and answers the asked format and size', async () => {
     const source = await sidewaysJpegWithGps();
@@ -202,13 +215,8 @@ describe('GET …/render', () => {
 
   it('renders once, then serves the stored rendition (ETag, 304) without reading the source', async () => {
     const file = await stored(project, 'once.png', 'image/png', await translucentPng());
-    const store = coffer.services.store;
-    const read = store.read.bind(store);
     let sourceReads = 0;
-    store.read = (key, range) => {
-      if (key === file.storage_key) sourceReads++;
-      return read(key, range);
-    };
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
     try {
       // Identical requests arriving together: one render.
       const first = await Promise.all(
@@ -238,13 +246,13 @@ describe('GET …/render', () => {
       );
       expect(rows).toHaveLength(1);
       expect(rows[0]!.size_bytes).toBe(first[0]!.bytes.length);
-      expect((await store.head(rows[0]!.key))?.size).toBe(first[0]!.bytes.length);
+      expect((await coffer.services.store.head(rows[0]!.key))?.size).toBe(first[0]!.bytes.length);
 
       // Other parameters are another rendition.
       expect((await render(project, file.id, { width: 65, format: 'webp' })).status).toBe(200);
       expect(sourceReads).toBe(2);
     } finally {
-      store.read = read;
+      restore();
     }
   });
 
@@ -345,16 +353,11 @@ describe('bounds', () => {
 
   it('answers 503 RENDER_BUSY with Retry-After once the slots and the queue are full', async () => {
     const file = await stored(boundedProject, 'busy.png', 'image/png', await translucentPng(40, 40));
-    const store = bounded.services.store;
-    const read = store.read.bind(store);
     let release!: () => void;
     const held = new Promise<void>((resolve) => {
       release = resolve;
     });
-    store.read = async (key, range) => {
-      if (key === file.storage_key) await held;
-      return read(key, range);
-    };
+    const restore = onSourceRead(bounded, file.storage_key, () => held);
     try {
       // One slot and four places in the queue: five renders of different sizes fill them.
       const waiting = [1, 2, 3, 4, 5].map((width) => render(boundedProject, file.id, { width }, {}, bounded));
@@ -370,7 +373,7 @@ describe('bounds', () => {
       expect((await Promise.all(waiting)).map((reply) => reply.status)).toEqual([200, 200, 200, 200, 200]);
     } finally {
       release();
-      store.read = read;
+      restore();
     }
   });
 });
@@ -470,19 +473,14 @@ describe('eager thumbnails (project setting thumbnails)', () => {
     ]);
 
     // The first request finds it made: the source is not read.
-    const store = coffer.services.store;
-    const read = store.read.bind(store);
     let sourceReads = 0;
-    store.read = (key, range) => {
-      if (key === file.storage_key) sourceReads++;
-      return read(key, range);
-    };
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
     try {
       const reply = await render(target, file.id, { width: 32, height: 32 }, { accept: 'image/webp,*/*' });
       expect(reply.headers.get('content-type')).toBe('image/webp');
       expect(sourceReads).toBe(0);
     } finally {
-      store.read = read;
+      restore();
     }
   });
 
