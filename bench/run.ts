@@ -28,6 +28,9 @@
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
  *                              COFFER_BENCH_CONCURRENCY as above
  *
+ *   COFFER_BENCH_RENDERS, COFFER_BENCH_RENDITION_REQUESTS   `renditions`: renders timed on each side (default 10 per
+ *                              round) and requests of the cached-serve comparison (default 1000)
+ *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
 import { writeFileSync } from 'node:fs';
@@ -51,6 +54,7 @@ import {
 } from './lib.ts';
 import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
+import { renditions } from './renditions.ts';
 import { s3 } from './s3.ts';
 import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
@@ -58,7 +62,7 @@ import { startup } from './startup.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, soak];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, renditions, soak];
 /** Run only when named: `soak` takes ten minutes by default. */
 const ON_REQUEST = new Set(['soak']);
 

@@ -240,6 +240,8 @@ describe('GET …/render', () => {
       );
       expect(notModified.status).toBe(304);
 
+      // Answered as soon as made; stored meanwhile.
+      await coffer.services.renditions.stored();
       const rows = await coffer.services.db.query<{ key: string; size_bytes: number }>(
         'SELECT key, size_bytes FROM renditions WHERE file_id = $1',
         [file.id],
@@ -259,6 +261,7 @@ describe('GET …/render', () => {
   it('collects the renditions with their file', async () => {
     const file = await stored(project, 'collected.png', 'image/png', await translucentPng());
     expect((await render(project, file.id, { width: 30, format: 'png' })).status).toBe(200);
+    await coffer.services.renditions.stored();
     const [row] = await coffer.services.db.query<{ key: string }>(
       'SELECT key FROM renditions WHERE file_id = $1',
       [file.id],
@@ -400,6 +403,7 @@ describe('the rendition cache budget', () => {
         expect(reply.status).toBe(200);
         expect(reply.bytes.length).toBeGreaterThan(3000);
         expect(reply.bytes.length).toBeLessThan(6000);
+        await budgeted.services.renditions.stored();
         const rows = await db.query<{ key: string }>(
           'SELECT key FROM renditions WHERE file_id = $1 ORDER BY created_at DESC LIMIT 1',
           [file.id],

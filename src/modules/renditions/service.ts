@@ -69,8 +69,10 @@ export function createRenditionService(deps: {
   const { db, store, images, publicUrl, logger } = deps;
   const urlKey = hmacHex(deps.secretKey, 'coffer rendition URLs');
   const limiter = createLimiter(images.renderConcurrency, images.renderConcurrency * QUEUED_PER_SLOT);
-  /** Renders under way in this process, by key: identical requests arriving together share one. */
-  const inFlight = new Map<string, Promise<Buffer>>();
+  /** Renders under way in this process, by key, until their bytes are stored. */
+  const inFlight = new Map<string, Promise<{ data: Buffer; kept: Promise<void> }>>();
+  /** Renditions being stored. */
+  const storing = new Set<Promise<void>>();
   let evicting: Promise<void> | undefined;
 
   /**
@@ -84,18 +86,23 @@ export function createRenditionService(deps: {
     return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
   }
 
-  async function make(file: ServableFile, spec: RenderSpec, key: string): Promise<Buffer> {
+  /** Reads the source (bounded) and renders it, in a render slot. */
+  async function make(file: ServableFile, spec: RenderSpec): Promise<Buffer> {
     if (file.size_bytes > images.maxSourceBytes) {
       throw new ImageError('TooLarge', `The image is larger than ${images.maxSourceBytes} bytes`, {
         size_bytes: file.size_bytes,
         max_bytes: images.maxSourceBytes,
       });
     }
-    const data = await limiter.run(async () => {
+    return limiter.run(async () => {
       const source = await readBounded(await store.read(file.storage_key), images.maxSourceBytes);
       const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
       return (await renderImage(source, spec, limits)).data;
     });
+  }
+
+  /** Stores a rendition and records it (its size counts towards the budget from then on). */
+  async function keep(file: ServableFile, spec: RenderSpec, key: string, data: Buffer): Promise<void> {
     const contentType = CONTENT_TYPE_OF[spec.format];
     try {
       await store.write(key, Readable.from([data]), { size: data.length, contentType });
@@ -111,7 +118,36 @@ export function createRenditionService(deps: {
       size_bytes: data.length,
     });
     evictPastBudget();
-    return data;
+  }
+
+  /**
+   * Renders once per key in this process: identical requests arriving together share the render. The
+   * bytes are answered as soon as they are made, and stored meanwhile; until they are, the same key
+   * shares these bytes too. A rendition that could not be stored is made again on the next request.
+   */
+  function makeOnce(
+    file: ServableFile,
+    spec: RenderSpec,
+    key: string,
+  ): Promise<{ data: Buffer; kept: Promise<void> }> {
+    let pending = inFlight.get(key);
+    if (!pending) {
+      const made = make(file, spec);
+      const kept = made.then((data) => keep(file, spec, key, data));
+      pending = made.then((data) => ({ data, kept }));
+      inFlight.set(key, pending);
+      const settled = kept
+        .catch((error) => {
+          // The render's own failure is the requester's answer; only a failed store is worth a line.
+          if (!(error instanceof ImageError)) logger.warn({ err: error, key }, 'rendition not stored');
+        })
+        .finally(() => {
+          inFlight.delete(key);
+          storing.delete(settled);
+        });
+      storing.add(settled);
+    }
+    return pending;
   }
 
   /** Removes the least recently used renditions until the total is within the budget (one pass at a time). */
@@ -139,8 +175,16 @@ export function createRenditionService(deps: {
       });
   }
 
-  /** The rendition of a ready file: from the store when made before, else rendered once (per key) and kept. */
-  async function serve(file: ServableFile, spec: RenderSpec, negotiated: boolean): Promise<Rendition> {
+  /**
+   * The rendition of a ready file: from the store when made before, else rendered once (per key) and
+   * kept; with `stored`, only once it is kept.
+   */
+  async function serve(
+    file: ServableFile,
+    spec: RenderSpec,
+    negotiated: boolean,
+    options: { stored?: boolean } = {},
+  ): Promise<Rendition> {
     const { key, etag } = identify(file, spec);
     const contentType = CONTENT_TYPE_OF[spec.format];
     const row = await repo.findRendition(db, key);
@@ -155,12 +199,8 @@ export function createRenditionService(deps: {
         await repo.forgetRenditions(db, [key]);
       }
     }
-    let made = inFlight.get(key);
-    if (!made) {
-      made = make(file, spec, key).finally(() => inFlight.delete(key));
-      inFlight.set(key, made);
-    }
-    const data = await made;
+    const { data, kept } = await makeOnce(file, spec, key);
+    if (options.stored) await kept;
     return { body: data, size: data.length, contentType, etag, negotiated };
   }
 
@@ -172,6 +212,10 @@ export function createRenditionService(deps: {
     serve,
     /** Renders running and waiting for a slot in this process. */
     load: () => limiter.load,
+    /** Resolves once every rendition made so far is stored (or failed to be). */
+    async stored(): Promise<void> {
+      while (storing.size > 0) await Promise.all(storing);
+    },
 
     /** GET …/render: the rendition of a ready file the caller may read. */
     async render(caller: Caller, fileId: string, query: RenditionQuery, accept: string | undefined) {

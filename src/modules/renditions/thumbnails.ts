@@ -62,7 +62,7 @@ export function createThumbnailer(deps: {
             if (made.has(resolved.format)) continue;
             made.add(resolved.format);
             try {
-              await renditions.serve(file, resolved, params.format === 'auto');
+              await renditions.serve(file, resolved, params.format === 'auto', { stored: true });
             } catch (error) {
               // Not an image after all, or too large: the file stays as it is. A full queue: later.
               if (!(error instanceof ImageError) || error.code === 'Busy') throw error;
