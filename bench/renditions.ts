@@ -5,7 +5,8 @@
  *      render, not a cache hit), against sharp called directly in this process on the same bytes;
  *   2. a stored rendition served through its presigned URL, against the presigned download of a plain
  *      file of the same size (COFFER_BENCH_RENDITION_REQUESTS each, 8 in flight);
- *   3. 8 renders at once of different 50 MP JPEGs: the server's memory growth (peak RSS − RSS before).
+ *   3. 8 renders at once of different 50 MP JPEGs: the server's memory growth (peak RSS − RSS before)
+ *      (COFFER_BENCH_BIG_RENDERS, COFFER_BENCH_BIG_MP).
  */
 import sharp from 'sharp';
 import { request } from 'undici';
@@ -31,7 +32,9 @@ import {
 const RENDER_TARGET = 0.9;
 const SERVE_TARGET = 0.9;
 const MEMORY_LIMIT = 512 * MiB;
-const BIG_RENDERS = 8;
+/** The third measurement's renders at once, and their sources' size in megapixels. */
+const BIG_RENDERS = envInteger('COFFER_BENCH_BIG_RENDERS', 8);
+const BIG_MEGAPIXELS = envInteger('COFFER_BENCH_BIG_MP', 50);
 
 /** initiate → PUT through the presigned URL → confirm; answers the file id. */
 async function upload(
@@ -155,10 +158,12 @@ export const renditions: Bench = {
       met: serveRatio >= SERVE_TARGET,
     });
 
-    progress(`renditions: ${BIG_RENDERS} renders at once of 50 MP JPEGs`);
+    progress(`renditions: ${BIG_RENDERS} renders at once of ${BIG_MEGAPIXELS} MP JPEGs`);
     const bigIds: string[] = [];
     for (let i = 0; i < BIG_RENDERS; i++) {
-      bigIds.push(await upload(project, `big-${i}.jpg`, 'image/jpeg', await photo(8000, 6250, i)));
+      const width = Math.floor(Math.sqrt(BIG_MEGAPIXELS * 1e6 * (4 / 3)));
+      const height = Math.floor((BIG_MEGAPIXELS * 1e6) / width);
+      bigIds.push(await upload(project, `big-${i}.jpg`, 'image/jpeg', await photo(width, height, i)));
     }
     const big = await measure(server, () =>
       Promise.all(
@@ -172,7 +177,7 @@ export const renditions: Bench = {
     );
     const growth = big.memory.peak - big.memory.before;
     rows.push({
-      benchmark: `${BIG_RENDERS} renders at once of 50 MP JPEGs (server memory growth)`,
+      benchmark: `${BIG_RENDERS} renders at once of ${BIG_MEGAPIXELS} MP JPEGs (server memory growth)`,
       coffer: `+${fmt.mib(growth)}`,
       baseline: `${fmt.mib(big.memory.before)} → peak ${fmt.mib(big.memory.peak)}`,
       target: `< ${fmt.mib(MEMORY_LIMIT)}`,
@@ -186,9 +191,9 @@ export const renditions: Bench = {
         title: 'Image renditions',
         rows,
         notes: [
-          'render: each Coffer request asks a quality not asked before, so each is a render (read from the store, decoded, resized, encoded, stored); sharp directly decodes, resizes and encodes the same bytes in this process',
+          'render: each Coffer request asks a quality not asked before, so each is a render (read from the store, decoded, resized, encoded; stored after the answer); sharp directly decodes, resizes and encodes the same bytes in this process',
           'serve: presigned rendition URL (a stored rendition) vs presigned download URL of a file of the same size, no key on either',
-          `memory: ${BIG_RENDERS} different 50 MP sources at once, at most COFFER_RENDER_CONCURRENCY (the CPU count) rendering, the others queued`,
+          `memory: ${BIG_RENDERS} different ${BIG_MEGAPIXELS} MP sources at once, at most COFFER_RENDER_CONCURRENCY (the CPU count) rendering, the others queued`,
         ],
       },
     ];

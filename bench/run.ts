@@ -29,7 +29,8 @@
  *                              COFFER_BENCH_CONCURRENCY as above
  *
  *   COFFER_BENCH_RENDERS, COFFER_BENCH_RENDITION_REQUESTS   `renditions`: renders timed on each side (default 10 per
- *                              round) and requests of the cached-serve comparison (default 1000)
+ *                              round) and requests of the cached-serve comparison (default 1000); COFFER_BENCH_BIG_RENDERS
+ *                              renders at once (8) of COFFER_BENCH_BIG_MP megapixel sources (50) for the memory row
  *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
