@@ -297,7 +297,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   await app.register(healthRoutes(services.db, services.cache, services.store));
   if (isLocalStore(services.store)) await app.register(objectRoutes(services.store, services.metrics));
   await app.register(signedRenditionRoutes(services.renditions));
-  await app.register(consoleRoutes(services.store));
+  await app.register(consoleRoutes(services.store, { publicUrl: config.publicUrl }));
   await app.register(
     s3Routes({
       services,
