@@ -23,6 +23,8 @@ import * as repo from './repo.ts';
 
 /** Renders that may wait for a slot, per slot: past them a request is refused (503 RENDER_BUSY). */
 const QUEUED_PER_SLOT = 4;
+/** The total is summed again once this process stored 1/this of the budget. */
+const CHECK_EVERY_FRACTION = 100;
 /** Renditions removed per round when the cache is past its budget. */
 const EVICT_BATCH = 100;
 
@@ -74,6 +76,8 @@ export function createRenditionService(deps: {
   /** Renditions being stored. */
   const storing = new Set<Promise<void>>();
   let evicting: Promise<void> | undefined;
+  /** Bytes this process stored since it last summed the total. */
+  let unchecked = 0;
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -117,7 +121,7 @@ export function createRenditionService(deps: {
       content_type: contentType,
       size_bytes: data.length,
     });
-    evictPastBudget();
+    evictPastBudget(data.length);
   }
 
   /**
@@ -150,9 +154,15 @@ export function createRenditionService(deps: {
     return pending;
   }
 
-  /** Removes the least recently used renditions until the total is within the budget (one pass at a time). */
-  function evictPastBudget(): void {
-    if (evicting) return;
+  /**
+   * Removes the least recently used renditions until the total is within the budget (one pass at a
+   * time). The total is summed again only once this process stored another hundredth of the budget:
+   * each server overshoots it by that much at most, and a render costs no sum over the whole table.
+   */
+  function evictPastBudget(added: number): void {
+    unchecked += added;
+    if (evicting || unchecked < images.renditionCacheBytes / CHECK_EVERY_FRACTION) return;
+    unchecked = 0;
     evicting = (async () => {
       for (;;) {
         const excess = (await repo.totalRenditionBytes(db)) - images.renditionCacheBytes;
@@ -189,9 +199,10 @@ export function createRenditionService(deps: {
     const contentType = CONTENT_TYPE_OF[spec.format];
     const row = await repo.findRendition(db, key);
     if (row) {
+      // Touched first: once the stream is open, nothing may fail before it is handed on.
+      await repo.touchRendition(db, key);
       try {
         const body = await store.read(key);
-        await repo.touchRendition(db, key);
         return { body, size: row.size_bytes, contentType, etag, negotiated };
       } catch (error) {
         // Evicted meanwhile (by another server): made again below.
