@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
-import { initiate, upload } from '../support/files.ts';
+import { initiate, settledChecksum, upload } from '../support/files.ts';
 import { animatedGif, bombPng, hasGps, sidewaysJpegWithGps, translucentPng } from '../support/images.ts';
 
 let coffer: TestCoffer;
@@ -253,6 +253,23 @@ describe('GET …/render', () => {
       // Other parameters are another rendition.
       expect((await render(project, file.id, { width: 65, format: 'webp' })).status).toBe(200);
       expect(sourceReads).toBe(2);
+    } finally {
+      restore();
+    }
+  });
+
+  it('keeps serving the same rendition once the checksum is known (S3: after the digest job)', async () => {
+    const file = await stored(project, 'digested.png', 'image/png', await translucentPng());
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      const first = await render(project, file.id, { width: 33, format: 'png' });
+      await coffer.services.renditions.stored();
+      expect(await settledChecksum(coffer, project, file.id)).toMatch(/^[0-9a-f]{64}$/);
+      const readsBefore = sourceReads; // the digest job reads the source too
+      const again = await render(project, file.id, { width: 33, format: 'png' });
+      expect(again.headers.get('etag')).toBe(first.headers.get('etag'));
+      expect(sourceReads).toBe(readsBefore);
     } finally {
       restore();
     }
