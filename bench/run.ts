@@ -30,6 +30,10 @@
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
  *                              COFFER_BENCH_CONCURRENCY as above
  *
+ *   COFFER_BENCH_RENDERS, COFFER_BENCH_RENDITION_REQUESTS   `renditions`: renders timed on each side (default 10 per
+ *                              round) and requests of the cached-serve comparison (default 1000); COFFER_BENCH_BIG_RENDERS
+ *                              renders at once (8) of COFFER_BENCH_BIG_MP megapixel sources (50) for the memory row
+ *
  * Adding a benchmark: a module exporting a `Bench` (see bench/lib.ts), listed in BENCHES below.
  */
 import { writeFileSync } from 'node:fs';
@@ -54,6 +58,7 @@ import {
 } from './lib.ts';
 import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
+import { renditions } from './renditions.ts';
 import { s3 } from './s3.ts';
 import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
@@ -74,6 +79,7 @@ const BENCHES: Bench[] = [
   tracing,
   listBench,
   backup,
+  renditions,
   soak,
 ];
 /** Run only when named: `soak` takes ten minutes by default. */

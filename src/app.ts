@@ -36,6 +36,8 @@ import { metadataSchemaRoutes } from './modules/metadata-schema/routes.ts';
 import { metadataSchemaSchemas } from './modules/metadata-schema/schemas.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
 import { projectSchemas } from './modules/projects/schemas.ts';
+import { renditionRoutes, signedRenditionRoutes } from './modules/renditions/routes.ts';
+import { renditionSchemas } from './modules/renditions/schemas.ts';
 import { s3CredentialRoutes } from './modules/s3-credentials/routes.ts';
 import { s3CredentialSchemas } from './modules/s3-credentials/schemas.ts';
 import { uploadRoutes } from './modules/uploads/routes.ts';
@@ -73,6 +75,7 @@ const NAMED_SCHEMAS = [
   ...projectSchemas,
   ...s3CredentialSchemas,
   ...fileSchemas,
+  ...renditionSchemas,
   ...uploadSchemas,
   ...folderSchemas,
   ...metadataSchemaSchemas,
@@ -250,7 +253,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   const restCors = {
     origin: config.corsOrigins === '*' ? '*' : config.corsOrigins,
     methods: ['GET', 'HEAD', 'PUT', 'POST', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'X-Request-Id'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'Range', 'If-None-Match', 'X-Request-Id'],
     exposedHeaders: [
       'ETag',
       'Content-Range',
@@ -330,7 +333,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.addHook('onRequest', limits.afterAuth);
   await app.register(healthRoutes(services.db, services.cache, services.store));
   if (isLocalStore(services.store)) await app.register(objectRoutes(services.store, services.metrics));
-  await app.register(consoleRoutes(services.store));
+  await app.register(signedRenditionRoutes(services.renditions));
+  await app.register(consoleRoutes(services.store, { publicUrl: config.publicUrl }));
   await app.register(
     s3Routes({
       services,
@@ -344,7 +348,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       await v1.register(projectRoutes(services.projects));
       await v1.register(s3CredentialRoutes(services.s3Credentials));
       await v1.register(uploadRoutes(services.uploads, services.tokens, services.multipart));
-      await v1.register(fileRoutes(services.files));
+      await v1.register(fileRoutes(services.files, services.renditions));
+      await v1.register(renditionRoutes(services.renditions));
       await v1.register(folderRoutes(services.folders));
       await v1.register(metadataSchemaRoutes(services.schemas));
       await v1.register(webhookRoutes(services.webhooks));

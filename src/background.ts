@@ -7,6 +7,7 @@ import type { ObjectStore } from './infra/storage/object-store.ts';
 import type { AuditService } from './modules/audit/service.ts';
 import type { Collector } from './modules/files/collector.ts';
 import type { Pipeline } from './modules/pipeline/service.ts';
+import type { Thumbnailer } from './modules/renditions/thumbnails.ts';
 import type { MultipartService } from './modules/uploads/multipart.ts';
 import type { UsageService } from './modules/usage/service.ts';
 import type { Dispatcher } from './modules/webhooks/dispatcher.ts';
@@ -31,6 +32,7 @@ const onePass =
  * Queued jobs, each run by a handler of its module and retried with backoff:
  *   scan      (jobs)        pipeline  virus scan and MIME check of a processing file or new content
  *   digest    (jobs)        pipeline  SHA-256 of bytes the store did not hash on the way in
+ *   thumbnail (jobs)        renditions  the project's eager thumbnails of an image that became ready
  *   deliver   (deliveries)  webhooks  one signed delivery attempt of an event to a webhook
  *
  * Periodic tasks, each run once per deployment per interval (at once again while it finds work):
@@ -42,13 +44,15 @@ export function backgroundWork(deps: {
   store: ObjectStore;
   logger: Logger;
   pipeline: Pipeline;
+  thumbnailer: Thumbnailer;
   dispatcher: Dispatcher;
   collector: Collector;
   multipart: MultipartService;
   usage: UsageService;
   audit: AuditService;
 }): Worker[] {
-  const { config, db, store, logger, pipeline, dispatcher, collector, multipart, usage, audit } = deps;
+  const { config, db, store, logger, pipeline, thumbnailer, dispatcher, collector, multipart, usage, audit } =
+    deps;
   const vacuumNext = db.kind === 'pglite' ? createEmbeddedVacuum(db) : undefined;
 
   const periodic: PeriodicTask[] = [
@@ -94,6 +98,7 @@ export function backgroundWork(deps: {
   return [
     jobWorker('periodic', tasks, 1000),
     jobWorker('pipeline', pipeline.runner, 250),
+    jobWorker('thumbnails', thumbnailer, 250),
     jobWorker('webhooks', dispatcher, 200),
   ];
 }

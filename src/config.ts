@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { parseClamdUrl } from './infra/scanner/clamd.ts';
 import { KEY_FORMAT, parseKey } from './lib/encryption.ts';
@@ -40,6 +41,21 @@ export interface Config {
   secretKey: Buffer | undefined;
   /** The region S3 clients sign requests to the /s3 endpoint with. */
   s3ApiRegion: string;
+  images: ImageConfig;
+}
+
+/** Bounds of image renditions (README, Image renditions). */
+export interface ImageConfig {
+  /** Decoded pixels a source may have; past it 422 IMAGE_TOO_LARGE, read from the header alone. */
+  maxPixels: number;
+  /** Stored bytes a source may have; past it 422 IMAGE_TOO_LARGE, before anything is read. */
+  maxSourceBytes: number;
+  /** Stored bytes of all renditions together; the least recently used go first past it. */
+  renditionCacheBytes: number;
+  /** Renders at once in this process; more wait in a queue, and past it 503 RENDER_BUSY. */
+  renderConcurrency: number;
+  /** A render running longer is stopped (422 IMAGE_TOO_LARGE). */
+  renderTimeoutSeconds: number;
 }
 
 /** Requests a minute each counter allows (0: no limit); see README, Rate limits. */
@@ -284,6 +300,22 @@ export function tracingRequested(env: Env = process.env): boolean {
   return on;
 }
 
+function images(env: Env): ImageConfig {
+  return {
+    maxPixels: integer(env, 'COFFER_IMAGE_MAX_PIXELS', 50_000_000, 1, 1_000_000_000),
+    maxSourceBytes: integer(env, 'COFFER_IMAGE_MAX_SOURCE_BYTES', 26_214_400, 1, 1024 ** 3),
+    renditionCacheBytes: integer(
+      env,
+      'COFFER_RENDITION_CACHE_BYTES',
+      10 * 1024 ** 3,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
+    renderConcurrency: integer(env, 'COFFER_RENDER_CONCURRENCY', availableParallelism(), 1, 1024),
+    renderTimeoutSeconds: integer(env, 'COFFER_RENDER_TIMEOUT_SECONDS', 30, 1, 3600),
+  };
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -321,5 +353,6 @@ export function loadConfig(env: Env = process.env): Config {
     metrics: metrics(env, port),
     secretKey: secretKey(env),
     s3ApiRegion: s3ApiRegion(env),
+    images: images(env),
   };
 }

@@ -16,6 +16,8 @@ import { createIngestService } from './modules/ingest/service.ts';
 import { createMetadataSchemaService } from './modules/metadata-schema/service.ts';
 import { createPipeline } from './modules/pipeline/service.ts';
 import { createProjectService } from './modules/projects/service.ts';
+import { createRenditionService } from './modules/renditions/service.ts';
+import { createThumbnailer } from './modules/renditions/thumbnails.ts';
 import { createS3CredentialService } from './modules/s3-credentials/service.ts';
 import { createMultipartService } from './modules/uploads/multipart.ts';
 import { createUploadService } from './modules/uploads/service.ts';
@@ -54,6 +56,14 @@ export function createServices(infra: Infra) {
   const folders = createFolderService(db);
   const schemas = createMetadataSchemaService(db);
   const files = createFileService({ db, store, folders, schemas });
+  const renditions = createRenditionService({
+    db,
+    store,
+    images: config.images,
+    secretKey: infra.secretKey,
+    publicUrl: config.publicUrl,
+    logger: infra.logger,
+  });
   const ingest = createIngestService({ config, db, store, folders, schemas, metrics });
   const uploads = createUploadService({ store, ingest });
   const tokens = createUploadTokenService({ db, folders });
@@ -101,6 +111,13 @@ export function createServices(infra: Infra) {
     metrics,
     options: { leaseSeconds: config.jobLeaseSeconds, retryWindowSeconds: config.scanRetryWindowSeconds },
   });
+  const thumbnailer = createThumbnailer({
+    db,
+    projects,
+    renditions,
+    logger: infra.logger,
+    options: { concurrency: config.images.renderConcurrency, leaseSeconds: config.jobLeaseSeconds },
+  });
   const credentials: Credentials = {
     adminKeyHash: infra.adminKeyHash,
     projects,
@@ -122,6 +139,7 @@ export function createServices(infra: Infra) {
       store,
       logger: infra.logger,
       pipeline,
+      thumbnailer,
       dispatcher,
       collector,
       multipart,
@@ -134,6 +152,8 @@ export function createServices(infra: Infra) {
     folders,
     schemas,
     files,
+    renditions,
+    thumbnailer,
     ingest,
     uploads,
     tokens,

@@ -24,9 +24,12 @@ export const ERROR_CODES = [
   'RANGE_NOT_SATISFIABLE',
   'VALIDATION_ERROR',
   'invalid_url',
+  'NOT_AN_IMAGE',
+  'IMAGE_TOO_LARGE',
   'RATE_LIMITED',
   'INTERNAL',
   'STORE_UNAVAILABLE',
+  'RENDER_BUSY',
   'DATABASE_UNAVAILABLE',
   'STORAGE_FULL',
 ] as const;
@@ -163,6 +166,12 @@ export const invalidRange = (message: string, details?: Details) =>
 export const validationError = (message: string, details?: Details) =>
   new DomainError('VALIDATION_ERROR', message, details);
 export const invalidUrl = (message: string) => new DomainError('invalid_url', message, { field: 'url' });
+/** A file to render that is not a raster image the server decodes (SVG included, or truncated). */
+export const notAnImage = (message: string, details?: Details) =>
+  new DomainError('NOT_AN_IMAGE', message, details);
+/** A source past the pixel or byte bound, or whose render ran past its deadline. */
+export const imageTooLarge = (message: string, details?: Details) =>
+  new DomainError('IMAGE_TOO_LARGE', message, details);
 
 // 5xx
 export const internalError = () => new DomainError('INTERNAL', 'An internal error occurred');

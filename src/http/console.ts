@@ -13,17 +13,21 @@ import type { ObjectStore } from '../infra/storage/object-store.ts';
 
 export const CONSOLE_DIR = fileURLToPath(new URL('../../packages/console/dist/', import.meta.url));
 
-/** The policy of every console response: scripts, styles and fonts of this origin only; no framing. */
-export function consolePolicy(storeOrigins: readonly string[]): string {
+/**
+ * The policy of every console response: scripts, styles and fonts of this origin only; no framing.
+ * Images may also come from `imageOrigins` (Coffer's public URL, where presigned renditions live).
+ */
+export function consolePolicy(storeOrigins: readonly string[], imageOrigins: readonly string[] = []): string {
   const reach = ["'self'", ...storeOrigins].join(' ');
+  const images = [...new Set(["'self'", ...storeOrigins, ...imageOrigins])].join(' ');
   return [
     "default-src 'none'",
     "script-src 'self'",
     "style-src 'self'",
     "font-src 'self'",
     "manifest-src 'self'",
-    // Image previews and uploads go to presigned URLs, which are the object store's.
-    `img-src ${reach}`,
+    // Image previews, thumbnails and uploads go to presigned URLs: the object store's, and renditions.
+    `img-src ${images}`,
     `connect-src ${reach}`,
     "base-uri 'none'",
     "form-action 'none'",
@@ -56,19 +60,24 @@ async function storeOrigin(store: ObjectStore): Promise<string> {
 // Built assets carry a hash of their content in their name; the page itself is asked for again.
 const HASHED = /-[A-Z0-9]{8,}\.(?:js|css)$/;
 
-export function consoleRoutes(store: ObjectStore, dir = CONSOLE_DIR): FastifyPluginAsync {
+export function consoleRoutes(
+  store: ObjectStore,
+  options: { publicUrl?: string; dir?: string } = {},
+): FastifyPluginAsync {
+  const { dir = CONSOLE_DIR } = options;
+  const imageOrigins = options.publicUrl ? [new URL(options.publicUrl).origin] : [];
   return async (app) => {
     let policy: Promise<string> | undefined;
     const currentPolicy = () => {
       policy ??= storeOrigin(store).then(
-        (origin) => consolePolicy([origin]),
+        (origin) => consolePolicy([origin], imageOrigins),
         (error: unknown) => {
           policy = undefined; // asked again by the next page load
           app.log.warn(
             { err: error },
             'console: the object store URL origin is unknown; uploads may be refused',
           );
-          return consolePolicy([]);
+          return consolePolicy([], imageOrigins);
         },
       );
       return policy;

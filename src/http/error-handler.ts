@@ -17,8 +17,10 @@ import {
   validationError,
 } from '../domain/errors.ts';
 import { DatabaseUnavailableError } from '../infra/db.ts';
+import { ImageError } from '../infra/images/errors.ts';
 import { StoreError } from '../infra/storage/object-store.ts';
 import { fromHttpStatus, HttpError, httpStatus } from './errors.ts';
+import { fromImageError } from './image-errors.ts';
 import { fromStoreError } from './store-errors.ts';
 
 interface AjvError {
@@ -88,6 +90,7 @@ function fromValidation(error: FastifyError): DomainError {
 export function toDomainError(error: unknown): DomainError {
   if (error instanceof DomainError) return error;
   if (error instanceof StoreError) return fromStoreError(error);
+  if (error instanceof ImageError) return fromImageError(error);
   if (error instanceof DatabaseUnavailableError) return databaseUnavailable();
   const fastifyError = error as FastifyError;
   if (fastifyError?.validation) return fromValidation(fastifyError);

@@ -61,7 +61,8 @@ describe('the console at /console', () => {
       'style-src': ["'self'"],
       'font-src': ["'self'"],
       'manifest-src': ["'self'"],
-      'img-src': ["'self'", ...reach.slice(1)],
+      // Presigned renditions are Coffer's own URLs, wherever the store's are.
+      'img-src': [...new Set(["'self'", ...reach.slice(1), new URL(coffer.config.publicUrl).origin])],
       'connect-src': ["'self'", ...reach.slice(1)],
       'base-uri': ["'none'"],
       'form-action': ["'none'"],
@@ -145,7 +146,9 @@ describe('the console at /console', () => {
 
 it('says how to build the console where it was not built', async () => {
   const app = Fastify();
-  await app.register(consoleRoutes(coffer.services.store, mkdtempSync(join(tmpdir(), 'coffer-console-'))));
+  await app.register(
+    consoleRoutes(coffer.services.store, { dir: mkdtempSync(join(tmpdir(), 'coffer-console-')) }),
+  );
   const reply = await app.inject({ method: 'GET', url: '/console' });
   expect(reply.statusCode).toBe(503);
   expect(reply.body).toContain('npm run build:console');

@@ -91,6 +91,7 @@ describe('the OpenAPI document', () => {
       [`get ${files}`]: 'listFiles',
       [`get ${files}/{file_id}`]: 'getFile',
       [`get ${files}/{file_id}/download`]: 'downloadFile',
+      [`get ${files}/{file_id}/render`]: 'renderFile',
       [`post ${files}/upload/multipart/start`]: 'startMultipartUpload',
       [`get ${multipart}/part-url`]: 'getPartUrl',
       [`post ${multipart}/complete`]: 'completeMultipartUpload',
@@ -106,9 +107,41 @@ describe('the OpenAPI document', () => {
     });
   });
 
-  it('keeps the object store routes and the document itself out', () => {
+  it('keeps the object store routes, presigned renditions and the document itself out', () => {
     const paths = Object.keys(document.paths);
-    expect(paths.filter((path) => path.startsWith('/objects') || path === '/openapi.json')).toEqual([]);
+    expect(
+      paths.filter((path) => /^\/(objects|renditions)\b/.test(path) || path === '/openapi.json'),
+    ).toEqual([]);
+  });
+
+  it('describes the render route: its parameters, the image formats it answers and its errors', () => {
+    const files = '/v1/projects/{project_id}/files/{file_id}';
+    const render = document.paths[`${files}/render`].get;
+    const query = Object.fromEntries(
+      (render.parameters as Schema[]).filter((p) => p.in === 'query').map((p) => [p.name, p.schema]),
+    );
+    expect(query).toEqual({
+      width: { type: 'integer', minimum: 1, maximum: 4096 },
+      height: { type: 'integer', minimum: 1, maximum: 4096 },
+      fit: { type: 'string', enum: ['cover', 'contain', 'fill', 'inside'] },
+      format: { type: 'string', enum: ['auto', 'webp', 'avif', 'jpeg', 'png'] },
+      quality: { type: 'integer', minimum: 1, maximum: 100 },
+      animated: { type: 'boolean' },
+    });
+    expect(render.security).toEqual([{ bearer: [] }]);
+    expect(render.description).toContain('Requires: scope files:read.');
+    expect(Object.keys(render.responses[200].content)).toEqual([
+      'image/webp',
+      'image/avif',
+      'image/jpeg',
+      'image/png',
+    ]);
+    expect(document.components.schemas.RenditionImage).toMatchObject({ type: 'string', format: 'binary' });
+    // The download takes the same parameters (then answering a rendition's URL), beside ttl.
+    const download = (document.paths[`${files}/download`].get.parameters as Schema[])
+      .filter((p) => p.in === 'query')
+      .map((p) => p.name);
+    expect(download.sort()).toEqual(['ttl', ...Object.keys(query)].sort());
   });
 
   it('names the main objects as components, and operations refer to them instead of copying them', () => {

@@ -22,6 +22,10 @@ const TINY: Record<string, string> = {
   COFFER_BENCH_BACKUP_FILES: '500',
   COFFER_BENCH_SOAK_SECONDS: '6',
   COFFER_BENCH_SOAK_INTERVAL_SECONDS: '2',
+  COFFER_BENCH_RENDERS: '2',
+  COFFER_BENCH_RENDITION_REQUESTS: '5',
+  COFFER_BENCH_BIG_RENDERS: '2',
+  COFFER_BENCH_BIG_MP: '2',
 };
 
 interface JsonRow {
@@ -73,6 +77,7 @@ describe('npm run bench', () => {
         'tracing',
         'list',
         'backup',
+        'renditions',
         'soak',
       ];
       const run = await runBench([...names, '--db', db, '--json', json, '--files', '2000']);
@@ -106,6 +111,8 @@ describe('npm run bench', () => {
       expect(row(/^Small uploads/, /server CPU per upload/).unit).toBe('ms');
       expect(row(/^Large object/, /^PUT 8 MiB vs minimal node:http/).ratio).toBeGreaterThan(0);
       row(/^Multipart|multipart/i, /./);
+      expect(row(/^Image renditions/, /^render 12 MP JPEG/).ratio).toBeGreaterThan(0);
+      expect(row(/^Image renditions/, /server memory growth/).unit).toBe('MiB');
       expect(row(/[Ww]ebhook/, /./)).toBeDefined();
       expect(row(/SDK|sdk|@coffer\/client/, /./)).toBeDefined();
       expect(row(/^Start-up/, /restart$/).unit).toBe('s');

@@ -121,7 +121,9 @@ describe.runIf(chromiumPath)('the console in Chromium', () => {
       filename: 'x',
       contentType: 'application/octet-stream',
     });
-    for (const origin of [coffer.url, new URL(storeUrl).origin]) allowed.add(new URL(origin).origin);
+    // Coffer's own, the store's presigned URLs', and presigned renditions' (Coffer's public URL).
+    for (const origin of [coffer.url, new URL(storeUrl).origin, coffer.config.publicUrl])
+      allowed.add(new URL(origin).origin);
     if (storage === 's3') restoreCors = await allowBucketCors(coffer.url);
 
     browser = await launchChromium(chromiumPath!);
@@ -296,6 +298,13 @@ describe.runIf(chromiumPath)('the console in Chromium', () => {
     await page.waitForFunction(() => (document.querySelector('.preview img')?.naturalWidth ?? 0) > 0);
     const preview = await panel.locator('.preview img').getAttribute('src');
     expect(allowed.has(new URL(preview!).origin)).toBe(true);
+    // A rendition, and a thumbnail of it beside its name in the list.
+    expect(new URL(preview!).pathname).toBe(`/renditions/${project.id}/${id}`);
+    await page.waitForFunction(
+      (selector) =>
+        ((document.querySelector(selector) as { naturalWidth?: number } | null)?.naturalWidth ?? 0) > 0,
+      `tr[data-id="${id}"] .thumb img`,
+    );
     await shot('detail');
 
     const addTags = panel.getByLabel('Add tags');

@@ -1,6 +1,9 @@
 import { CofferError, createClient } from '@coffer/client';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient as createBrowserClient } from '../../packages/client/dist/index.js';
+import { upload } from '../support/files.ts';
+import { translucentPng } from '../support/images.ts';
 import { freePort } from '../support/net.ts';
 import { bytesOf, download, type Harness, OBJECTS, sha256, startHarness } from './support/harness.ts';
 import { requestsTo } from './support/http-proxy.ts';
@@ -219,5 +222,22 @@ describe('the browser entry', () => {
     expect(file).toMatchObject({ content_type: 'text/plain', size_bytes: 3000, status: 'ready' });
     expect(events).toEqual([0, 3000]);
     expect(requestsTo(harness.proxy, 'PUT', OBJECTS).at(-1)!.headers['content-type']).toBe('text/plain');
+  });
+});
+
+describe('rendition URLs', () => {
+  it('asks downloadUrl for a rendition of an image: a URL needing no key, of the asked size and format', async () => {
+    const project = await harness.coffer.newProject();
+    const client = harness.client(project);
+    const image = await translucentPng(120, 60);
+    const reply = await upload(project, { filename: 'wide.png', content_type: 'image/png', bytes: image });
+    expect(reply.status).toBe(200);
+    const { url } = await client.files.downloadUrl(project.id, reply.body.id, {
+      ttl: 300,
+      rendition: { width: 30, format: 'webp' },
+    });
+    expect(new URL(url).pathname).toBe(`/renditions/${project.id}/${reply.body.id}`);
+    const meta = await sharp(await download(url)).metadata();
+    expect([meta.format, meta.width, meta.height]).toEqual(['webp', 30, 15]);
   });
 });

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -33,6 +33,13 @@ describe('configuration', () => {
       gcIntervalSeconds: 60,
       secretKey: undefined,
       s3ApiRegion: 'us-east-1',
+      images: {
+        maxPixels: 50_000_000,
+        maxSourceBytes: 26_214_400,
+        renditionCacheBytes: 10 * 1024 ** 3,
+        renderConcurrency: availableParallelism(),
+        renderTimeoutSeconds: 30,
+      },
     });
     expect(config.dataDir).toMatch(/\/data$/);
   });
@@ -58,6 +65,11 @@ describe('configuration', () => {
       COFFER_GC_INTERVAL_SECONDS: '10',
       COFFER_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
       COFFER_S3_API_REGION: 'eu-west-3',
+      COFFER_IMAGE_MAX_PIXELS: '1000000',
+      COFFER_IMAGE_MAX_SOURCE_BYTES: '1048576',
+      COFFER_RENDITION_CACHE_BYTES: '0',
+      COFFER_RENDER_CONCURRENCY: '3',
+      COFFER_RENDER_TIMEOUT_SECONDS: '5',
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -79,6 +91,13 @@ describe('configuration', () => {
       gcIntervalSeconds: 10,
       secretKey: Buffer.alloc(32, 7),
       s3ApiRegion: 'eu-west-3',
+      images: {
+        maxPixels: 1_000_000,
+        maxSourceBytes: 1_048_576,
+        renditionCacheBytes: 0,
+        renderConcurrency: 3,
+        renderTimeoutSeconds: 5,
+      },
     });
   });
 
@@ -123,6 +142,11 @@ describe('configuration', () => {
     ['COFFER_SECRET_KEY', randomBytes(33).toString('base64')],
     ['COFFER_S3_API_REGION', 'eu/west-3'],
     ['COFFER_S3_API_REGION', 'x'.repeat(65)],
+    ['COFFER_IMAGE_MAX_PIXELS', '0'],
+    ['COFFER_IMAGE_MAX_SOURCE_BYTES', '25MB'],
+    ['COFFER_RENDITION_CACHE_BYTES', '-1'],
+    ['COFFER_RENDER_CONCURRENCY', '0'],
+    ['COFFER_RENDER_TIMEOUT_SECONDS', '0'],
   ])('rejects %s=%s naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: expected`));

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify from 'fastify';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StorageConfig } from '../../src/config.ts';
 import { installErrorHandling } from '../../src/http/error-handler.ts';
@@ -261,6 +262,28 @@ describe.each(backends)('object store contract: $name', (backend) => {
       expect(info).toMatchObject({ size: data.length, sha256: sha256(data), etag: `"${md5(data)}"` });
       expect((await store.head(key))?.size).toBe(data.length);
       expect((await store.seal(key))?.size).toBe(data.length);
+      expect(sha256(await collect(await store.read(key)))).toBe(sha256(data));
+    });
+
+    it('writes memory a native addon allocated (which cannot be moved to another thread)', async () => {
+      // sharp's output buffers are such memory.
+      const data = await sharp({
+        create: {
+          width: 700,
+          height: 500,
+          channels: 3,
+          background: '#000',
+          noise: { type: 'gaussian', mean: 128, sigma: 40 },
+        },
+      })
+        .raw()
+        .toBuffer();
+      const key = newKey();
+      const info = await store.write(key, Readable.from([data]), {
+        size: data.length,
+        contentType: 'image/x-raw',
+      });
+      expect(info).toMatchObject({ size: data.length, sha256: sha256(data) });
       expect(sha256(await collect(await store.read(key)))).toBe(sha256(data));
     });
 

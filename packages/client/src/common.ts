@@ -11,7 +11,7 @@ export {
   type UploadOptions,
 } from './plan.js';
 export type { Progress, ProgressListener } from './progress.js';
-export type { DownloadOptions, FilesApi } from './resources/files.js';
+export type { DownloadOptions, FilesApi, RenditionOptions } from './resources/files.js';
 export type { FoldersApi } from './resources/folders.js';
 export type { ApiKeysApi, OrganizationsApi } from './resources/management.js';
 export type { MetadataSchemaApi, ProjectsApi, UploadTokensApi } from './resources/projects.js';

@@ -489,7 +489,7 @@ export interface paths {
         };
         /**
          * Get a download URL
-         * @description Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at.
+         * @description Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at. With any rendition parameter (width, height, fit, format, quality, animated; see renderFile) it is the URL of that rendition instead, needing no key: the signature binds the parameters, and the image is served inline with a Cache-Control lasting until expires_at.
          *
          *     Requires: scope files:download.
          */
@@ -617,6 +617,28 @@ export interface paths {
          * @description Requires: scope projects:update.
          */
         delete: operations["releaseLegalHold"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/files/{file_id}/render": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Render an image file
+         * @description A resized, re-encoded copy of a ready raster image: EXIF orientation applied, metadata (GPS included) left out, the first frame of an animation unless `animated`. Made once and kept (least recently used first out); answered with an ETag and `Cache-Control: private`. 422 NOT_AN_IMAGE (SVG included), 422 IMAGE_TOO_LARGE (COFFER_IMAGE_MAX_PIXELS, COFFER_IMAGE_MAX_SOURCE_BYTES), 409 INVALID_STATE for a file not ready, 503 RENDER_BUSY with Retry-After. `GET …/download` with the same parameters answers a URL of the rendition that needs no key.
+         *
+         *     Requires: scope files:read.
+         */
+        get: operations["renderFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -981,7 +1003,7 @@ export interface components {
                  * @description One of the error catalogue; new codes may be added
                  * @enum {string}
                  */
-                code: "BAD_REQUEST" | "UNAUTHENTICATED" | "TOKEN_EXPIRED" | "INSUFFICIENT_SCOPE" | "PERMISSION_DENIED" | "TOKEN_LIMIT_REACHED" | "QUOTA_EXCEEDED" | "FORBIDDEN" | "NOT_FOUND" | "webhook_not_found" | "CONFLICT" | "INVALID_STATE" | "LEGAL_HOLD" | "VERSIONING_DISABLED" | "FILE_TOO_LARGE" | "REQUEST_TOO_LARGE" | "HEADERS_TOO_LARGE" | "RANGE_NOT_SATISFIABLE" | "VALIDATION_ERROR" | "invalid_url" | "RATE_LIMITED" | "INTERNAL" | "STORE_UNAVAILABLE" | "DATABASE_UNAVAILABLE" | "STORAGE_FULL";
+                code: "BAD_REQUEST" | "UNAUTHENTICATED" | "TOKEN_EXPIRED" | "INSUFFICIENT_SCOPE" | "PERMISSION_DENIED" | "TOKEN_LIMIT_REACHED" | "QUOTA_EXCEEDED" | "FORBIDDEN" | "NOT_FOUND" | "webhook_not_found" | "CONFLICT" | "INVALID_STATE" | "LEGAL_HOLD" | "VERSIONING_DISABLED" | "FILE_TOO_LARGE" | "REQUEST_TOO_LARGE" | "HEADERS_TOO_LARGE" | "RANGE_NOT_SATISFIABLE" | "VALIDATION_ERROR" | "invalid_url" | "NOT_AN_IMAGE" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL" | "STORE_UNAVAILABLE" | "RENDER_BUSY" | "DATABASE_UNAVAILABLE" | "STORAGE_FULL";
                 message: string;
                 details?: {
                     [key: string]: unknown;
@@ -1024,6 +1046,23 @@ export interface components {
             ip_allowlist?: string[] | null;
             /** @description Requests a minute each of the project's API keys may make; null: the server's default. Only the admin key may change it. */
             rate_limit_per_minute?: number | null;
+            /** @description Renditions made when an image becomes ready (the parameters of renderFile); a failed one never fails the file. null: none */
+            thumbnails?: {
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /**
+                 * @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept)
+                 * @enum {string}
+                 */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /**
+                 * @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG
+                 * @enum {string}
+                 */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+            }[] | null;
         };
         ProjectSettings: {
             allowed_mime_types: string | null;
@@ -1040,6 +1079,23 @@ export interface components {
             ip_allowlist: string[] | null;
             /** @description Requests a minute per API key of the project; null: the server's default */
             rate_limit_per_minute: number | null;
+            /** @description Renditions made when an image becomes ready (the parameters of renderFile); a failed one never fails the file. null: none */
+            thumbnails: {
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /**
+                 * @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept)
+                 * @enum {string}
+                 */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /**
+                 * @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG
+                 * @enum {string}
+                 */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+            }[] | null;
         };
         Organization: {
             id: string;
@@ -1274,6 +1330,11 @@ export interface components {
         LegalHoldRequest: {
             reason?: string;
         };
+        /**
+         * Format: binary
+         * @description The image: WebP, AVIF, JPEG or PNG
+         */
+        RenditionImage: string;
         CreateUploadTokenRequest: {
             /** @description Bytes per file; default 104857600 or the project limit */
             max_size?: number;
@@ -4496,6 +4557,18 @@ export interface operations {
             query?: {
                 /** @description Seconds; ignored (whatever its value) when require_signed_urls is on */
                 ttl?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /** @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept) */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /** @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+                /** @description 1 to 100, default 80 (PNG is lossless) */
+                quality?: number;
+                /** @description Keep every frame of an animated GIF or WebP (WebP output); default: the first frame */
+                animated?: boolean;
             };
             header?: never;
             path: {
@@ -5561,6 +5634,142 @@ export interface operations {
                 };
             };
             /** @description DATABASE_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    renderFile: {
+        parameters: {
+            query?: {
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /** @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept) */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /** @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+                /** @description 1 to 100, default 80 (PNG is lossless) */
+                quality?: number;
+                /** @description Keep every frame of an animated GIF or WebP (WebP output); default: the first frame */
+                animated?: boolean;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+                file_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/webp": components["schemas"]["RenditionImage"];
+                    "image/avif": components["schemas"]["RenditionImage"];
+                    "image/jpeg": components["schemas"]["RenditionImage"];
+                    "image/png": components["schemas"]["RenditionImage"];
+                };
+            };
+            /** @description Not modified (If-None-Match) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description BAD_REQUEST */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description UNAUTHENTICATED, TOKEN_EXPIRED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INSUFFICIENT_SCOPE, PERMISSION_DENIED */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INVALID_STATE */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description VALIDATION_ERROR, NOT_AN_IMAGE, IMAGE_TOO_LARGE */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description DATABASE_UNAVAILABLE, RENDER_BUSY, STORE_UNAVAILABLE */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7369,6 +7578,18 @@ export interface operations {
             query?: {
                 /** @description Seconds; ignored (whatever its value) when require_signed_urls is on */
                 ttl?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                width?: number;
+                /** @description Pixels, 1 to 4096; left out: from the other side and the aspect ratio (both out: the source's size, at most 4096) */
+                height?: number;
+                /** @description With both sides: cover (default; cropped to fill), contain (letterboxed), fill (stretched), inside (within, aspect kept) */
+                fit?: "cover" | "contain" | "fill" | "inside";
+                /** @description auto (default): AVIF or WebP when the Accept header takes them, else the source format when JPEG, PNG or WebP, else JPEG */
+                format?: "auto" | "webp" | "avif" | "jpeg" | "png";
+                /** @description 1 to 100, default 80 (PNG is lossless) */
+                quality?: number;
+                /** @description Keep every frame of an animated GIF or WebP (WebP output); default: the first frame */
+                animated?: boolean;
             };
             header?: never;
             path: {

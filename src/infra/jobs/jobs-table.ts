@@ -3,8 +3,11 @@ import type { Queryable } from '../db.ts';
 import { currentTraceparent } from '../spans.ts';
 import { type Claimed, type Lease, LeaseLostError, type QueueTable } from './queue.ts';
 
-/** scan: virus scan and type check of new bytes; digest: the SHA-256 of bytes the store did not hash. */
-export type JobKind = 'scan' | 'digest';
+/**
+ * scan: virus scan and type check of new bytes; digest: the SHA-256 of bytes the store did not hash;
+ * thumbnail: the renditions a project's `thumbnails` setting asks of an image that became ready.
+ */
+export type JobKind = 'scan' | 'digest' | 'thumbnail';
 
 /** A job of the `jobs` table: work about one file, queued in the transaction of the change that needs it. */
 export interface Job extends Claimed<JobKind> {

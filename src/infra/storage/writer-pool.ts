@@ -145,7 +145,15 @@ export class WriterThread {
           chunk.copy(owned);
         }
         job.inFlight += owned.length;
-        this.#post({ type: 'chunk', id, data: owned }, [owned.buffer as ArrayBuffer]);
+        try {
+          this.#post({ type: 'chunk', id, data: owned }, [owned.buffer as ArrayBuffer]);
+        } catch (error) {
+          // Memory a native addon allocated (sharp's output) cannot be moved: it is copied instead.
+          if (!(error instanceof DOMException && error.name === 'DataCloneError')) throw error;
+          const copy = Buffer.allocUnsafeSlow(owned.length);
+          owned.copy(copy);
+          this.#post({ type: 'chunk', id, data: copy }, [copy.buffer as ArrayBuffer]);
+        }
         while (job.inFlight > MAX_IN_FLIGHT && !job.failure) {
           await new Promise<void>((resolve) => {
             job.drained = resolve;

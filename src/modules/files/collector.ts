@@ -8,6 +8,7 @@ import {
   markContentsCollected,
   rejectedUncollected,
 } from '../ingest/content-repo.ts';
+import { forgetRenditions, renditionKeysOf } from '../renditions/repo.ts';
 import { versionKeysOf } from '../versions/repo.ts';
 import * as repo from './repo.ts';
 import { removeStaleUploads } from './stale-uploads.ts';
@@ -30,13 +31,19 @@ export function createCollector(deps: {
 }) {
   const { db, store, graceSeconds, uploadUrlTtlSeconds, logger, metrics } = deps;
 
-  /** Deletes every object the files refer to (current content, versions, new content) and marks them collected. */
+  /** Deletes every object the files refer to (current content, versions, new content, renditions) and marks them collected. */
   async function purge(rows: { id: string; storage_key: string }[]): Promise<void> {
     if (rows.length === 0) return;
     const ids = rows.map((row) => row.id);
     const others = [...(await versionKeysOf(db, ids)), ...(await contentKeysOf(db, ids))];
-    const keys = new Set([...rows.map((row) => row.storage_key), ...others.map((row) => row.storage_key)]);
+    const renditions = await renditionKeysOf(db, ids);
+    const keys = new Set([
+      ...rows.map((row) => row.storage_key),
+      ...others.map((row) => row.storage_key),
+      ...renditions,
+    ]);
     for (const key of keys) await store.delete(key);
+    await forgetRenditions(db, renditions);
     await repo.markCollected(db, ids);
   }
 

@@ -2,6 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, errors } from '../../http/error-responses.ts';
 import { ProjectParams, Ref } from '../../http/schemas.ts';
 import { auditContext } from '../audit/service.ts';
+import { asksRendition } from '../renditions/params.ts';
+import type { RenditionService } from '../renditions/service.ts';
 import {
   DownloadQuery,
   DownloadResponse,
@@ -18,7 +20,7 @@ import type { FileService } from './service.ts';
 
 const tags = ['Files'];
 
-export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
+export function fileRoutes(files: FileService, renditions: RenditionService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.get(
       '/projects/:project_id/files',
@@ -62,7 +64,7 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           operationId: 'downloadFile',
           summary: 'Get a download URL',
           description:
-            'Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at.',
+            'Only for ready files. The URL serves the bytes as an attachment, with single-range support, until expires_at. With any rendition parameter (width, height, fit, format, quality, animated; see renderFile) it is the URL of that rendition instead, needing no key: the signature binds the parameters, and the image is served inline with a Cache-Control lasting until expires_at.',
           params: FileParams,
           querystring: DownloadQuery,
           response: {
@@ -71,7 +73,12 @@ export function fileRoutes(files: FileService): FastifyPluginAsyncTypebox {
           },
         },
       },
-      async (request) => files.download(request, request.params.file_id, request.query.ttl),
+      async (request) => {
+        const { ttl, ...rendition } = request.query;
+        return asksRendition(rendition)
+          ? renditions.presign(request, request.params.file_id, rendition, ttl)
+          : files.download(request, request.params.file_id, ttl);
+      },
     );
 
     for (const [method, mode, operationId, summary] of [

@@ -11,6 +11,7 @@ import {
 import { idPattern } from '../../lib/ids.ts';
 import { CONTENT_TYPE_PATTERN } from '../../lib/mime.ts';
 import { MAX_OBJECT_BYTES } from '../projects/schemas.ts';
+import { RenditionFields } from '../renditions/schemas.ts';
 import {
   CATEGORIES,
   FILE_STATUSES,
@@ -159,7 +160,7 @@ export const UrlTtl = Type.Optional(
     }),
   ),
 );
-export const DownloadQuery = Type.Object({ ttl: UrlTtl });
+export const DownloadQuery = Type.Object({ ttl: UrlTtl, ...RenditionFields });
 export const DownloadResponse = Type.Object(
   { url: Type.String(), expires_at: Timestamp },
   { $id: 'PresignedUrl', description: 'A presigned URL, valid until expires_at' },

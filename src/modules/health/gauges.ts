@@ -1,7 +1,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Cache } from '../../infra/cache.ts';
 import type { Db, PoolStats } from '../../infra/db.ts';
-import { JOBS, type QueueDepth, queueDepth } from '../../infra/jobs/index.ts';
+import { JOBS, type JobKind, type QueueDepth, queueDepth } from '../../infra/jobs/index.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { findAllUsage } from '../usage/repo.ts';
 import { PENDING_DELIVERIES } from '../webhooks/delivery-repo.ts';
@@ -14,7 +14,7 @@ const LOAD_WAIT_MS = 2_000;
 
 /** The buckets of the kept project usage: a file's status, or `deleted` until it is collected. */
 const FILE_BUCKETS = ['uploading', 'processing', 'ready', 'failed', 'quarantined', 'deleted'] as const;
-const JOB_KINDS = ['scan', 'digest'];
+const JOB_KINDS: JobKind[] = ['scan', 'digest', 'thumbnail'];
 
 interface Backlog {
   depth: number;

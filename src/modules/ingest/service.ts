@@ -24,6 +24,7 @@ import { visibleFile } from '../files/service.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import { MAX_OBJECT_BYTES, type Project } from '../projects/schemas.ts';
+import { queueThumbnails } from '../renditions/thumbnails.ts';
 import { consumeToken, findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
@@ -131,6 +132,7 @@ export async function commitFile(
   if (scan) await enqueueJob(q, 'scan', project.id, file.id);
   else {
     await recordEvent(q, project, 'file.ready', file);
+    await queueThumbnails(q, project, file);
     if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, null, file.storage_key);
   }
   return file;
@@ -178,6 +180,7 @@ export async function commitContent(
   }
   const updated = await replaceContent(q, file, content, content.metadata ?? undefined);
   await recordEvent(q, project, 'file.ready', updated);
+  await queueThumbnails(q, project, updated);
   return updated;
 }
 

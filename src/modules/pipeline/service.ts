@@ -22,6 +22,7 @@ import { SCAN_UNAVAILABLE } from '../files/rules.ts';
 import { findContent, setContentChecksum, transitionContent } from '../ingest/content-repo.ts';
 import { commitContent } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
+import { queueThumbnails } from '../renditions/thumbnails.ts';
 import { setVersionChecksum } from '../versions/repo.ts';
 import { checkMime, SNIFF_BYTES } from './mime-check.ts';
 
@@ -218,7 +219,9 @@ export function createPipeline(deps: {
             scan_signature: signatureOf(verdict),
           },
         );
-        if (updated) await recordEvent(q, project, EVENT_OF[verdict.status], updated);
+        if (!updated) return;
+        await recordEvent(q, project, EVENT_OF[verdict.status], updated);
+        if (verdict.status === 'ready') await queueThumbnails(q, project, updated);
       },
     };
   }

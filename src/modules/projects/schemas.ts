@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { ItemList, Nullable, Ref, StringEnum, Timestamp } from '../../http/schemas.ts';
+import { MAX_THUMBNAILS, ThumbnailSpec } from '../renditions/schemas.ts';
 import { BUCKET_PATTERN } from './bucket.ts';
 
 export const SCOPES = [
@@ -20,6 +21,14 @@ export const MAX_OBJECT_BYTES = 5 * 1024 ** 4;
 
 /** The highest per-key rate limit a project may be given. */
 export const MAX_RATE_LIMIT_PER_MINUTE = 100_000_000;
+
+const Thumbnails = Nullable(
+  Type.Array(ThumbnailSpec, {
+    maxItems: MAX_THUMBNAILS,
+    description:
+      'Renditions made when an image becomes ready (the parameters of renderFile); a failed one never fails the file. null: none',
+  }),
+);
 
 export const SettingsInput = Type.Object(
   {
@@ -72,6 +81,7 @@ export const SettingsInput = Type.Object(
         }),
       ),
     ),
+    thumbnails: Type.Optional(Thumbnails),
   },
   { $id: 'ProjectSettingsInput', additionalProperties: false },
 );
@@ -94,6 +104,7 @@ export const Settings = Type.Object(
         description: "Requests a minute per API key of the project; null: the server's default",
       }),
     ),
+    thumbnails: Thumbnails,
   },
   { $id: 'ProjectSettings' },
 );
@@ -111,6 +122,7 @@ export const DEFAULT_SETTINGS: Settings = {
   enforce_schema: false,
   ip_allowlist: null,
   rate_limit_per_minute: null,
+  thumbnails: null,
 };
 
 export const Organization = Type.Object(

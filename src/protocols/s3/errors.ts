@@ -121,6 +121,10 @@ const FROM_DOMAIN: Record<ErrorCode, [number, string]> = {
   RANGE_NOT_SATISFIABLE: [416, 'InvalidRange'],
   VALIDATION_ERROR: [400, 'InvalidArgument'],
   invalid_url: [400, 'InvalidArgument'],
+  // S3 renders nothing; listed for completeness of the catalogue.
+  NOT_AN_IMAGE: [400, 'InvalidArgument'],
+  IMAGE_TOO_LARGE: [400, 'InvalidArgument'],
+  RENDER_BUSY: [503, 'SlowDown'],
   RATE_LIMITED: [503, 'SlowDown'],
   INTERNAL: [500, 'InternalError'],
   STORE_UNAVAILABLE: [503, 'ServiceUnavailable'],

@@ -2,9 +2,14 @@ import type { Api, RequestOptions } from '../api.js';
 import type { QueryOf } from '../openapi.js';
 import type { DownloadUrl, FileList, FileObject, ListFilesQuery } from '../types.js';
 
+/** Rendition parameters (width, height, fit, format, quality, animated), as GET …/render takes them. */
+export type RenditionOptions = QueryOf<'/v1/projects/{project_id}/files/{file_id}/render', 'get'>;
+
 export interface DownloadOptions extends RequestOptions {
   /** URL lifetime in seconds, 60 to 86400 (ignored when the project requires signed URLs). */
   ttl?: number;
+  /** A URL of this rendition of an image instead of the file's bytes: embeddable, no key needed. */
+  rendition?: RenditionOptions;
 }
 
 export interface FilesApi {
@@ -98,10 +103,10 @@ export function filesApi(api: Api): FilesApi {
         page = await list(projectId, { ...rest, cursor: page.next_cursor }, options);
       }
     },
-    downloadUrl: (projectId, fileId, { ttl, ...options } = {}) =>
+    downloadUrl: (projectId, fileId, { ttl, rendition, ...options } = {}) =>
       api.call('get', '/v1/projects/{project_id}/files/{file_id}/download', {
         params: ids(projectId, fileId),
-        query: { ttl },
+        query: { ttl, ...rendition },
         ...options,
       }),
     delete: (projectId, fileId, options = {}) =>

@@ -11,6 +11,7 @@ import { type Detail, fileDetail } from './files/detail.ts';
 import { type FileFilters, filterBar } from './files/filters.ts';
 import { fileById } from './files/lookup.ts';
 import { isSettled, statusBadge } from './files/status.ts';
+import { thumbnail } from './files/thumbnail.ts';
 import { ALL_FILES, type FolderChoice, folderTree } from './files/tree.ts';
 import { uploader } from './files/upload.ts';
 
@@ -90,7 +91,7 @@ export function filesView(context: Context, route: Route): View {
     return h(
       'tr',
       { 'data-id': file.id, class: detail?.fileId === file.id ? 'selected' : null },
-      h('td', { class: 'name' }, open),
+      h('td', { class: 'name' }, thumbnail(context, projectId, file), open),
       h('td', null, statusBadge(file)),
       h('td', null, file.category, h('span', { class: 'muted block' }, file.content_type)),
       h('td', { class: 'number' }, bytes(file.size_bytes)),

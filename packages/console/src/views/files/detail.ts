@@ -11,11 +11,14 @@ import { busy, button, confirmDialog, field, input, noticeArea } from '../../lib
 import { metadataEditor, tagsEditor } from './editors.ts';
 import { fileById } from './lookup.ts';
 import { statusBadge } from './status.ts';
+import { hasThumbnail } from './thumbnail.ts';
 import { pickFolder } from './tree.ts';
 import { download, versionsSection } from './versions.ts';
 
 /** How long a preview's URL lives: long enough to load the image, no longer. */
 const PREVIEW_TTL_SECONDS = 60;
+/** The preview's rendition fits in this square (twice the panel's width, for high-density screens). */
+const PREVIEW_SIDE = 640;
 
 /** Fields in the order a person looks for them; fields not named here follow, by their own name. */
 const LABELS: Record<string, string> = {
@@ -122,7 +125,11 @@ export function fileDetail(
   function preview(file: FileObject) {
     if (!file.content_type.startsWith('image/') || file.status !== 'ready') return null;
     const frame = h('figure', { class: 'preview' }, h('figcaption', { class: 'muted' }, 'Loading preview…'));
-    client.files.downloadUrl(projectId, file.id, { ttl: PREVIEW_TTL_SECONDS }).then(
+    // A rendition: a bounded, re-encoded copy (EXIF orientation applied) rather than the whole original.
+    const rendition = hasThumbnail(file)
+      ? ({ width: PREVIEW_SIDE, height: PREVIEW_SIDE, fit: 'inside' } as const)
+      : undefined;
+    client.files.downloadUrl(projectId, file.id, { ttl: PREVIEW_TTL_SECONDS, rendition }).then(
       ({ url }) => {
         const image = h('img', { alt: `Preview of ${file.filename}`, decoding: 'async' });
         image.addEventListener('load', () => frame.querySelector('figcaption')?.remove());

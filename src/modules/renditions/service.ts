@@ -1,0 +1,289 @@
+import { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { ImageConfig } from '../../config.ts';
+import { forbidden, notFound } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Db } from '../../infra/db.ts';
+import { ImageError } from '../../infra/images/errors.ts';
+import { createLimiter } from '../../infra/images/limiter.ts';
+import { CONTENT_TYPE_OF, type RenderSpec, renderImage } from '../../infra/images/render.ts';
+import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
+import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
+import * as files from '../files/repo.ts';
+import { type PresignedUrl, requireReady, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import {
+  canonical,
+  normalize,
+  type RenditionParams,
+  type RenditionQuery,
+  resolveFormat,
+  toQuery,
+} from './params.ts';
+import * as repo from './repo.ts';
+
+/** Renders that may wait for a slot, per slot: past them a request is refused (503 RENDER_BUSY). */
+const QUEUED_PER_SLOT = 4;
+/** The total is summed again once this process stored 1/this of the budget. */
+const CHECK_EVERY_FRACTION = 100;
+/** Renditions removed per round when the cache is past its budget. */
+const EVICT_BATCH = 100;
+
+/** A rendition ready to send: its bytes (from the store, or just made) and what the headers say of them. */
+export interface Rendition {
+  body: Readable | Buffer;
+  size: number;
+  contentType: string;
+  /** Quoted; the same for the same source content and parameters, wherever it was made. */
+  etag: string;
+  /** The format followed the request's Accept header (responses then vary by it). */
+  negotiated: boolean;
+}
+
+type ServableFile = Pick<
+  files.FileRow,
+  'id' | 'project_id' | 'storage_key' | 'etag' | 'content_type' | 'size_bytes'
+>;
+
+/** Reads a stream whole, refusing more than `limit` bytes. */
+async function readBounded(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      stream.destroy();
+      throw new ImageError('TooLarge', `The image is larger than ${limit} bytes`, { max_bytes: limit });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+export function createRenditionService(deps: {
+  db: Db;
+  store: ObjectStore;
+  images: ImageConfig;
+  /** The server key: rendition URLs are signed under a key derived from it. */
+  secretKey: Buffer;
+  publicUrl: string;
+  logger: Logger;
+}) {
+  const { db, store, images, publicUrl, logger } = deps;
+  const urlKey = hmacHex(deps.secretKey, 'coffer rendition URLs');
+  const limiter = createLimiter(images.renderConcurrency, images.renderConcurrency * QUEUED_PER_SLOT);
+  /** Renders under way in this process, by key, until their bytes are stored. */
+  const inFlight = new Map<string, Promise<{ data: Buffer; kept: Promise<void> }>>();
+  /** Renditions being stored. */
+  const storing = new Set<Promise<void>>();
+  let evicting: Promise<void> | undefined;
+  /** Bytes this process stored since it last summed the total. */
+  let unchecked = 0;
+
+  /**
+   * The key and ETag of a rendition: the source's content and the normalised parameters. The content
+   * is named by its object (key and ETag, both fixed when it was sealed; new content is a new object)
+   * rather than by checksum_sha256, which on S3 is known only after the digest job: a rendition made
+   * before it would otherwise be made again after it.
+   */
+  function identify(file: ServableFile, spec: RenderSpec) {
+    const hash = sha256Hex(JSON.stringify([file.storage_key, file.etag, canonical(spec)]));
+    return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
+  }
+
+  /** Reads the source (bounded) and renders it, in a render slot. */
+  async function make(file: ServableFile, spec: RenderSpec): Promise<Buffer> {
+    if (file.size_bytes > images.maxSourceBytes) {
+      throw new ImageError('TooLarge', `The image is larger than ${images.maxSourceBytes} bytes`, {
+        size_bytes: file.size_bytes,
+        max_bytes: images.maxSourceBytes,
+      });
+    }
+    return limiter.run(async () => {
+      const source = await readBounded(await store.read(file.storage_key), images.maxSourceBytes);
+      const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
+      return (await renderImage(source, spec, limits)).data;
+    });
+  }
+
+  /** Stores a rendition and records it (its size counts towards the budget from then on). */
+  async function keep(file: ServableFile, spec: RenderSpec, key: string, data: Buffer): Promise<void> {
+    const contentType = CONTENT_TYPE_OF[spec.format];
+    try {
+      await store.write(key, Readable.from([data]), { size: data.length, contentType });
+    } catch (error) {
+      // Another server stored the same rendition first: the same bytes.
+      if (!isStoreError(error, 'AlreadyExists')) throw error;
+    }
+    await repo.insertRendition(db, {
+      key,
+      file_id: file.id,
+      project_id: file.project_id,
+      content_type: contentType,
+      size_bytes: data.length,
+    });
+    evictPastBudget(data.length);
+  }
+
+  /**
+   * Renders once per key in this process: identical requests arriving together share the render. The
+   * bytes are answered as soon as they are made, and stored meanwhile; until they are, the same key
+   * shares these bytes too. A rendition that could not be stored is made again on the next request.
+   */
+  function makeOnce(
+    file: ServableFile,
+    spec: RenderSpec,
+    key: string,
+  ): Promise<{ data: Buffer; kept: Promise<void> }> {
+    let pending = inFlight.get(key);
+    if (!pending) {
+      const made = make(file, spec);
+      const kept = made.then((data) => keep(file, spec, key, data));
+      pending = made.then((data) => ({ data, kept }));
+      inFlight.set(key, pending);
+      const settled = kept
+        .catch((error) => {
+          // The render's own failure is the requester's answer; only a failed store is worth a line.
+          if (!(error instanceof ImageError)) logger.warn({ err: error, key }, 'rendition not stored');
+        })
+        .finally(() => {
+          inFlight.delete(key);
+          storing.delete(settled);
+        });
+      storing.add(settled);
+    }
+    return pending;
+  }
+
+  /**
+   * Removes the least recently used renditions until the total is within the budget (one pass at a
+   * time). The total is summed again only once this process stored another hundredth of the budget:
+   * each server overshoots it by that much at most, and a render costs no sum over the whole table.
+   */
+  function evictPastBudget(added: number): void {
+    unchecked += added;
+    if (evicting || unchecked < images.renditionCacheBytes / CHECK_EVERY_FRACTION) return;
+    unchecked = 0;
+    evicting = (async () => {
+      for (;;) {
+        const excess = (await repo.totalRenditionBytes(db)) - images.renditionCacheBytes;
+        if (excess <= 0) return;
+        const oldest = await repo.leastRecentlyUsed(db, EVICT_BATCH);
+        const victims: string[] = [];
+        let freed = 0;
+        for (const row of oldest) {
+          if (freed >= excess) break;
+          victims.push(row.key);
+          freed += row.size_bytes;
+        }
+        for (const key of victims) await store.delete(key);
+        await repo.forgetRenditions(db, victims);
+      }
+    })()
+      .catch((error) => logger.warn({ err: error }, 'rendition eviction failed'))
+      .finally(() => {
+        evicting = undefined;
+      });
+  }
+
+  /**
+   * The rendition of a ready file: from the store when made before, else rendered once (per key) and
+   * kept; with `stored`, only once it is kept.
+   */
+  async function serve(
+    file: ServableFile,
+    spec: RenderSpec,
+    negotiated: boolean,
+    options: { stored?: boolean } = {},
+  ): Promise<Rendition> {
+    const { key, etag } = identify(file, spec);
+    const contentType = CONTENT_TYPE_OF[spec.format];
+    const row = await repo.findRendition(db, key);
+    if (row) {
+      // Touched first: once the stream is open, nothing may fail before it is handed on.
+      await repo.touchRendition(db, key);
+      try {
+        const body = await store.read(key);
+        return { body, size: row.size_bytes, contentType, etag, negotiated };
+      } catch (error) {
+        // Evicted meanwhile (by another server): made again below.
+        if (!isStoreError(error, 'NoSuchKey')) throw error;
+        await repo.forgetRenditions(db, [key]);
+      }
+    }
+    const { data, kept } = await makeOnce(file, spec, key);
+    if (options.stored) await kept;
+    return { body: data, size: data.length, contentType, etag, negotiated };
+  }
+
+  /** The signed fields of a rendition URL, in one unambiguous spelling. */
+  const signature = (projectId: string, fileId: string, params: RenditionParams, expires: number) =>
+    hmacHex(urlKey, JSON.stringify(['rendition', projectId, fileId, canonical(params), expires]));
+
+  return {
+    serve,
+    /** Renders running and waiting for a slot in this process. */
+    load: () => limiter.load,
+    /** Resolves once every rendition made so far is stored (or failed to be). */
+    async stored(): Promise<void> {
+      while (storing.size > 0) await Promise.all(storing);
+    },
+
+    /** GET …/render: the rendition of a ready file the caller may read. */
+    async render(caller: Caller, fileId: string, query: RenditionQuery, accept: string | undefined) {
+      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId), {
+        allowQuarantined: true,
+      });
+      requireReady(file);
+      const params = normalize(query);
+      return serve(file, resolveFormat(params, accept, file.content_type), params.format === 'auto');
+    },
+
+    /** A URL of the rendition that needs no key: it binds the file, the parameters and the expiry. */
+    async presign(
+      caller: Caller,
+      fileId: string,
+      query: RenditionQuery,
+      ttl: number | undefined,
+    ): Promise<PresignedUrl> {
+      const seconds = urlLifetimeSeconds(caller.project, ttl, caller.project.settings.signed_url_ttl_seconds);
+      const params = normalize(query);
+      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId));
+      requireReady(file);
+      const expires = Math.ceil(Date.now() / 1000) + seconds;
+      const search = new URLSearchParams({
+        ...toQuery(params),
+        exp: String(expires),
+        sig: signature(file.project_id, file.id, params, expires),
+      });
+      return {
+        url: `${publicUrl}/renditions/${file.project_id}/${file.id}?${search}`,
+        expires_at: new Date(expires * 1000).toISOString(),
+      };
+    },
+
+    /** GET /renditions/…: a presigned rendition URL, checked; answers the rendition and its expiry. */
+    async renderSigned(
+      projectId: string,
+      fileId: string,
+      query: RenditionQuery & { exp: number; sig: string },
+      accept: string | undefined,
+    ): Promise<Rendition & { expires: number }> {
+      const params = normalize(query);
+      if (!safeEqual(signature(projectId, fileId, params, query.exp), query.sig)) {
+        throw forbidden('The URL signature is invalid');
+      }
+      if (Date.now() >= query.exp * 1000) throw forbidden('The URL has expired');
+      const file = await files.findFile(db, projectId, fileId);
+      if (!file || file.deleted_at !== null) throw notFound('File');
+      requireReady(file);
+      const rendition = await serve(
+        file,
+        resolveFormat(params, accept, file.content_type),
+        params.format === 'auto',
+      );
+      return { ...rendition, expires: query.exp };
+    },
+  };
+}
+
+export type RenditionService = ReturnType<typeof createRenditionService>;

@@ -1,0 +1,538 @@
+import { randomBytes } from 'node:crypto';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import { initiate, settledChecksum, upload } from '../support/files.ts';
+import { animatedGif, bombPng, hasGps, sidewaysJpegWithGps, translucentPng } from '../support/images.ts';
+
+let coffer: TestCoffer;
+let project: TestProject;
+beforeAll(async () => {
+  coffer = await startCoffer({ COFFER_GC_GRACE_SECONDS: '0' });
+  project = await coffer.newProject();
+});
+afterAll(() => coffer.close());
+
+async function stored(target: TestProject, filename: string, contentType: string, bytes: Buffer) {
+  const reply = await upload(target, { filename, content_type: contentType, bytes });
+  expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+  expect(reply.body.status).toBe('ready');
+  return reply.body as { id: string; storage_key: string };
+}
+
+interface Rendered {
+  status: number;
+  headers: Headers;
+  bytes: Buffer;
+  json?: any;
+}
+
+async function get(url: string, headers: Record<string, string> = {}): Promise<Rendered> {
+  const response = await fetch(url, { headers });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const isJson = response.headers.get('content-type')?.startsWith('application/json');
+  return {
+    status: response.status,
+    headers: response.headers,
+    bytes,
+    json: isJson ? JSON.parse(bytes.toString()) : undefined,
+  };
+}
+
+function render(
+  target: TestProject,
+  fileId: string,
+  query: Record<string, string | number | boolean | undefined>,
+  headers: Record<string, string> = {},
+  on: TestCoffer = coffer,
+) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined) search.set(name, String(value));
+  return get(`${on.url}/v1/projects/${target.id}/files/${fileId}/render?${search}`, {
+    authorization: `Bearer ${target.key}`,
+    ...headers,
+  });
+}
+
+/** Runs (and awaits) `onRead` before each read of `key` from the store of `on`; answers how to undo it. */
+function onSourceRead(on: TestCoffer, key: string, onRead: () => unknown): () => void {
+  const store = on.services.store;
+  const read = store.read.bind(store);
+  store.read = async (readKey, range) => {
+    if (readKey === key) await onRead();
+    return read(readKey, range);
+  };
+  return () => {
+    store.read = read;
+  };
+}
+
+describe('GET …/render', () => {
+  it('applies the EXIF orientation, strips every metadata block and answers the asked format and size', async () => {
+    const source = await sidewaysJpegWithGps();
+    const before = await sharp(source).metadata();
+    expect(before.orientation).toBe(6);
+    expect(hasGps(before.exif)).toBe(true);
+    const file = await stored(project, 'photo.jpg', 'image/jpeg', source);
+
+    const reply = await render(project, file.id, { width: 100, format: 'webp' });
+    expect(reply.status).toBe(200);
+    expect(reply.headers.get('content-type')).toBe('image/webp');
+    expect(reply.headers.get('cache-control')).toBe('private');
+    expect(reply.headers.get('etag')).toMatch(/^"[0-9a-f]{64}"$/);
+    const out = await sharp(reply.bytes).metadata();
+    // Shown upright (300 × 600), so 100 wide is 200 high.
+    expect({ format: out.format, width: out.width, height: out.height }).toEqual({
+      format: 'webp',
+      width: 100,
+      height: 200,
+    });
+    expect(out.orientation).toBeUndefined();
+    expect(out.exif).toBeUndefined();
+    expect(out.xmp).toBeUndefined();
+  });
+
+  it('fits both sides as asked: cover crops, contain pads, inside stays within', async () => {
+    const file = await stored(project, 'wide.png', 'image/png', await translucentPng(200, 100));
+    const size = async (fit: string) => {
+      const reply = await render(project, file.id, { width: 50, height: 50, fit, format: 'png' });
+      expect(reply.status).toBe(200);
+      const meta = await sharp(reply.bytes).metadata();
+      return [meta.width, meta.height];
+    };
+    expect(await size('cover')).toEqual([50, 50]);
+    expect(await size('contain')).toEqual([50, 50]);
+    expect(await size('fill')).toEqual([50, 50]);
+    expect(await size('inside')).toEqual([50, 25]);
+  });
+
+  it('keeps the alpha channel in PNG and WebP, flattens it in JPEG', async () => {
+    const file = await stored(project, 'alpha.png', 'image/png', await translucentPng());
+    const channels = async (format: string) => {
+      const reply = await render(project, file.id, { width: 40, format });
+      expect(reply.headers.get('content-type')).toBe(`image/${format}`);
+      return (await sharp(reply.bytes).metadata()).hasAlpha;
+    };
+    expect(await channels('png')).toBe(true);
+    expect(await channels('webp')).toBe(true);
+    expect(await channels('jpeg')).toBe(false);
+  });
+
+  it('chooses the format from Accept with auto: AVIF, then WebP, then the source format', async () => {
+    const file = await stored(project, 'auto.png', 'image/png', await translucentPng());
+    const formatFor = async (accept: string | undefined) => {
+      const reply = await render(project, file.id, { width: 20 }, accept ? { accept } : {});
+      expect(reply.headers.get('vary')).toBe('Accept');
+      return (await sharp(reply.bytes).metadata()).format;
+    };
+    expect(await formatFor('image/avif,image/webp,*/*')).toBe('heif');
+    expect(await formatFor('image/webp,*/*')).toBe('webp');
+    expect(await formatFor('image/avif;q=0,image/webp')).toBe('webp');
+    expect(await formatFor('*/*')).toBe('png');
+    expect(await formatFor(undefined)).toBe('png');
+  });
+
+  it('keeps the first frame of an animated GIF unless asked for all of them', async () => {
+    const file = await stored(project, 'anim.gif', 'image/gif', await animatedGif());
+    const still = await render(project, file.id, { width: 20 });
+    expect(still.headers.get('content-type')).toBe('image/jpeg'); // a GIF source without Accept
+    const stillMeta = await sharp(still.bytes).metadata();
+    expect([stillMeta.width, stillMeta.height, stillMeta.pages ?? 1]).toEqual([20, 15, 1]);
+    const first = await sharp(still.bytes).raw().toBuffer();
+    expect(first[0]).toBeGreaterThan(200); // red
+    expect(first[1]).toBeLessThan(60);
+
+    const moving = await render(project, file.id, { width: 20, animated: true });
+    expect(moving.headers.get('content-type')).toBe('image/webp');
+    const movingMeta = await sharp(moving.bytes, { animated: true }).metadata();
+    expect([movingMeta.width, movingMeta.pageHeight, movingMeta.pages]).toEqual([20, 15, 3]);
+
+    const refused = await render(project, file.id, { width: 20, animated: true, format: 'jpeg' });
+    expect(refused.status).toBe(422);
+    expect(refused.json.error.code).toBe('VALIDATION_ERROR');
+  });
+
+  it('refuses a decompression bomb from its header, SVG, text and a truncated JPEG with 422', async () => {
+    const bomb = bombPng();
+    expect(bomb.length).toBeLessThan(2048);
+    const bombFile = await stored(project, 'bomb.png', 'image/png', bomb);
+    const memoryBefore = process.memoryUsage().rss;
+    const refused = await render(project, bombFile.id, { width: 100 });
+    expect(refused.status).toBe(422);
+    expect(refused.json.error).toMatchObject({
+      code: 'IMAGE_TOO_LARGE',
+      details: { width: 30_000, height: 30_000 },
+    });
+    // 30000 × 30000 RGB would be 2.5 GiB decoded.
+    expect(process.memoryUsage().rss - memoryBefore).toBeLessThan(256 * 1024 * 1024);
+
+    const svg = await stored(
+      project,
+      'logo.svg',
+      'image/svg+xml',
+      Buffer.from(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
+      ),
+    );
+    const text = await stored(project, 'notes.txt', 'text/plain', Buffer.from('not an image'));
+    const jpeg = await sharp({ create: { width: 400, height: 400, channels: 3, background: '#808080' } })
+      .jpeg()
+      .toBuffer();
+    const truncated = await stored(
+      project,
+      'cut.jpg',
+      'image/jpeg',
+      jpeg.subarray(0, Math.floor(jpeg.length / 2)),
+    );
+    for (const file of [svg, text, truncated]) {
+      const reply = await render(project, file.id, { width: 50 });
+      expect(reply.status, file.id).toBe(422);
+      expect(reply.json.error.code).toBe('NOT_AN_IMAGE');
+    }
+  });
+
+  it('refuses a file that is not ready with 409 INVALID_STATE, a deleted one with 404, bad parameters with 422', async () => {
+    const pending = await initiate(project, {
+      filename: 'later.png',
+      content_type: 'image/png',
+      bytes: await translucentPng(),
+    });
+    const notReady = await render(project, pending.file_id, { width: 10 });
+    expect(notReady.status).toBe(409);
+    expect(notReady.json.error.code).toBe('INVALID_STATE');
+
+    const file = await stored(project, 'gone.png', 'image/png', await translucentPng());
+    expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
+    expect((await render(project, file.id, { width: 10 })).status).toBe(404);
+
+    const live = await stored(project, 'live.png', 'image/png', await translucentPng());
+    for (const query of [{ width: 0 }, { height: 4097 }, { quality: 101 }]) {
+      const reply = await render(project, live.id, query);
+      expect(reply.status, JSON.stringify(query)).toBe(422);
+    }
+    expect((await render(project, live.id, { fit: 'stretch' })).status).toBe(400);
+  });
+
+  it('renders once, then serves the stored rendition (ETag, 304) without reading the source', async () => {
+    const file = await stored(project, 'once.png', 'image/png', await translucentPng());
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      // Identical requests arriving together: one render.
+      const first = await Promise.all(
+        Array.from({ length: 5 }, () => render(project, file.id, { width: 64, format: 'webp' })),
+      );
+      expect(first.map((reply) => reply.status)).toEqual([200, 200, 200, 200, 200]);
+      expect(sourceReads).toBe(1);
+      const etag = first[0]!.headers.get('etag')!;
+      for (const reply of first) expect(reply.bytes.equals(first[0]!.bytes)).toBe(true);
+
+      const again = await render(project, file.id, { width: 64, format: 'webp' });
+      expect(again.status).toBe(200);
+      expect(again.headers.get('etag')).toBe(etag);
+      expect(again.bytes.equals(first[0]!.bytes)).toBe(true);
+      expect(sourceReads).toBe(1);
+      const notModified = await render(
+        project,
+        file.id,
+        { width: 64, format: 'webp' },
+        { 'if-none-match': etag },
+      );
+      expect(notModified.status).toBe(304);
+
+      // Answered as soon as made; stored meanwhile.
+      await coffer.services.renditions.stored();
+      const rows = await coffer.services.db.query<{ key: string; size_bytes: number }>(
+        'SELECT key, size_bytes FROM renditions WHERE file_id = $1',
+        [file.id],
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0]!.size_bytes).toBe(first[0]!.bytes.length);
+      expect((await coffer.services.store.head(rows[0]!.key))?.size).toBe(first[0]!.bytes.length);
+
+      // Other parameters are another rendition.
+      expect((await render(project, file.id, { width: 65, format: 'webp' })).status).toBe(200);
+      expect(sourceReads).toBe(2);
+    } finally {
+      restore();
+    }
+  });
+
+  it('keeps serving the same rendition once the checksum is known (S3: after the digest job)', async () => {
+    const file = await stored(project, 'digested.png', 'image/png', await translucentPng());
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      const first = await render(project, file.id, { width: 33, format: 'png' });
+      await coffer.services.renditions.stored();
+      expect(await settledChecksum(coffer, project, file.id)).toMatch(/^[0-9a-f]{64}$/);
+      const readsBefore = sourceReads; // the digest job reads the source too
+      const again = await render(project, file.id, { width: 33, format: 'png' });
+      expect(again.headers.get('etag')).toBe(first.headers.get('etag'));
+      expect(sourceReads).toBe(readsBefore);
+    } finally {
+      restore();
+    }
+  });
+
+  it('collects the renditions with their file', async () => {
+    const file = await stored(project, 'collected.png', 'image/png', await translucentPng());
+    expect((await render(project, file.id, { width: 30, format: 'png' })).status).toBe(200);
+    await coffer.services.renditions.stored();
+    const [row] = await coffer.services.db.query<{ key: string }>(
+      'SELECT key FROM renditions WHERE file_id = $1',
+      [file.id],
+    );
+    expect(await coffer.services.store.head(row!.key)).toBeDefined();
+    expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
+    await coffer.services.collector.sweep();
+    expect(await coffer.services.store.head(row!.key)).toBeUndefined();
+    expect(
+      await coffer.services.db.query('SELECT key FROM renditions WHERE file_id = $1', [file.id]),
+    ).toEqual([]);
+  });
+});
+
+describe('GET …/download with rendition parameters', () => {
+  it('answers a URL of the rendition that needs no key and binds its parameters', async () => {
+    const file = await stored(project, 'shared.jpg', 'image/jpeg', await sidewaysJpegWithGps());
+    const reply = await project.call('GET', `/files/${file.id}/download?width=60&format=webp&ttl=600`);
+    expect(reply.status).toBe(200);
+    const url = new URL(reply.body.url);
+    expect(url.pathname).toBe(`/renditions/${project.id}/${file.id}`);
+    expect(new Date(reply.body.expires_at).getTime()).toBeGreaterThan(Date.now() + 590_000);
+
+    const served = await get(url.href);
+    expect(served.status).toBe(200);
+    expect(served.headers.get('content-type')).toBe('image/webp');
+    expect(served.headers.get('cache-control')).toMatch(/^public, max-age=(59\d|600), immutable$/);
+    const meta = await sharp(served.bytes).metadata();
+    expect([meta.width, meta.height, meta.exif]).toEqual([60, 120, undefined]);
+
+    const tampered = new URL(url.href);
+    tampered.searchParams.set('width', '2000');
+    expect((await get(tampered.href)).status).toBe(403);
+    const unsigned = new URL(url.href);
+    unsigned.searchParams.delete('sig');
+    expect((await get(unsigned.href)).status).toBeGreaterThanOrEqual(400);
+    const otherFile = new URL(
+      url.href.replace(file.id, (await stored(project, 'x.png', 'image/png', await translucentPng())).id),
+    );
+    expect((await get(otherFile.href)).status).toBe(403);
+
+    // Without rendition parameters it is still the original's download URL.
+    const plain = await project.call('GET', `/files/${file.id}/download`);
+    expect(new URL(plain.body.url).pathname.startsWith('/renditions/')).toBe(false);
+  });
+
+  it('resolves format=auto from the Accept of the request that follows the URL', async () => {
+    const file = await stored(project, 'negotiated.png', 'image/png', await translucentPng());
+    const reply = await project.call('GET', `/files/${file.id}/download?width=30`);
+    const webp = await get(reply.body.url, { accept: 'image/webp,*/*' });
+    expect(webp.headers.get('content-type')).toBe('image/webp');
+    expect(webp.headers.get('vary')).toBe('Accept');
+    const png = await get(reply.body.url, { accept: '*/*' });
+    expect(png.headers.get('content-type')).toBe('image/png');
+  });
+});
+
+describe('bounds', () => {
+  let bounded: TestCoffer;
+  let boundedProject: TestProject;
+  beforeAll(async () => {
+    bounded = await startCoffer({
+      COFFER_IMAGE_MAX_SOURCE_BYTES: '4000',
+      COFFER_IMAGE_MAX_PIXELS: '250000',
+      COFFER_RENDER_CONCURRENCY: '1',
+    });
+    boundedProject = await bounded.newProject();
+  });
+  afterAll(() => bounded.close());
+
+  it('refuses sources past the byte and pixel bounds with 422 IMAGE_TOO_LARGE', async () => {
+    const noisy = await sharp(randomBytes(100 * 100 * 3), {
+      raw: { width: 100, height: 100, channels: 3 },
+    })
+      .png()
+      .toBuffer();
+    expect(noisy.length).toBeGreaterThan(4000);
+    const heavy = await stored(boundedProject, 'heavy.png', 'image/png', noisy);
+    const bytes = await render(boundedProject, heavy.id, { width: 10 }, {}, bounded);
+    expect(bytes.status).toBe(422);
+    expect(bytes.json.error).toMatchObject({ code: 'IMAGE_TOO_LARGE', details: { max_bytes: 4000 } });
+
+    const wide = await sharp({ create: { width: 1000, height: 300, channels: 3, background: '#000' } })
+      .png()
+      .toBuffer();
+    expect(wide.length).toBeLessThan(4000);
+    const large = await stored(boundedProject, 'wide.png', 'image/png', wide);
+    const pixels = await render(boundedProject, large.id, { width: 10 }, {}, bounded);
+    expect(pixels.status).toBe(422);
+    expect(pixels.json.error).toMatchObject({ code: 'IMAGE_TOO_LARGE', details: { max_pixels: 250_000 } });
+  });
+
+  it('answers 503 RENDER_BUSY with Retry-After once the slots and the queue are full', async () => {
+    const file = await stored(boundedProject, 'busy.png', 'image/png', await translucentPng(40, 40));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const restore = onSourceRead(bounded, file.storage_key, () => held);
+    try {
+      // One slot and four places in the queue: five renders of different sizes fill them.
+      const waiting = [1, 2, 3, 4, 5].map((width) => render(boundedProject, file.id, { width }, {}, bounded));
+      for (let tries = 0; bounded.services.renditions.load().queued < 4; tries++) {
+        expect(tries).toBeLessThan(200);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const refused = await render(boundedProject, file.id, { width: 6 }, {}, bounded);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.json.error.code).toBe('RENDER_BUSY');
+      release();
+      expect((await Promise.all(waiting)).map((reply) => reply.status)).toEqual([200, 200, 200, 200, 200]);
+    } finally {
+      release();
+      restore();
+    }
+  });
+});
+
+describe('the rendition cache budget', () => {
+  it('removes the least recently used renditions once the total is past COFFER_RENDITION_CACHE_BYTES', async () => {
+    const { db } = coffer.services;
+    const total = async () =>
+      (
+        await db.query<{ total: number }>(
+          'SELECT coalesce(sum(size_bytes), 0)::bigint AS total FROM renditions',
+        )
+      )[0]!.total;
+    // Room for what this worker's database holds already, and two renditions of about 4.8 kB.
+    const budgeted = await startCoffer({ COFFER_RENDITION_CACHE_BYTES: String((await total()) + 12_000) });
+    try {
+      const target = await budgeted.newProject();
+      const noise = await sharp(randomBytes(100 * 100 * 3), { raw: { width: 100, height: 100, channels: 3 } })
+        .png()
+        .toBuffer();
+      const file = await stored(target, 'noise.png', 'image/png', noise);
+      const keyOf = async (width: number) => {
+        const reply = await render(target, file.id, { width, format: 'png' }, {}, budgeted);
+        expect(reply.status).toBe(200);
+        expect(reply.bytes.length).toBeGreaterThan(3000);
+        expect(reply.bytes.length).toBeLessThan(6000);
+        await budgeted.services.renditions.stored();
+        const rows = await db.query<{ key: string }>(
+          'SELECT key FROM renditions WHERE file_id = $1 ORDER BY created_at DESC LIMIT 1',
+          [file.id],
+        );
+        return rows[0]!.key;
+      };
+      const a = await keyOf(40);
+      const b = await keyOf(41);
+      // A was used two hours ago, B one hour ago; then A is used again.
+      await db.query(`UPDATE renditions SET last_used_at = now() - interval '2 hours' WHERE key = $1`, [a]);
+      await db.query(`UPDATE renditions SET last_used_at = now() - interval '1 hour' WHERE key = $1`, [b]);
+      expect((await render(target, file.id, { width: 40, format: 'png' }, {}, budgeted)).status).toBe(200);
+      const c = await keyOf(42);
+
+      const remaining = async () =>
+        (await db.query<{ key: string }>('SELECT key FROM renditions WHERE file_id = $1', [file.id])).map(
+          (row) => row.key,
+        );
+      for (let tries = 0; (await remaining()).includes(b); tries++) {
+        expect(tries).toBeLessThan(100);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect((await remaining()).sort()).toEqual([a, c].sort());
+      expect(await budgeted.services.store.head(b)).toBeUndefined();
+      expect(await budgeted.services.store.head(a)).toBeDefined();
+      // B is made again when asked for.
+      expect((await render(target, file.id, { width: 41, format: 'png' }, {}, budgeted)).status).toBe(200);
+    } finally {
+      await budgeted.close();
+    }
+  });
+});
+
+describe('eager thumbnails (project setting thumbnails)', () => {
+  const jobsOf = (fileId: string) =>
+    coffer.services.db.query<{ kind: string }>(
+      "SELECT kind FROM jobs WHERE file_id = $1 AND kind = 'thumbnail'",
+      [fileId],
+    );
+  async function runThumbnails(fileId: string) {
+    const { thumbnailer } = coffer.services;
+    for (let pass = 0; (await jobsOf(fileId)).length > 0; pass++) {
+      expect(pass).toBeLessThan(50);
+      await thumbnailer.runOnce();
+      await thumbnailer.settle();
+    }
+  }
+
+  it('makes the listed renditions when an image becomes ready, every negotiable format for auto', async () => {
+    const target = await coffer.newProject({
+      thumbnails: [
+        { width: 64, format: 'webp' },
+        { width: 32, height: 32, fit: 'cover' },
+      ],
+    });
+    const settings = (await coffer.call('GET', `/v1/projects/${target.id}`, { token: target.key })).body
+      .settings;
+    expect(settings.thumbnails).toHaveLength(2);
+    const file = await stored(target, 'thumbs.png', 'image/png', await translucentPng());
+    expect(await jobsOf(file.id)).toEqual([{ kind: 'thumbnail' }]);
+    await runThumbnails(file.id);
+    const types = await coffer.services.db.query<{ content_type: string }>(
+      'SELECT content_type FROM renditions WHERE file_id = $1 ORDER BY content_type',
+      [file.id],
+    );
+    expect(types.map((row) => row.content_type)).toEqual([
+      'image/avif',
+      'image/png',
+      'image/webp',
+      'image/webp',
+    ]);
+
+    // The first request finds it made: the source is not read.
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      const reply = await render(target, file.id, { width: 32, height: 32 }, { accept: 'image/webp,*/*' });
+      expect(reply.headers.get('content-type')).toBe('image/webp');
+      expect(sourceReads).toBe(0);
+    } finally {
+      restore();
+    }
+  });
+
+  it('never fails the file when a thumbnail cannot be made, and queues none for projects without the setting', async () => {
+    const target = await coffer.newProject({ thumbnails: [{ width: 16 }] });
+    const jpeg = await sharp({ create: { width: 300, height: 300, channels: 3, background: '#123456' } })
+      .jpeg()
+      .toBuffer();
+    const broken = await stored(target, 'broken.jpg', 'image/jpeg', jpeg.subarray(0, 200));
+    await runThumbnails(broken.id);
+    expect((await target.call('GET', `/files/${broken.id}`)).body.status).toBe('ready');
+    expect(
+      await coffer.services.db.query('SELECT key FROM renditions WHERE file_id = $1', [broken.id]),
+    ).toEqual([]);
+
+    const plain = await stored(project, 'plain.png', 'image/png', await translucentPng());
+    expect(await jobsOf(plain.id)).toEqual([]);
+  });
+
+  it('validates the setting', async () => {
+    const target = await coffer.newProject();
+    const patch = (thumbnails: unknown) =>
+      coffer.call('PATCH', `/v1/projects/${target.id}`, {
+        token: ADMIN_KEY,
+        body: { settings: { thumbnails } },
+      });
+    expect((await patch(Array.from({ length: 9 }, () => ({ width: 10 })))).status).toBe(422);
+    expect((await patch([{ width: 5000 }])).status).toBe(422);
+    expect((await patch([{ width: 10, colour: 'red' }])).status).toBe(400);
+    const cleared = await patch(null);
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.settings.thumbnails).toBeNull();
+  });
+});
