@@ -3,7 +3,8 @@
  * (all when none is named) against a Coffer started for the run, and prints each result as a ratio against
  * a baseline measured in the same run. `--db postgres` runs every Coffer server of the run on PostgreSQL
  * (a database of its own on the server of COFFER_BENCH_DATABASE_URL, dropped at the end); `--json FILE`
- * also writes every row as data, to compare runs; `--files N` sizes the project of `list`.
+ * also writes every row as data, to compare runs; `--files N` sizes the project of `list` and the bucket
+ * that `s3api` lists.
  *
  * Environment:
  *   COFFER_BENCH_DATABASE_URL  the PostgreSQL server of --db postgres (any database of it: the run creates its own)
@@ -23,6 +24,11 @@
  *   COFFER_BENCH_S3_SIZE_MB, COFFER_BENCH_S3_MULTIPART_MB   `s3` single object (default 256) and multipart (1024, in 16
  *                              parts, COFFER_BENCH_PARTS_IN_FLIGHT at once) sizes; COFFER_BENCH_S3_SMALL_COUNT uploads
  *                              timed for the initiate + confirm latency (default 50)
+ *   `s3api` (Coffer's /s3 with @aws-sdk/client-s3 against the same client on a private radosgw, as `s3` starts it)
+ *                              uses COFFER_BENCH_SMALL_COUNT and COFFER_BENCH_CONCURRENCY (PutObject and GetObject
+ *                              of 1 KiB, with B1 and the REST small upload), COFFER_BENCH_SIZE_MB (one multipart
+ *                              upload and GetObject, no quarter-size run), COFFER_BENCH_PARTS_IN_FLIGHT,
+ *                              COFFER_BENCH_ROUNDS, COFFER_BENCH_LIST_REQUESTS and --files (ListObjectsV2 walk)
  *   `sdk` (@coffer/client against the hand-written clients, rounds in A B B A order) uses COFFER_BENCH_SIZE_MB (one
  *                              multipart upload of that size from a Buffer, no quarter-size run), COFFER_BENCH_ROUNDS,
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
@@ -52,13 +58,14 @@ import {
 import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
 import { s3 } from './s3.ts';
+import { s3api } from './s3api.ts';
 import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
 import { startup } from './startup.ts';
 import { uploads } from './uploads.ts';
 import { webhooks } from './webhooks.ts';
 
-const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, sdk, startup, listBench, soak];
+const BENCHES: Bench[] = [uploads, multipart, webhooks, s3, s3api, sdk, startup, listBench, soak];
 /** Run only when named: `soak` takes ten minutes by default. */
 const ON_REQUEST = new Set(['soak']);
 
@@ -68,7 +75,7 @@ function usage(): string {
     '  --db      the database of every Coffer server: embedded PGlite (default) or PostgreSQL, a database\n' +
     '            per server on the server of COFFER_BENCH_DATABASE_URL, dropped at the end\n' +
     '  --json    also writes every row (name, value, unit, baseline, ratio, target, met) to FILE\n' +
-    '  --files   files seeded by `list` (default 1000000)\n\n' +
+    '  --files   files seeded by `list` and `s3api` (default 1000000)\n\n' +
     `Benchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`
   );
 }
