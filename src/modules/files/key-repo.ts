@@ -7,9 +7,12 @@ import { COLUMNS, type FileRow } from './repo.ts';
  * and a key shows the newest file that holds it.
  */
 
+/** What a listing shows of a file: what S3 lists of an object (and its id, for its versions). */
+export type ListedFile = Pick<FileRow, 'id' | 'size_bytes' | 'etag' | 'checksum_sha256' | 'updated_at'>;
+
 /** What a listing finds at a key: the newest file holding it, or a folder. */
 export type KeyEntry =
-  | { key: string; file: FileRow }
+  | { key: string; file: ListedFile }
   | { key: string; folder: { id: string; created_at: Date } };
 
 /** The files S3 shows (the condition of the partial index files_s3_key), columns of `alias`. */
@@ -60,8 +63,9 @@ export async function listKeys(
   limit: number,
 ): Promise<KeyEntry[]> {
   const fileParams: unknown[] = [projectId, limit];
-  const files = await q.query<FileRow & { key: string }>(
-    `SELECT DISTINCT ON (s3_key) s3_key AS key, ${COLUMNS} FROM files
+  // Only the listed columns: a page reads a thousand rows, and each column more is decoded a thousand times.
+  const files = await q.query<ListedFile & { key: string }>(
+    `SELECT DISTINCT ON (s3_key) s3_key AS key, id, size_bytes, etag, checksum_sha256, updated_at FROM files
      WHERE project_id = $1 AND ${shown()}${within('s3_key', range, fileParams)}
      ORDER BY s3_key, id DESC LIMIT $2`,
     fileParams,
