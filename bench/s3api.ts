@@ -40,6 +40,7 @@ import {
   fmt,
   KiB,
   MiB,
+  mean,
   median,
   percentile,
   pool,
@@ -50,6 +51,7 @@ import {
   startCoffer,
   startInsertServer,
 } from './lib.ts';
+import { latencies } from './list.ts';
 import { seedFiles, seedInto } from './list-seed.ts';
 import {
   abba,
@@ -261,7 +263,6 @@ async function multipartRounds(
       times.down[side].push(seconds(start));
       await clean[side]();
     }
-    const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
     rounds.push({
       up: { coffer: mean(times.up.coffer), sdk: mean(times.up.sdk) },
       down: { coffer: mean(times.down.coffer), sdk: mean(times.down.sdk) },
@@ -528,16 +529,7 @@ export const s3api: Bench = {
       const listBucket = await s3Bucket(server, listed.project.id);
       clients.push(listBucket.client);
       const requests = envInteger('COFFER_BENCH_LIST_REQUESTS', 100);
-      const times = async (send: () => Promise<unknown>) => {
-        const result: number[] = [];
-        for (let i = 0; i < Math.min(10, requests); i++) await send();
-        for (let i = 0; i < requests; i++) {
-          const start = performance.now();
-          await send();
-          result.push(performance.now() - start);
-        }
-        return result;
-      };
+      const times = (send: () => Promise<unknown>) => latencies(requests, Math.min(10, requests), send);
       progress('s3api: HeadBucket and the first page of ListObjectsV2');
       const { client, name } = listBucket;
       const head = await times(() => client.send(new HeadBucketCommand({ Bucket: name })));
