@@ -16,6 +16,7 @@
  */
 import { randomFillSync } from 'node:crypto';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
@@ -41,13 +42,9 @@ import {
   KiB,
   MiB,
   mean,
-  median,
-  percentile,
   pool,
   progress,
   purgeFiles,
-  type Row,
-  type Section,
   startCoffer,
   startInsertServer,
 } from './lib.ts';
@@ -64,13 +61,18 @@ import {
   sdkClient,
   startRgw,
 } from './s3-server.ts';
+import {
+  dbName,
+  listingSection,
+  type MultipartRound,
+  multipartSection,
+  PAGE_KEYS,
+  type SmallResult,
+  type SmallRound,
+  smallSection,
+} from './s3api-report.ts';
 import { confirm, initiate, measureInserts, put } from './uploads.ts';
 
-const B1_TARGET = 0.5;
-const RGW_TARGET = 1;
-const MULTIPART_TARGET = 0.9;
-const LIST_TARGET_MS = 50;
-const PAGE_KEYS = 1000;
 const CONTENT_TYPE = 'application/octet-stream';
 /** Off: the endpoint's per-address and per-credential limits would cap every rate measured here. */
 const NO_RATE_LIMITS = {
@@ -121,13 +123,12 @@ async function drainObject(client: S3Client, bucket: string, key: string, size: 
 
 // ------------------------------------------------------------------------------------------ small objects
 
-interface SmallRound {
-  put: Record<Side, number>;
-  get: Record<Side, number>;
-  serverCpu: { put: number; get: number };
-}
-
-async function smallRounds(c: BenchContext, server: CofferServer, sides: Sides, body: Buffer) {
+async function smallRounds(
+  c: BenchContext,
+  server: CofferServer,
+  sides: Sides,
+  body: Buffer,
+): Promise<SmallResult> {
   const count = envInteger('COFFER_BENCH_SMALL_COUNT', 2000);
   const concurrency = envInteger('COFFER_BENCH_CONCURRENCY', 16);
   const putAll = (side: Side, run: string) => {
@@ -240,11 +241,13 @@ async function multipartUpload(client: S3Client, bucket: string, key: string, da
 async function multipartRounds(
   c: BenchContext,
   sides: Sides,
+  /** After an upload: what the side still does in the background is done (outside every timing). */
+  settle: Record<Side, () => Promise<void>>,
   clean: Record<Side, () => Promise<void>>,
   data: Buffer,
   p: Plan,
 ) {
-  const rounds: { up: Record<Side, number>; down: Record<Side, number> }[] = [];
+  const rounds: MultipartRound[] = [];
   for (let round = 1; round <= c.rounds; round++) {
     const times = {
       up: { coffer: [] as number[], sdk: [] as number[] },
@@ -258,6 +261,7 @@ async function multipartRounds(
       let start = performance.now();
       await multipartUpload(client, bucket, key, data, p);
       times.up[side].push(seconds(start));
+      await settle[side]();
       start = performance.now();
       await drainObject(client, bucket, key, data.length);
       times.down[side].push(seconds(start));
@@ -269,6 +273,19 @@ async function multipartRounds(
     });
   }
   return rounds;
+}
+
+/** Waits until every file of `project` has its SHA-256 (a digest job reading an object back would slow the next step). */
+async function checksummed(project: Project): Promise<void> {
+  for (;;) {
+    const page = await project.api<{ items: { checksum_sha256: string | null }[] }>(
+      'GET',
+      '/files?limit=200',
+    );
+    expectStatus(page, 200, 'list files');
+    if (page.body.items.every((file) => file.checksum_sha256 !== null)) return;
+    await sleep(20);
+  }
 }
 
 // --------------------------------------------------------------------------------------------- listing
@@ -312,147 +329,6 @@ async function seedListing(c: BenchContext, dataDir: string, server: CofferServe
   }
   const restarted = await startCoffer(dataDir, c.server.mode, { env: NO_RATE_LIMITS });
   return { server: restarted, project, seeded };
-}
-
-// ---------------------------------------------------------------------------------------------- report
-
-const dbName = (c: BenchContext) => (c.db === 'pglite' ? 'embedded PGlite' : 'PostgreSQL');
-const rows = (n: number) => `${n} round${n === 1 ? '' : 's'}`;
-
-function smallSection(
-  c: BenchContext,
-  small: Awaited<ReturnType<typeof smallRounds>>,
-  rest: { b1: number; rest: number },
-): Section {
-  const { rounds, count, concurrency } = small;
-  const med = (pick: (r: SmallRound) => number) => median(rounds.map(pick));
-  const rate = (value: number) => fmt.perSecond(value, 'req');
-  const put = med((r) => r.put.coffer);
-  const vsRgw = (op: 'put' | 'get') => med((r) => r[op].coffer / r[op].sdk);
-  const putVsRgw = vsRgw('put');
-  const getVsRgw = vsRgw('get');
-  return {
-    title: `S3 API: 1 KiB objects through /s3, @aws-sdk/client-s3, ${concurrency} in flight, ${count} per run, ${dbName(c)}, ${rows(rounds.length)} (medians)`,
-    rows: [
-      { benchmark: `B1: bare Fastify route, one INSERT`, coffer: rate(rest.b1) },
-      {
-        benchmark: 'REST small upload (initiate + PUT + confirm)',
-        coffer: fmt.perSecond(rest.rest, 'uploads'),
-        baseline: `${rate(rest.b1)} B1`,
-        ratio: rest.rest / rest.b1,
-      },
-      {
-        benchmark: 'PutObject 1 KiB vs B1',
-        coffer: rate(put),
-        baseline: `${rate(rest.b1)} B1`,
-        ratio: put / rest.b1,
-        target: `≥ ${fmt.ratio(B1_TARGET)}`,
-        met: put / rest.b1 >= B1_TARGET,
-      },
-      {
-        benchmark: 'PutObject 1 KiB vs radosgw',
-        coffer: rate(put),
-        baseline: `${rate(med((r) => r.put.sdk))} radosgw`,
-        ratio: putVsRgw,
-        target: `≥ ${fmt.ratio(RGW_TARGET)}`,
-        met: putVsRgw >= RGW_TARGET,
-      },
-      {
-        benchmark: 'GetObject 1 KiB vs radosgw',
-        coffer: rate(med((r) => r.get.coffer)),
-        baseline: `${rate(med((r) => r.get.sdk))} radosgw`,
-        ratio: getVsRgw,
-        target: `≥ ${fmt.ratio(RGW_TARGET)}`,
-        met: getVsRgw >= RGW_TARGET,
-      },
-      {
-        benchmark: '  server CPU per PutObject / GetObject',
-        coffer: `${fmt.ms(med((r) => r.serverCpu.put))} / ${fmt.ms(med((r) => r.serverCpu.get))}`,
-        value: med((r) => r.serverCpu.put),
-        unit: 'ms',
-      },
-    ],
-    notes: [
-      ...rounds.map(
-        (r, i) =>
-          `round ${i + 1}: PutObject ${rate(r.put.coffer)} vs ${rate(r.put.sdk)} radosgw, GetObject ${rate(r.get.coffer)} vs ${rate(r.get.sdk)}`,
-      ),
-      'both sides: the same S3Client configuration (path-style, checksums only where required), one PutObject or GetObject ' +
-        'per key, new keys every run under one prefix; Coffer on its local store (each PutObject durable on disk), radosgw on a memstore OSD (RAM)',
-      "B1 is bench/uploads.ts's, measured before and after the REST small uploads (their mean); the REST small upload is " +
-        "bench/uploads.ts's upload on this server",
-    ],
-  };
-}
-
-function multipartSection(
-  mib: number,
-  p: Plan,
-  rounds: Awaited<ReturnType<typeof multipartRounds>>,
-): Section {
-  const size = fmt.size(mib);
-  const row = (op: 'up' | 'down', name: string): Row => {
-    const ratio = median(rounds.map((r) => r[op].sdk / r[op].coffer));
-    return {
-      benchmark: name,
-      coffer: fmt.rate(mib / median(rounds.map((r) => r[op].coffer))),
-      baseline: `${fmt.rate(mib / median(rounds.map((r) => r[op].sdk)))} radosgw`,
-      ratio,
-      target: `≥ ${fmt.ratio(MULTIPART_TARGET)}`,
-      met: ratio >= MULTIPART_TARGET,
-    };
-  };
-  return {
-    title: `S3 API: multipart ${size} in ${p.parts.length} parts of ${fmt.size(p.partBytes / MiB)}, ${p.inFlight} in flight, then one GetObject, ${rows(rounds.length)} (medians)`,
-    rows: [
-      row('up', `multipart upload ${size} (create, parts, complete)`),
-      row('down', `GetObject ${size} (one stream)`),
-    ],
-    notes: rounds.map(
-      (r, i) =>
-        `round ${i + 1}: upload ${r.up.coffer.toFixed(2)} s vs ${r.up.sdk.toFixed(2)} s radosgw, download ${r.down.coffer.toFixed(2)} s vs ${r.down.sdk.toFixed(2)} s`,
-    ),
-  };
-}
-
-function listingSection(
-  files: number,
-  seeded: { seconds: number },
-  head: number[],
-  first: number[],
-  pages: { times: number[]; keys: number },
-): Section {
-  const stat = (times: number[]) => `${fmt.ms(percentile(times, 50))} / ${fmt.ms(percentile(times, 99))}`;
-  const baseline = `${fmt.ms(percentile(head, 99))} p99 HeadBucket`;
-  const row = (name: string, times: number[]): Row => {
-    const p99 = percentile(times, 99);
-    return {
-      benchmark: name,
-      coffer: stat(times),
-      value: p99,
-      unit: 'ms p99',
-      baseline,
-      target: `p99 ≤ ${LIST_TARGET_MS} ms`,
-      met: p99 <= LIST_TARGET_MS,
-    };
-  };
-  return {
-    title: `S3 API: ListObjectsV2 (max-keys ${PAGE_KEYS}) on a bucket of ${files.toLocaleString('en')} files (p50 / p99)`,
-    rows: [
-      {
-        benchmark: 'HeadBucket (reference)',
-        coffer: stat(head),
-        value: percentile(head, 99),
-        unit: 'ms p99',
-      },
-      row(`first page × ${first.length}`, first),
-      row(`every page of a walk (${pages.times.length} pages)`, pages.times),
-    ],
-    notes: [
-      `seeded by bench/list-seed.ts in ${seeded.seconds.toFixed(1)} s; the walk listed ${pages.keys.toLocaleString('en')} keys (the files S3 shows: ready, not deleted)`,
-      'one request at a time through the SDK; the reference is the same client authenticating a HeadBucket',
-    ],
-  };
 }
 
 // ----------------------------------------------------------------------------------------------- bench
@@ -516,6 +392,7 @@ export const s3api: Bench = {
           coffer: { client: largeBucket.client, bucket: largeBucket.name },
           sdk: { ...sdkSide, client: prefixed(rgw) },
         },
+        { coffer: () => checksummed(largeProject), sdk: async () => undefined },
         {
           coffer: async () => void (await purgeFiles(server, largeProject)),
           sdk: () => purge(rgw, target, prefix),
