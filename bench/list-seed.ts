@@ -12,6 +12,7 @@
  * times in one transaction); the usage is then computed from the rows, as Coffer's reconciliation does.
  */
 import pg from 'pg';
+import type { Queryable } from '../src/infra/db.ts';
 
 export const FOLDERS = 200;
 export const TAGS = Array.from({ length: 40 }, (_, i) => `tag${String(i + 1).padStart(2, '0')}`);
@@ -88,7 +89,7 @@ export interface Seeded {
   seconds: number;
 }
 
-/** Seeds `count` files and FOLDERS folders into `projectId` of the database at `url`. */
+/** Seeds `count` files and FOLDERS folders into `projectId` of the PostgreSQL database at `url`. */
 export async function seedFiles(
   url: string,
   projectId: string,
@@ -97,64 +98,82 @@ export async function seedFiles(
 ): Promise<Seeded> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  const start = performance.now();
   try {
-    await client.query(ULID_FUNCTIONS);
-    await client.query('SET session_replication_role = replica');
-    const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO folders (id, project_id, name, path)
-       SELECT 'fld_' || pg_temp.bench_ulid(now() - interval '731 days' + g * interval '1 second'), $1,
-              'folder-' || g, 'folder-' || g
-       FROM generate_series(1, $2::int) AS g
-       RETURNING id`,
-      [projectId, FOLDERS],
-    );
-    const folderIds = rows.map((row) => row.id).sort();
-    for (let from = 1; from <= count; from += BATCH) {
-      const to = Math.min(count, from + BATCH - 1);
-      await client.query(INSERT_BATCH, [from, to, count, projectId, folderIds, TAGS]);
-      onProgress(to);
-    }
-    await client.query('SET session_replication_role = DEFAULT');
-    const [usage] = (await client.query("SELECT to_regclass('project_usage_actual') AS view")).rows;
-    if (usage?.view) {
-      await client.query('BEGIN');
-      await client.query('DELETE FROM project_usage WHERE project_id = $1', [projectId]);
-      await client.query(
-        'INSERT INTO project_usage SELECT * FROM project_usage_actual WHERE project_id = $1',
-        [projectId],
-      );
-      await client.query('COMMIT');
-    }
-    // The kept counts of listings (migration 013), likewise.
-    await client.query('BEGIN');
-    await client.query('DELETE FROM file_count_deltas WHERE project_id = $1', [projectId]);
-    await client.query('DELETE FROM file_counts WHERE project_id = $1', [projectId]);
-    await client.query(
-      `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
-       SELECT project_id, '', status, category, coalesce(folder_id, ''), count(*) FROM files
-       WHERE project_id = $1 AND deleted_at IS NULL GROUP BY 1, 3, 4, 5`,
-      [projectId],
-    );
-    await client.query(
-      `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
-       SELECT project_id, '', status, category, '*', sum(n) FROM file_counts
-       WHERE project_id = $1 AND tag = '' GROUP BY 1, 3, 4`,
-      [projectId],
-    );
-    await client.query(
-      `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
-       SELECT project_id, tag, '', '', '', count(*) FROM files, unnest(tags) AS tag
-       WHERE project_id = $1 AND deleted_at IS NULL GROUP BY 1, 2`,
-      [projectId],
-    );
-    await client.query('COMMIT');
-    // What a database that grew over two years would have: statistics, and the visibility map that
-    // lets counts read the indexes alone.
-    await client.query('VACUUM (ANALYZE) files');
-    await client.query('ANALYZE folders');
-    return { folderIds, seconds: (performance.now() - start) / 1000 };
+    const db: Queryable = {
+      query: async <T>(sql: string, params?: unknown[]) => (await client.query(sql, params)).rows as T[],
+      exec: async (sql: string) => void (await client.query(sql)),
+    };
+    return await seedInto(db, projectId, count, onProgress);
   } finally {
     await client.end();
   }
+}
+
+/**
+ * The same into one connection `db` that nothing else uses meanwhile (its session settings and
+ * temporary functions are the seed's): a pg client, or the embedded database of a stopped server.
+ */
+export async function seedInto(
+  db: Queryable,
+  projectId: string,
+  count: number,
+  onProgress: (done: number) => void,
+): Promise<Seeded> {
+  const start = performance.now();
+  await db.exec(ULID_FUNCTIONS);
+  await db.query('SET session_replication_role = replica');
+  const rows = await db.query<{ id: string }>(
+    `INSERT INTO folders (id, project_id, name, path)
+     SELECT 'fld_' || pg_temp.bench_ulid(now() - interval '731 days' + g * interval '1 second'), $1,
+            'folder-' || g, 'folder-' || g
+     FROM generate_series(1, $2::int) AS g
+     RETURNING id`,
+    [projectId, FOLDERS],
+  );
+  const folderIds = rows.map((row) => row.id).sort();
+  for (let from = 1; from <= count; from += BATCH) {
+    const to = Math.min(count, from + BATCH - 1);
+    await db.query(INSERT_BATCH, [from, to, count, projectId, folderIds, TAGS]);
+    onProgress(to);
+  }
+  await db.query('SET session_replication_role = DEFAULT');
+  const [usage] = await db.query<{ view: string | null }>(
+    "SELECT to_regclass('project_usage_actual') AS view",
+  );
+  if (usage?.view) {
+    await db.query('BEGIN');
+    await db.query('DELETE FROM project_usage WHERE project_id = $1', [projectId]);
+    await db.query('INSERT INTO project_usage SELECT * FROM project_usage_actual WHERE project_id = $1', [
+      projectId,
+    ]);
+    await db.query('COMMIT');
+  }
+  // The kept counts of listings (migration 013), likewise.
+  await db.query('BEGIN');
+  await db.query('DELETE FROM file_count_deltas WHERE project_id = $1', [projectId]);
+  await db.query('DELETE FROM file_counts WHERE project_id = $1', [projectId]);
+  await db.query(
+    `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
+     SELECT project_id, '', status, category, coalesce(folder_id, ''), count(*) FROM files
+     WHERE project_id = $1 AND deleted_at IS NULL GROUP BY 1, 3, 4, 5`,
+    [projectId],
+  );
+  await db.query(
+    `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
+     SELECT project_id, '', status, category, '*', sum(n) FROM file_counts
+     WHERE project_id = $1 AND tag = '' GROUP BY 1, 3, 4`,
+    [projectId],
+  );
+  await db.query(
+    `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
+     SELECT project_id, tag, '', '', '', count(*) FROM files, unnest(tags) AS tag
+     WHERE project_id = $1 AND deleted_at IS NULL GROUP BY 1, 2`,
+    [projectId],
+  );
+  await db.query('COMMIT');
+  // What a database that grew over two years would have: statistics, and the visibility map that
+  // lets counts read the indexes alone.
+  await db.query('VACUUM (ANALYZE) files');
+  await db.query('ANALYZE folders');
+  return { folderIds, seconds: (performance.now() - start) / 1000 };
 }

@@ -42,7 +42,11 @@ interface FileList {
 }
 
 /** Milliseconds of each of `count` requests made one after another (after `warm` unmeasured ones). */
-async function latencies(count: number, warm: number, send: () => Promise<void>): Promise<number[]> {
+export async function latencies(
+  count: number,
+  warm: number,
+  send: () => Promise<unknown>,
+): Promise<number[]> {
   for (let i = 0; i < warm; i++) await send();
   const times: number[] = [];
   for (let i = 0; i < count; i++) {

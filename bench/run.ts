@@ -3,7 +3,8 @@
  * (all when none is named) against a Coffer started for the run, and prints each result as a ratio against
  * a baseline measured in the same run. `--db postgres` runs every Coffer server of the run on PostgreSQL
  * (a database of its own on the server of COFFER_BENCH_DATABASE_URL, dropped at the end); `--json FILE`
- * also writes every row as data, to compare runs; `--files N` sizes the project of `list`.
+ * also writes every row as data, to compare runs; `--files N` sizes the project of `list` and the bucket
+ * that `s3api` lists.
  *
  * Environment:
  *   COFFER_BENCH_DATABASE_URL  the PostgreSQL server of --db postgres (any database of it: the run creates its own)
@@ -25,6 +26,11 @@
  *                              parts, COFFER_BENCH_PARTS_IN_FLIGHT at once) sizes; COFFER_BENCH_S3_SMALL_COUNT uploads
  *                              timed for the initiate + confirm latency (default 50)
  *   COFFER_BENCH_BACKUP_FILES  files seeded by `backup` (default 100000)
+ *   `s3api` (Coffer's /s3 with @aws-sdk/client-s3 against the same client on a private radosgw, as `s3` starts it)
+ *                              uses COFFER_BENCH_SMALL_COUNT and COFFER_BENCH_CONCURRENCY (PutObject and GetObject
+ *                              of 1 KiB, with B1 and the REST small upload), COFFER_BENCH_SIZE_MB (one multipart
+ *                              upload and GetObject, no quarter-size run), COFFER_BENCH_PARTS_IN_FLIGHT,
+ *                              COFFER_BENCH_ROUNDS, COFFER_BENCH_LIST_REQUESTS and --files (ListObjectsV2 walk)
  *   `sdk` (@coffer/client against the hand-written clients, rounds in A B B A order) uses COFFER_BENCH_SIZE_MB (one
  *                              multipart upload of that size from a Buffer, no quarter-size run), COFFER_BENCH_ROUNDS,
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and
@@ -60,6 +66,7 @@ import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
 import { renditions } from './renditions.ts';
 import { s3 } from './s3.ts';
+import { s3api } from './s3api.ts';
 import { sdk } from './sdk.ts';
 import { soak } from './soak.ts';
 import { startup } from './startup.ts';
@@ -74,6 +81,7 @@ const BENCHES: Bench[] = [
   tusBench,
   webhooks,
   s3,
+  s3api,
   sdk,
   startup,
   tracing,
@@ -91,7 +99,7 @@ function usage(): string {
     '  --db      the database of every Coffer server: embedded PGlite (default) or PostgreSQL, a database\n' +
     '            per server on the server of COFFER_BENCH_DATABASE_URL, dropped at the end\n' +
     '  --json    also writes every row (name, value, unit, baseline, ratio, target, met) to FILE\n' +
-    '  --files   files seeded by `list` (default 1000000)\n\n' +
+    '  --files   files seeded by `list` and `s3api` (default 1000000)\n\n' +
     `Benchmarks:\n${BENCHES.map((b) => `  ${b.name.padEnd(10)} ${b.description}`).join('\n')}\n`
   );
 }

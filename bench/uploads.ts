@@ -24,6 +24,7 @@ import {
   envInteger,
   expectStatus,
   fmt,
+  type InsertServer,
   KiB,
   type Measurement,
   MiB,
@@ -133,6 +134,25 @@ async function durableWrites(
   return { rate, cpuMs: (used.user + used.system) / 1000 / count };
 }
 
+/** One request of B1: initiate's JSON body, one INSERT behind a bare Fastify route. */
+export async function insertB1(b1: InsertServer, i: number): Promise<void> {
+  const body = { filename: `small-${i}.bin`, content_type: CONTENT_TYPE, size_bytes: KiB };
+  expectStatus(await call('POST', `${b1.url}/files`, { body }), 201, 'B1 insert');
+}
+
+/** B1 under a load of `count` requests, `concurrency` in flight, with its own process's CPU and the machine's. */
+export async function measureInserts(b1: InsertServer, count: number, concurrency: number) {
+  const cpu = b1.cpuSeconds();
+  const machine = machineBusySeconds();
+  const start = performance.now();
+  await pool(count, concurrency, (i) => insertB1(b1, i));
+  return {
+    rate: count / ((performance.now() - start) / 1000),
+    cpu: b1.cpuSeconds() - cpu,
+    machineCpu: machineBusySeconds() - machine,
+  };
+}
+
 async function smallUploads(context: BenchContext, project: Project): Promise<Section> {
   const { server, db } = context;
   const count = envInteger('COFFER_BENCH_SMALL_COUNT', 2000);
@@ -140,7 +160,6 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
   const concurrency = envInteger('COFFER_BENCH_CONCURRENCY', 16);
   const payload = randomBytes(KiB);
   const steps = { initiate: [] as number[], put: [] as number[], confirm: [] as number[] };
-  const body = (i: number) => ({ filename: `small-${i}.bin`, content_type: CONTENT_TYPE, size_bytes: KiB });
 
   const upload = async (i: number, record: boolean) => {
     const t = performance.now();
@@ -162,28 +181,13 @@ async function smallUploads(context: BenchContext, project: Project): Promise<Se
     if (response.statusCode !== 200) throw new Error(`/health/live: ${response.statusCode}`);
   };
   const b1 = await startInsertServer(join(context.scratch, 'b1'));
-  const insert = async (i: number) => {
-    const reply = await call('POST', `${b1.url}/files`, { body: body(i) });
-    expectStatus(reply, 201, 'B1 insert');
-  };
-  /** B1 under the same load, with its own process's CPU (the server's measure is Coffer's). */
-  const measureB1 = async () => {
-    const cpu = b1.cpuSeconds();
-    const machine = machineBusySeconds();
-    const start = performance.now();
-    await pool(count, concurrency, insert);
-    return {
-      rate: count / ((performance.now() - start) / 1000),
-      cpu: b1.cpuSeconds() - cpu,
-      machineCpu: machineBusySeconds() - machine,
-    };
-  };
+  const measureB1 = () => measureInserts(b1, count, concurrency);
 
   try {
     progress('warm-up: 100 small uploads, 1000 GET /health/live, 500 B1 inserts');
     await pool(100, concurrency, (i) => upload(-1 - i, false));
     await pool(1000, concurrency, live);
-    await pool(500, concurrency, insert);
+    await pool(500, concurrency, (i) => insertB1(b1, i));
 
     progress(`GET /health/live × ${healthCount}, ${concurrency} in flight`);
     const health = await measure(server, () => pool(healthCount, concurrency, live), 0);

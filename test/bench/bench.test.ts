@@ -72,6 +72,7 @@ describe('npm run bench', () => {
         'uploads',
         'multipart',
         'webhooks',
+        's3api',
         'sdk',
         'startup',
         'tracing',
@@ -115,6 +116,23 @@ describe('npm run bench', () => {
       expect(row(/^Image renditions/, /server memory growth/).unit).toBe('MiB');
       expect(row(/[Ww]ebhook/, /./)).toBeDefined();
       expect(row(/SDK|sdk|@coffer\/client/, /./)).toBeDefined();
+      // The S3 endpoint through @aws-sdk/client-s3, against B1 and a private radosgw of its own.
+      for (const [name, target] of [
+        [/^PutObject 1 KiB vs B1/, '≥ 50%'],
+        [/^PutObject 1 KiB vs radosgw/, '≥ 100%'],
+        [/^GetObject 1 KiB vs radosgw/, '≥ 100%'],
+        [/^multipart upload 8 MiB/, '≥ 90%'],
+        [/^GetObject 8 MiB/, '≥ 90%'],
+      ] as const) {
+        const step = row(/^S3 API/, name);
+        expect(step.ratio).toBeGreaterThan(0);
+        expect(step.target).toBe(target);
+        expect(typeof step.met).toBe('boolean');
+      }
+      const pages = row(/^S3 API: ListObjectsV2/, /^every page of a walk/);
+      expect(pages.unit).toBe('ms p99');
+      expect(pages.value).toBeGreaterThan(0);
+      expect(pages.target).toBe('p99 ≤ 50 ms');
       expect(row(/^Start-up/, /restart$/).unit).toBe('s');
       expect(row(/^Backup of an embedded database of 500 files/, /^snapshot memory/).unit).toBe('MiB');
       expect(row(/^Start-up/, /^idle RSS after a restart/).value).toBeGreaterThan(0);

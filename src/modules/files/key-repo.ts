@@ -7,9 +7,12 @@ import { COLUMNS, type FileRow } from './repo.ts';
  * and a key shows the newest file that holds it.
  */
 
+/** What a listing shows of a file: what S3 lists of an object (and its id, for its versions). */
+export type ListedFile = Pick<FileRow, 'id' | 'size_bytes' | 'etag' | 'checksum_sha256' | 'updated_at'>;
+
 /** What a listing finds at a key: the newest file holding it, or a folder. */
 export type KeyEntry =
-  | { key: string; file: FileRow }
+  | { key: string; file: ListedFile }
   | { key: string; folder: { id: string; created_at: Date } };
 
 /** The files S3 shows (the condition of the partial index files_s3_key), columns of `alias`. */
@@ -60,8 +63,9 @@ export async function listKeys(
   limit: number,
 ): Promise<KeyEntry[]> {
   const fileParams: unknown[] = [projectId, limit];
-  const files = await q.query<FileRow & { key: string }>(
-    `SELECT DISTINCT ON (s3_key) s3_key AS key, ${COLUMNS} FROM files
+  // Only the listed columns: a page reads a thousand rows, and each column more is decoded a thousand times.
+  const files = await q.query<ListedFile & { key: string }>(
+    `SELECT DISTINCT ON (s3_key) s3_key AS key, id, size_bytes, etag, checksum_sha256, updated_at FROM files
      WHERE project_id = $1 AND ${shown()}${within('s3_key', range, fileParams)}
      ORDER BY s3_key, id DESC LIMIT $2`,
     fileParams,
@@ -80,9 +84,27 @@ export async function listKeys(
      ORDER BY ${folderKey} LIMIT $2`,
     folderParams,
   );
-  const entries: KeyEntry[] = [
-    ...files.map(({ key, ...file }) => ({ key, file })),
-    ...folders.map(({ key, id, created_at }) => ({ key, folder: { id, created_at } })),
-  ];
-  return entries.sort((a, b) => compareKeys(a.key, b.key)).slice(0, limit);
+  return mergeByKey(
+    files.map(({ key, ...file }) => ({ key, file })),
+    folders.map(({ key, id, created_at }) => ({ key, folder: { id, created_at } })),
+    limit,
+  );
+}
+
+/**
+ * Two lists, each already in binary key order (both queries order by a "C" collation), as one of at
+ * most `limit` entries: a merge compares each key once, where a sort would compare (and encode) a
+ * thousand keys many times over.
+ */
+function mergeByKey(files: KeyEntry[], folders: KeyEntry[], limit: number): KeyEntry[] {
+  if (folders.length === 0) return files.slice(0, limit);
+  const merged: KeyEntry[] = [];
+  let i = 0;
+  let j = 0;
+  while (merged.length < limit && (i < files.length || j < folders.length)) {
+    const takeFile =
+      j >= folders.length || (i < files.length && compareKeys(files[i]!.key, folders[j]!.key) <= 0);
+    merged.push(takeFile ? files[i++]! : folders[j++]!);
+  }
+  return merged;
 }

@@ -1,5 +1,5 @@
 import type { Caller } from '../../domain/principal.ts';
-import type { FileRow } from '../../modules/files/repo.ts';
+import type { ListedFile } from '../../modules/files/key-repo.ts';
 import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { type Operation, refuseTokens, requireScope, xml } from './call.ts';
@@ -21,7 +21,7 @@ function markerResume(marker: string | null, prefix: string, delimiter: string):
 /** Buckets (a project is one) and their listings: ListBuckets, HeadBucket, ListObjects(V2), ListObjectVersions. */
 export function bucketOperations(services: Services, region: string): Record<string, Operation> {
   /** A key's versions as ListObjectVersions shows them, newest first; `null` where none are kept. */
-  async function versionsOf(caller: Caller, file: FileRow, key: string) {
+  async function versionsOf(caller: Caller, file: ListedFile, key: string) {
     const kept = caller.project.settings.versioning_enabled ? await listVersions(services.db, file.id) : [];
     if (kept.length === 0) {
       return [

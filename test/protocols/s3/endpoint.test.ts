@@ -561,6 +561,28 @@ describe('the S3 endpoint', () => {
     expect(listed.Contents?.map((entry) => entry.Key)).toEqual(['empty/']);
   });
 
+  it('lists empty folders among the files in binary key order, page by page', async () => {
+    const { client, name } = await bucketWith();
+    // In UTF-8 byte order '/' (0x2f) sorts before '0' (0x30) and after '.' (0x2e).
+    for (const Key of ['c.txt', 'b0.txt', 'a.txt', 'b.txt', 'é.txt']) {
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'x' }));
+    }
+    for (const Key of ['b/', 'd/']) await client.send(new PutObjectCommand({ Bucket: name, Key, Body: '' }));
+    const all = ['a.txt', 'b.txt', 'b/', 'b0.txt', 'c.txt', 'd/', 'é.txt'];
+    const whole = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    expect(whole.Contents?.map((entry) => entry.Key)).toEqual(all);
+    const paged: string[] = [];
+    let ContinuationToken: string | undefined;
+    do {
+      const page = await client.send(
+        new ListObjectsV2Command({ Bucket: name, MaxKeys: 2, ContinuationToken }),
+      );
+      paged.push(...(page.Contents ?? []).map((entry) => entry.Key!));
+      ContinuationToken = page.NextContinuationToken;
+    } while (ContinuationToken);
+    expect(paged).toEqual(all);
+  });
+
   it("takes a multipart upload: parts, listing them, completing with S3's ETag; the size settles then", async () => {
     const { client, name, project } = await bucketWith();
     const parts = [randomBytes(5 * 1024 * 1024), randomBytes(5 * 1024 * 1024), randomBytes(321)];
