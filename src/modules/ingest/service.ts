@@ -422,6 +422,26 @@ export function createIngestService(deps: {
     await enforceQuotas(q, caller.project, { bytes: content.size, files: 0 });
   }
 
+  /**
+   * Makes the byte source of `planned` in the store, then records the upload in one transaction
+   * (`record`); a source whose upload is not recorded is undone, so nothing is left in the store.
+   */
+  async function fromSource<T, U, R>(
+    source: ByteSource<T, U>,
+    planned: PlannedObject,
+    record: (q: Queryable, made: T) => Promise<R>,
+  ): Promise<R> {
+    const made = await source.make(planned);
+    try {
+      const result = await db.tx((q) => record(q, made));
+      metrics?.uploads.inc({ outcome: 'initiated' });
+      return result;
+    } catch (error) {
+      await source.undo(made, planned).catch(() => undefined);
+      throw error;
+    }
+  }
+
   /** Runs `commit` with the object written under `key`; the object goes when the commit does not happen. */
   async function keepingOnCommit<T>(key: string, commit: () => Promise<T>): Promise<T> {
     try {
@@ -456,18 +476,11 @@ export function createIngestService(deps: {
       options: { uploadExpiresAt?: Date } = {},
     ): Promise<{ file: files.FileRow; made: T; extra: U | undefined }> {
       const planned = plan(caller, request, options.uploadExpiresAt);
-      const made = await source.make(planned);
-      try {
-        const result = await db.tx(async (q) => {
-          const created = await recordFile(q, caller, request, planned);
-          return { file: created, made, extra: await source.record?.(q, planned, made) };
-        });
-        metrics?.uploads.inc({ outcome: 'initiated' });
-        return result;
-      } catch (error) {
-        await source.undo(made, planned).catch(() => undefined);
-        throw error;
-      }
+      return fromSource(source, planned, async (q, made) => ({
+        file: await recordFile(q, caller, request, planned),
+        made,
+        extra: await source.record?.(q, planned, made),
+      }));
     },
 
     /**
@@ -623,18 +636,10 @@ export function createIngestService(deps: {
         size: 0,
         expiresAt,
       };
-      const made = await source.make(planned);
-      try {
-        const extra = await db.tx(async (q) => {
-          await recordContent(q, caller, file, { ...content, expiresAt });
-          return source.record?.(q, planned, made);
-        });
-        metrics?.uploads.inc({ outcome: 'initiated' });
-        return { contentId: content.id, extra };
-      } catch (error) {
-        await source.undo(made, planned).catch(() => undefined);
-        throw error;
-      }
+      return fromSource(source, planned, async (q, made) => {
+        await recordContent(q, caller, file, { ...content, expiresAt });
+        return { contentId: content.id, extra: await source.record?.(q, planned, made) };
+      });
     },
 
     /**
