@@ -398,6 +398,40 @@ describe('bounds', () => {
   });
 });
 
+describe('the render deadline', () => {
+  let limited: TestCoffer;
+  let limitedProject: TestProject;
+  beforeAll(async () => {
+    limited = await startCoffer({ COFFER_RENDER_TIMEOUT_SECONDS: '1', COFFER_RENDER_CONCURRENCY: '1' });
+    limitedProject = await limited.newProject();
+  });
+  afterAll(() => limited.close());
+
+  it('stops a render that runs past COFFER_RENDER_TIMEOUT_SECONDS with 422 IMAGE_TOO_LARGE, then renders again', async () => {
+    // The slowest render the API takes: AVIF at the largest size and quality, whose encoder libvips
+    // cannot interrupt (it runs for many seconds on any machine), from a small 4096 × 4096 PNG.
+    const large = await sharp({ create: { width: 4096, height: 4096, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer();
+    const file = await stored(limitedProject, 'large.png', 'image/png', large);
+    const slow = { width: 4096, height: 4096, fit: 'fill', format: 'avif', quality: 100 };
+    const stopped = await render(limitedProject, file.id, slow, {}, limited);
+    expect(stopped.status).toBe(422);
+    expect(stopped.json.error).toMatchObject({ code: 'IMAGE_TOO_LARGE', details: { timeout_seconds: 1 } });
+
+    // Its render slot is free, the server healthy, and the next renders are made.
+    expect(limited.services.renditions.load()).toEqual({ running: 0, queued: 0 });
+    expect((await limited.call('GET', '/health/live')).status).toBe(200);
+    const small = await stored(limitedProject, 'small.png', 'image/png', await translucentPng());
+    for (const format of ['avif', 'webp']) {
+      const again = await render(limitedProject, small.id, { width: 50, format }, {}, limited);
+      expect(again.status).toBe(200);
+      expect(again.headers.get('content-type')).toBe(`image/${format}`);
+      expect(await sharp(again.bytes).metadata()).toMatchObject({ width: 50, height: 25 });
+    }
+  });
+});
+
 describe('the rendition cache budget', () => {
   it('removes the least recently used renditions once the total is past COFFER_RENDITION_CACHE_BYTES', async () => {
     const { db } = coffer.services;

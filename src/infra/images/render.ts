@@ -1,5 +1,6 @@
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { ImageError } from './errors.ts';
+import { renderInChild } from './render-pool.ts';
 
 // libvips' operation cache keeps decoded images around between renders: a renderer of many
 // different sources gains nothing from it and would hold their memory.
@@ -102,11 +103,30 @@ function encode(image: Sharp, spec: RenderSpec): Sharp {
   }
 }
 
+const pastDeadline = (limits: RenderLimits) =>
+  new ImageError('TooLarge', `The render took longer than ${limits.timeoutSeconds} s`, {
+    timeout_seconds: limits.timeoutSeconds,
+  });
+
 /**
  * Renders `source` as `spec` says: EXIF orientation applied, every metadata block (EXIF with GPS,
- * XMP, IPTC) left out, at most MAX_SIDE on a side. Runs on libuv's threads, never on the event loop.
+ * XMP, IPTC) left out, at most MAX_SIDE on a side; stopped past `limits.timeoutSeconds`. Runs on
+ * libuv's threads, never on the event loop; AVIF in a child process, as its encoder can only be
+ * stopped by ending its process (see render-pool.ts).
  */
 export async function renderImage(
+  source: Buffer,
+  spec: RenderSpec,
+  limits: RenderLimits,
+): Promise<{ data: Buffer; width: number; height: number }> {
+  if (spec.format !== 'avif') return renderInProcess(source, spec, limits);
+  const rendered = await renderInChild({ source, spec, limits });
+  if (!rendered) throw pastDeadline(limits);
+  return rendered;
+}
+
+/** renderImage in this process: sharp's timeout stops every step but an AVIF encode. */
+export async function renderInProcess(
   source: Buffer,
   spec: RenderSpec,
   limits: RenderLimits,
@@ -135,11 +155,7 @@ export async function renderImage(
     return { data, width: info.width, height: info.pageHeight ?? info.height };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    if (/timeout/i.test(message)) {
-      throw new ImageError('TooLarge', `The render took longer than ${limits.timeoutSeconds} s`, {
-        timeout_seconds: limits.timeoutSeconds,
-      });
-    }
+    if (/timeout/i.test(message)) throw pastDeadline(limits);
     if (/pixel limit/i.test(message)) {
       throw new ImageError('TooLarge', `The image has more than ${limits.maxPixels} pixels`, {
         max_pixels: limits.maxPixels,
