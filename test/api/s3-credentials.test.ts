@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.ts';
@@ -12,6 +13,7 @@ import {
   type TestCoffer,
   type TestProject,
 } from '../support/coffer.ts';
+import { s3ClientOf } from '../support/s3-endpoint.ts';
 
 const admin = { token: ADMIN_KEY };
 const SECRET = /^[A-Za-z0-9_-]{40}$/;
@@ -209,10 +211,20 @@ describe('long-lived S3 credentials', () => {
 
   it('are refused at once when revoked, through the cache too', async () => {
     const created = await createCredential();
-    expect(await resolve(created.access_key_id)).toBeDefined(); // cached now, where lookups are
+    const { bucket } = (await resolve(created.access_key_id))!.project; // cached now, where lookups are
+    // Signed requests made: the opened secret and the day's signing key are kept in this process.
+    const client = s3ClientOf(coffer, created);
+    const list = () => client.send(new ListObjectsV2Command({ Bucket: bucket }));
+    for (let i = 0; i < 2; i++) expect((await list()).$metadata.httpStatusCode).toBe(200);
+    // The same access key with another secret is still refused.
+    const forged = s3ClientOf(coffer, { ...created, secret_access_key: 'x'.repeat(40) });
+    await expect(forged.send(new ListObjectsV2Command({ Bucket: bucket }))).rejects.toMatchObject({
+      name: 'SignatureDoesNotMatch',
+    });
     const revoked = await project.call('DELETE', `/s3-credentials/${created.id}`, admin);
     expectStatus(revoked, 204);
     expect(await resolve(created.access_key_id)).toBeUndefined();
+    await expect(list()).rejects.toMatchObject({ name: 'InvalidAccessKeyId' });
     const listed = (await project.call('GET', '/s3-credentials', admin)).body.items.find(
       (item: { id: string }) => item.id === created.id,
     );

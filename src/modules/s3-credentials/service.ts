@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { notFound, unauthenticated, validationError, wrongCredentialKind } from '../../domain/errors.ts';
 import type { Caller, Principal } from '../../domain/principal.ts';
@@ -36,6 +37,8 @@ const SESSION_CONTEXT = 's3-session-token';
 const atRestContext = (accessKeyId: string) => `s3-credential:${accessKeyId}`;
 
 const credentialCacheKey = (accessKeyId: string) => `s3cred:${accessKeyId}`;
+/** Opened secrets kept in process memory, the least recently used dropped past it. */
+const OPENED_SECRETS_KEPT = 10_000;
 
 function accessKeyId(prefix: string): string {
   let id = prefix;
@@ -104,6 +107,19 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
   const derivationKey = subkey(deps.secretKey, 's3-temporary-secret');
   const endpoint = `${deps.publicUrl}/s3`;
   const unreadable = new Set<string>();
+  // Secrets opened (AES-GCM) once per sealed value rather than on every request: keyed by the sealed
+  // secret the credential lookup answered, so a rotated secret is opened anew and a revoked credential,
+  // which the lookup no longer answers, is never looked for here.
+  const opened = new LRUCache<string, string>({ max: OPENED_SECRETS_KEPT });
+  function openSecret(id: string, sealed: string): string | undefined {
+    // With its access key id, as the seal is bound to it.
+    const key = `${id}\n${sealed}`;
+    const known = opened.get(key);
+    if (known !== undefined) return known;
+    const secret = unseal(atRestKey, sealed, atRestContext(id))?.toString('utf8');
+    if (secret !== undefined) opened.set(key, secret);
+    return secret;
+  }
 
   const derivedSecret = (id: string) =>
     hmac(derivationKey, id).subarray(0, SECRET_BYTES).toString('base64url');
@@ -113,8 +129,8 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
       repo.findActiveCredential(db, id),
     );
     if (!credential) return undefined;
-    const secret = unseal(atRestKey, credential.secretSealed, atRestContext(id));
-    if (!secret) {
+    const secret = openSecret(id, credential.secretSealed);
+    if (secret === undefined) {
       // Sealed under another server key: COFFER_SECRET_KEY (or secret.key) is not the one it was made with.
       if (!unreadable.has(id) && unreadable.size < 1000) {
         unreadable.add(id);
@@ -128,7 +144,7 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
     const project = await projects.getProject(credential.projectId);
     if (!project) return undefined;
     return {
-      secretAccessKey: secret.toString('utf8'),
+      secretAccessKey: secret,
       principal: {
         kind: 's3_credential',
         credentialId: credential.id,

@@ -1,6 +1,7 @@
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import querystring from 'node:querystring';
-import { getCanonicalHeaders, getSigningKey, SignatureV4 } from '@smithy/signature-v4';
+import { getCanonicalHeaders, SignatureV4 } from '@smithy/signature-v4';
+import { LRUCache } from 'lru-cache';
 
 type Bytes = string | ArrayBuffer | ArrayBufferView;
 const toBuffer = (data: Bytes) =>
@@ -91,24 +92,52 @@ export function canonicalHeaders(
   return getCanonicalHeaders({ headers: bag } as unknown as SignableRequest, undefined, new Set(signed));
 }
 
+/** Derived signing keys kept: one per credential, day and region in use (a few hundred bytes each). */
+const SIGNING_KEYS_KEPT = 10_000;
+
+/**
+ * Signing keys by credential, day and region: deriving one costs four HMACs, and a client signs every
+ * request of a day with the same. Keyed by the secret as the credential lookup answered it, so a
+ * rotated secret derives anew and a revoked credential, which the lookup no longer answers, is never
+ * asked for.
+ */
+const signingKeys = new LRUCache<string, Buffer>({ max: SIGNING_KEYS_KEPT });
+
+/** The derived key (date, region, s3, aws4_request) that SigV4 signatures, chunks' too, are made with. */
+export function signingKeyOf(
+  accessKeyId: string,
+  secretAccessKey: string,
+  shortDate: string,
+  region: string,
+): Buffer {
+  const id = `${accessKeyId}\n${secretAccessKey}\n${shortDate}\n${region}`;
+  let key = signingKeys.get(id);
+  if (!key) {
+    key = Buffer.from(`AWS4${secretAccessKey}`);
+    for (const part of [shortDate, region, 's3', 'aws4_request'])
+      key = createHmac('sha256', key).update(part).digest();
+    signingKeys.set(id, key);
+  }
+  return key;
+}
+
 /**
  * @smithy/signature-v4's signer, opened up to build the canonical request and string to sign of a
  * request someone else signed. S3 signs the path as sent (`uriEscapePath: false`: no second
- * encoding, no normalisation).
+ * encoding, no normalisation). One serves every request of its region: the signature is made here
+ * with the caller's signing key.
  */
 export class RequestVerifier extends SignatureV4 {
-  readonly #region: string;
-
-  constructor(accessKeyId: string, secretAccessKey: string, region: string) {
+  constructor(region: string) {
     super({
-      credentials: { accessKeyId, secretAccessKey },
+      // Never used: the signing key comes with each request.
+      credentials: { accessKeyId: '', secretAccessKey: '' },
       region,
       service: 's3',
       sha256: Sha256,
       uriEscapePath: false,
       applyChecksum: false,
     });
-    this.#region = region;
   }
 
   /** The signature the client should have sent for this request. */
@@ -120,7 +149,7 @@ export class RequestVerifier extends SignatureV4 {
     payloadHash: string;
     amzDate: string;
     scope: string;
-    signingDate: Date;
+    signingKey: Buffer;
   }): Promise<string> {
     const request = {
       method: input.method,
@@ -137,22 +166,8 @@ export class RequestVerifier extends SignatureV4 {
       canonical,
       'AWS4-HMAC-SHA256',
     );
-    return this.sign(stringToSign, {
-      signingDate: input.signingDate,
-      signingRegion: this.#region,
-      signingService: 's3',
-    });
+    return createHmac('sha256', input.signingKey).update(stringToSign).digest('hex');
   }
-}
-
-/** The derived key (date, region, s3, aws4_request) that chunk signatures are made with. */
-export function deriveSigningKey(
-  accessKeyId: string,
-  secretAccessKey: string,
-  shortDate: string,
-  region: string,
-): Promise<Uint8Array> {
-  return getSigningKey(Sha256, { accessKeyId, secretAccessKey }, shortDate, region, 's3');
 }
 
 const AMZ_DATE = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;

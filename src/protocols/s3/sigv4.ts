@@ -5,13 +5,13 @@
  */
 import {
   canonicalHeaders,
-  deriveSigningKey,
   formatAmzDate,
   headerValue,
   parseAmzDate,
   parseQuery,
   queryParam,
   RequestVerifier,
+  signingKeyOf,
 } from './canonical.ts';
 import { SigningKey, sameSignature } from './chunked.ts';
 import { SigV4Error } from './errors.ts';
@@ -27,6 +27,17 @@ export type { Authenticated, AuthenticateOptions, CredentialLookup, Payload, S3R
 const ALGORITHM = 'AWS4-HMAC-SHA256';
 /** S3's cap on X-Amz-Expires: seven days. */
 const MAX_EXPIRES = 604_800;
+
+/** The verifier of each region served (one, in practice). */
+const verifiers = new Map<string, RequestVerifier>();
+function verifierOf(region: string): RequestVerifier {
+  let verifier = verifiers.get(region);
+  if (!verifier) {
+    verifier = new RequestVerifier(region);
+    verifiers.set(region, verifier);
+  }
+  return verifier;
+}
 
 /** What the Authorization header or the X-Amz-* parameters say, before anything is checked against it. */
 interface Claim {
@@ -66,11 +77,13 @@ export async function authenticate(
   if (!credentials)
     throw new SigV4Error(claim.sessionToken === undefined ? 'InvalidAccessKeyId' : 'InvalidToken');
   const scope = `${claim.scope.date}/${options.region}/s3/aws4_request`;
-  const expected = await new RequestVerifier(
+  const signingKey = signingKeyOf(
     claim.accessKeyId,
     credentials.secretAccessKey,
+    claim.scope.date,
     options.region,
-  ).expectedSignature({
+  );
+  const expected = await verifierOf(options.region).expectedSignature({
     method: request.method,
     path: request.path || '/',
     query,
@@ -78,22 +91,16 @@ export async function authenticate(
     payloadHash,
     amzDate: claim.amzDate,
     scope,
-    signingDate: claim.date,
+    signingKey,
   });
   if (!sameSignature(expected, claim.signature)) throw new SigV4Error('SignatureDoesNotMatch');
 
   let finalPayload: Payload;
   if (payload.kind === 'chunked-signed') {
-    const key = await deriveSigningKey(
-      claim.accessKeyId,
-      credentials.secretAccessKey,
-      claim.scope.date,
-      options.region,
-    );
     finalPayload = {
       kind: 'chunked-signed',
       seedSignature: claim.signature,
-      signingKey: new SigningKey(key, claim.amzDate, scope),
+      signingKey: new SigningKey(signingKey, claim.amzDate, scope),
       decodedLength: payload.decodedLength,
       trailer: payload.trailer,
       signedTrailer: payload.signedTrailer,
