@@ -1,15 +1,14 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { ImageError, type ImageErrorCode } from './errors.ts';
 
 /**
- * Renders in child processes, for the encoders libvips cannot interrupt (AVIF: libheif encodes the
- * whole image in one call, deaf to sharp's timeout): a render past its deadline is stopped by killing
- * its process, which frees the CPU and the render slot at once. A child serves one render at a time
- * and is kept for the next; one killed is replaced by a fresh one, started ahead.
+ * AVIF encoding in child processes: libheif encodes the whole image in one call, deaf to sharp's
+ * timeout, so an encode past its deadline is stopped by killing its process, which frees the CPU and
+ * the render slot at once. A child serves one encode at a time and is kept for the next; one killed
+ * is replaced by a fresh one, started ahead.
  */
 
-/** Idle children kept ready; more are started when more renders run at once, and let go after. */
+/** Idle children kept ready; more are started when more encodes run at once, and let go after. */
 const IDLE_KEPT = availableParallelism();
 
 interface Child {
@@ -58,27 +57,21 @@ function take(): Child {
   return start();
 }
 
-/** A fresh child kept idle, ready for the next render. */
+/** A fresh child kept idle, ready for the next encode. */
 function spare(): void {
   const child = start();
   hold(child, false);
   idle.push(child);
 }
 
-/** What a render answers, as the child sent it. */
-type Reply =
-  | { data: Uint8Array; width: number; height: number; error?: undefined }
-  | { error: { code: ImageErrorCode; message: string; details?: Record<string, unknown> } };
+/** What an encode answers, as the child sent it. */
+type Reply = { data: Uint8Array; error?: undefined } | { error: string };
 
 /**
- * Runs `request` in a child process, its deadline counted from when the child starts on it; answers
- * `undefined` when the deadline passed (and the child was killed).
+ * Encodes `request` (raw pixels and a quality) in a child process within `deadlineMs`, counted from
+ * when the child starts on it; answers `undefined` when the deadline passed (and the child was killed).
  */
-export async function renderInChild(request: {
-  source: Buffer;
-  spec: unknown;
-  limits: { timeoutSeconds: number };
-}): Promise<{ data: Buffer; width: number; height: number } | undefined> {
+export async function encodeInChild(request: object, deadlineMs: number): Promise<Buffer | undefined> {
   const child = take();
   hold(child, true);
   await child.ready.catch((error: unknown) => {
@@ -107,14 +100,13 @@ export async function renderInChild(request: {
       proc.kill('SIGKILL');
       if (idle.length === 0) spare();
       resolve(undefined);
-    }, request.limits.timeoutSeconds * 1000);
+    }, deadlineMs);
     proc.on('message', onMessage);
     proc.once('exit', onExit);
     proc.send(request);
   });
   if (!reply) return undefined;
   release(child);
-  if (reply.error) throw new ImageError(reply.error.code, reply.error.message, reply.error.details);
-  const { data, width, height } = reply;
-  return { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength), width, height };
+  if (reply.error !== undefined) throw new Error(`AVIF encoding failed: ${reply.error}`);
+  return Buffer.from(reply.data.buffer, reply.data.byteOffset, reply.data.byteLength);
 }

@@ -1,6 +1,6 @@
-import sharp, { type Metadata, type Sharp } from 'sharp';
+import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
 import { ImageError } from './errors.ts';
-import { renderInChild } from './render-pool.ts';
+import { encodeInChild } from './render-pool.ts';
 
 // libvips' operation cache keeps decoded images around between renders: a renderer of many
 // different sources gains nothing from it and would hold their memory.
@@ -108,30 +108,48 @@ const pastDeadline = (limits: RenderLimits) =>
     timeout_seconds: limits.timeoutSeconds,
   });
 
+/** An image rendered: its encoded bytes and size (of one frame when animated). */
+export interface Rendered {
+  data: Buffer;
+  width: number;
+  height: number;
+}
+
 /**
  * Renders `source` as `spec` says: EXIF orientation applied, every metadata block (EXIF with GPS,
  * XMP, IPTC) left out, at most MAX_SIDE on a side; stopped past `limits.timeoutSeconds`. Runs on
- * libuv's threads, never on the event loop; AVIF in a child process, as its encoder can only be
- * stopped by ending its process (see render-pool.ts).
+ * libuv's threads, never on the event loop. An AVIF is decoded and resized here, then encoded in a
+ * child process from its pixels, as its encoder can only be stopped by ending its process (see
+ * render-pool.ts).
  */
-export async function renderImage(
-  source: Buffer,
-  spec: RenderSpec,
-  limits: RenderLimits,
-): Promise<{ data: Buffer; width: number; height: number }> {
-  if (spec.format !== 'avif') return renderInProcess(source, spec, limits);
-  const rendered = await renderInChild({ source, spec, limits });
-  if (!rendered) throw pastDeadline(limits);
-  return rendered;
+export async function renderImage(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Rendered> {
+  const started = performance.now();
+  await checkSource(source, spec, limits.maxPixels);
+  const pipeline = resized(source, spec, limits);
+  if (spec.format !== 'avif') {
+    const { data, info } = await run(encode(pipeline, spec), limits);
+    return { data, width: info.width, height: info.pageHeight ?? info.height };
+  }
+  const { data, info } = await run(pipeline.raw(), limits);
+  const leftMs = limits.timeoutSeconds * 1000 - (performance.now() - started);
+  const channels = info.channels as 1 | 2 | 3 | 4;
+  const pixels = { data, width: info.width, height: info.height, channels };
+  const encoded = leftMs > 0 ? await encodeInChild({ ...pixels, quality: spec.quality }, leftMs) : undefined;
+  if (!encoded) throw pastDeadline(limits);
+  return { data: encoded, width: info.width, height: info.height };
 }
 
-/** renderImage in this process: sharp's timeout stops every step but an AVIF encode. */
-export async function renderInProcess(
-  source: Buffer,
-  spec: RenderSpec,
-  limits: RenderLimits,
-): Promise<{ data: Buffer; width: number; height: number }> {
-  await checkSource(source, spec, limits.maxPixels);
+/** Encodes raw pixels as AVIF (what a render-pool child runs). */
+export function encodeAvif(
+  pixels: { data: Uint8Array; width: number; height: number; channels: 1 | 2 | 3 | 4 },
+  quality: number,
+): Promise<Buffer> {
+  const { data, ...raw } = pixels;
+  return encode(sharp(data, { raw }), { format: 'avif', quality } as RenderSpec).toBuffer();
+}
+
+/** The source decoded and resized as `spec` says, stopped past the deadline (sharp's timeout). */
+function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Sharp {
   const { width, height, fit } = spec;
   // With one side given the other is bounded only by MAX_SIDE; `inside` keeps the aspect ratio then.
   const box =
@@ -143,16 +161,19 @@ export async function renderInProcess(
           fit: 'inside' as const,
           withoutEnlargement: width === undefined && height === undefined,
         };
-  const pipeline = sharp(source, {
+  return sharp(source, {
     limitInputPixels: limits.maxPixels,
     animated: spec.animated,
     autoOrient: true,
   })
     .resize(box)
     .timeout({ seconds: limits.timeoutSeconds });
+}
+
+/** Runs the pipeline: its output, or the ImageError of its failure. */
+async function run(pipeline: Sharp, limits: RenderLimits): Promise<{ data: Buffer; info: OutputInfo }> {
   try {
-    const { data, info } = await encode(pipeline, spec).toBuffer({ resolveWithObject: true });
-    return { data, width: info.width, height: info.pageHeight ?? info.height };
+    return await pipeline.toBuffer({ resolveWithObject: true });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (/timeout/i.test(message)) throw pastDeadline(limits);
