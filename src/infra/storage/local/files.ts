@@ -42,6 +42,24 @@ export function isMissing(error: unknown): boolean {
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
+/** Tries at making a folder, or placing a file in it, while concurrent deletes prune the folders on the way. */
+export const PRUNE_RETRIES = 10;
+
+/**
+ * Creates `folder` and its parents. A delete prunes the folders its key leaves empty, and one pruning a
+ * parent while this creates the folders below it fails the creation (ENOENT): it is made again.
+ */
+export async function makeFolder(folder: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await mkdir(folder, { recursive: true });
+      return;
+    } catch (error) {
+      if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
+    }
+  }
+}
+
 /** The names in `folder`, none when it does not exist. */
 export async function entries(folder: string): Promise<string[]> {
   return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));

@@ -11,7 +11,7 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { writers } from '../writer-pool.ts';
-import { entries, isMissing, syncFolder, writeAtomic, writeStream } from './files.ts';
+import { entries, isMissing, makeFolder, syncFolder, writeAtomic, writeStream } from './files.ts';
 import { dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
 import { RunningDigests } from './running-digest.ts';
 import type { SignedUrl } from './signed-urls.ts';
@@ -119,7 +119,7 @@ export class LocalMultipart {
     let digest = running?.digest;
     let info: ObjectInfo;
     try {
-      await mkdir(segments, { recursive: true });
+      await makeFolder(segments); // in the key's folder, which a delete of another key may prune
       const sizes: number[] = [];
       for (const [index, file] of files.entries()) {
         const segment = join(segments, String(index));

@@ -14,7 +14,16 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { DeleteHold } from './delete-hold.ts';
-import { failing, isMissing, type Limits, syncFolder, writeAtomic, writeStream } from './files.ts';
+import {
+  failing,
+  isMissing,
+  type Limits,
+  makeFolder,
+  PRUNE_RETRIES,
+  syncFolder,
+  writeAtomic,
+  writeStream,
+} from './files.ts';
 import { checkUploadId, LocalMultipart } from './multipart.ts';
 import { checkPartSize } from './parts.ts';
 import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
@@ -232,7 +241,7 @@ class LocalStore implements LocalObjectStore {
     await rm(path + META, { force: true });
     await rm(path, { force: true });
     await rm(path + PARTS, { recursive: true, force: true });
-    // Prune the folders the key leaves empty; a concurrent upload into one of them retries its rename.
+    // Prune the folders the key leaves empty; an object being stored into one of them makes it again.
     const segments = key.split('/');
     for (let depth = segments.length - 1; depth > 0; depth--) {
       try {
@@ -376,11 +385,12 @@ class LocalStore implements LocalObjectStore {
   ): Promise<ObjectInfo> {
     const path = this.#path(key);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
-      // The folder may be pruned by a concurrent delete between its creation and the link: retry once.
-      // An object stored meanwhile makes the link fail (its bytes are linked before its sidecar is
-      // written, and deleted after it).
+      // A delete of another key in the same folder (the bytes of a tus upload that went into a part,
+      // while its next bytes are stored) prunes the folder once empty, between its creation and the
+      // link: it is made again. An object stored meanwhile makes the link fail (its bytes are linked
+      // before its sidecar is written, and deleted after it).
       for (let attempt = 1; ; attempt++) {
-        await mkdir(dirname(path), { recursive: true });
+        await makeFolder(dirname(path));
         try {
           await link(tmp, path);
           break;
@@ -388,7 +398,7 @@ class LocalStore implements LocalObjectStore {
           if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
             throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
           }
-          if (attempt > 1 || !isMissing(error)) throw error;
+          if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
         }
       }
       await unlink(tmp).catch((error: unknown) => {
