@@ -6,6 +6,7 @@ import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import pg from 'pg';
 import { tarFolder } from './embedded-snapshot.ts';
 import { copyTemplate } from './embedded-template.ts';
+import { forgetStale, PgliteStatements, prepared } from './prepared.ts';
 import { isAlive, processStartTime } from './process-liveness.ts';
 
 /** Anything SQL can be sent to: the database itself or an open transaction. */
@@ -106,9 +107,12 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
   return {
     kind: 'postgres',
     async query<T>(sql: string, params?: unknown[]) {
-      const result = await pool.query(sql, params as unknown[]).catch((error: unknown) => {
-        throw unreachable(error);
-      });
+      const run = () => pool.query(prepared(sql, params));
+      const result = await run()
+        .catch((error: unknown) => (forgetStale(sql, error) ? run() : Promise.reject(error)))
+        .catch((error: unknown) => {
+          throw unreachable(error);
+        });
       return result.rows as T[];
     },
     async exec(sql: string) {
@@ -132,7 +136,12 @@ export async function openPostgres(url: string, options: DbOptions = {}): Promis
         await client.query('BEGIN');
         const result = await work({
           async query<R>(sql: string, params?: unknown[]) {
-            return (await client.query(sql, params as unknown[])).rows as R[];
+            // A stale plan fails this transaction; the statement is prepared anew for the next one.
+            const result = await client.query(prepared(sql, params)).catch((error: unknown) => {
+              forgetStale(sql, error);
+              throw error;
+            });
+            return result.rows as R[];
           },
           async exec(sql: string) {
             await client.query(sql);
@@ -252,11 +261,18 @@ export async function openPglite(
     unlock();
     throw error;
   }
+  const statements = new PgliteStatements(db);
   return {
     kind: 'pglite',
     async query<T>(sql: string, params?: unknown[]) {
-      const result = await db.query<T>(sql, params as unknown[]);
-      return result.rows;
+      if (!statements.accepts(sql)) return (await db.query<T>(sql, params as unknown[])).rows;
+      await db._checkReady();
+      // The locks PGlite's own query takes: no transaction in between, no other statement at once.
+      const rows = await db._runExclusiveTransaction(() =>
+        db._runExclusiveQuery(() => statements.run<T>(sql, params)),
+      );
+      await db.syncToFs();
+      return rows;
     },
     async exec(sql: string) {
       await db.exec(sql);
@@ -265,7 +281,9 @@ export async function openPglite(
       return db.transaction(async (t) =>
         work({
           async query<R>(sql: string, params?: unknown[]) {
-            return (await t.query<R>(sql, params as unknown[])).rows;
+            if (t.closed) throw new Error('Transaction is closed');
+            if (!statements.accepts(sql)) return (await t.query<R>(sql, params as unknown[])).rows;
+            return db._runExclusiveQuery(() => statements.run<R>(sql, params));
           },
           async exec(sql: string) {
             await t.exec(sql);

@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { createLocalStore, type LocalObjectStore } from '../../src/infra/storage/local/store.ts';
 import { MIN_PART_SIZE } from '../../src/infra/storage/object-store.ts';
 
@@ -16,6 +17,11 @@ let counter = 0;
 const newKey = () => `proj_objects/file_${++counter}/01HZX${String(counter).padStart(6, '0')}`;
 const expires = () => Math.ceil(Date.now() / 1000) + 60;
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+const text = async (stream: AsyncIterable<Buffer>) => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return Buffer.concat(chunks);
+};
 
 async function put(data: Buffer): Promise<string> {
   const key = newKey();
@@ -39,7 +45,7 @@ afterAll(async () => {
 describe('the files of an object', () => {
   it('are its bytes then its sidecar; the segments of an assembled one in order; none for a missing one', async () => {
     // The store takes over the memory of what it receives: hashes first.
-    const data = randomBytes(1000);
+    const data = randomBytes(SMALL_BODY + 1);
     const expected = sha256(data);
     const key = await put(data);
     const files = await store.objectFiles(key);
@@ -73,6 +79,54 @@ describe('the files of an object', () => {
     expect(sha256(bytes)).toBe(whole);
 
     expect(await store.objectFiles(newKey())).toEqual([]);
+  });
+});
+
+describe('a small object', () => {
+  it('is its sidecar alone: a first line that describes it, then its bytes, read whole and in ranges', async () => {
+    for (const size of [0, 1, 1000, SMALL_BODY]) {
+      // Newlines in the bytes, as a text file has: only the first line of the sidecar describes it.
+      const data = Buffer.concat([Buffer.from('line\n'), randomBytes(size)]).subarray(0, size);
+      const key = await put(data);
+      expect(await store.objectFiles(key)).toEqual([`${key}.meta.json`]);
+      const sidecar = await readFile(join(dir, `${key}.meta.json`));
+      const end = sidecar.indexOf('\n');
+      expect(JSON.parse(sidecar.subarray(0, end).toString())).toEqual({
+        size,
+        etag: `"${sha256(data)}"`,
+        sha256: sha256(data),
+        inline: true,
+      });
+      expect(sidecar.subarray(end + 1)).toEqual(data);
+      expect(await store.head(key)).toEqual({ size, etag: `"${sha256(data)}"`, sha256: sha256(data) });
+      expect(await text(await store.read(key))).toEqual(data);
+      if (size > 10)
+        expect(await text(await store.read(key, { start: 3, end: 9 }))).toEqual(data.subarray(3, 10));
+    }
+  });
+
+  it('is stored once: a second PUT through its URL is refused and leaves the first', async () => {
+    const data = Buffer.from('first');
+    const key = await put(data);
+    const again = store.receive(
+      { kind: 'put', key, expires: expires(), size: 5, contentType: 'text/plain' },
+      Readable.from([Buffer.from('other')]),
+    );
+    await expect(again).rejects.toMatchObject({ code: 'AlreadyExists' });
+    expect(await text(await store.read(key))).toEqual(data);
+  });
+
+  it('is refused whole when its body is not the declared length, and leaves nothing', async () => {
+    const key = newKey();
+    for (const body of ['shor', 'longer']) {
+      const receiving = store.receive(
+        { kind: 'put', key, expires: expires(), size: 5, contentType: 'text/plain' },
+        Readable.from([Buffer.from(body)]),
+      );
+      await expect(receiving).rejects.toMatchObject({ code: 'InvalidArgument' });
+      expect(await store.head(key)).toBeUndefined();
+    }
+    expect(await readdir(join(dir, '.tmp'))).toEqual([]);
   });
 });
 

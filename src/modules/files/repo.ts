@@ -70,13 +70,15 @@ export type NewFile = Omit<
   | 'etag'
   | 'failure_reason'
   | 'scan_signature'
->;
+> &
+  /** Known for a file recorded with its bytes already stored (a server-side write). */
+  Partial<Pick<FileRow, 'checksum_sha256' | 'etag'>>;
 
 export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> {
   const [row] = await q.query<FileRow>(
     `INSERT INTO files (id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-       metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15)
+       metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at, checksum_sha256, etag)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17)
      RETURNING ${COLUMNS}`,
     [
       file.id,
@@ -94,6 +96,8 @@ export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> 
       file.owner_org_id,
       file.upload_token_id,
       file.upload_expires_at,
+      file.checksum_sha256 ?? null,
+      file.etag ?? null,
     ],
   );
   return row!;

@@ -17,7 +17,7 @@ import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.t
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import { normalizeMimeType } from '../../lib/mime.ts';
-import { recordEvent } from '../events/repo.ts';
+import { recordEvent, recordEvents } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
 import { categoryOf, checkMetadataSize, checkName, normalizeTags } from '../files/rules.ts';
 import { visibleFile } from '../files/service.ts';
@@ -128,14 +128,25 @@ export async function commitFile(
   if (!file) throw invalidState('The file is no longer uploading');
   // A size learned only now counts against the quota now, in the transaction that records it.
   if (deferredSize !== undefined) await enforceQuotas(q, project, { bytes: deferredSize, files: 0 });
-  if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
-  if (scan) await enqueueJob(q, 'scan', project.id, file.id);
-  else {
-    await recordEvent(q, project, 'file.ready', file);
-    await queueThumbnails(q, project, file);
-    if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, null, file.storage_key);
-  }
+  if (!scan) await recordEvent(q, project, 'file.ready', file);
+  await followCommit(q, project, file);
   return file;
+}
+
+/**
+ * What follows a file's bytes being committed, in the same transaction: its version where the
+ * project keeps versions, then its scan, or (ready) its thumbnails and, when the store did not hash
+ * the bytes, its digest.
+ */
+async function followCommit(q: Queryable, project: Project, file: files.FileRow): Promise<void> {
+  if (project.settings.versioning_enabled) await recordVersion(q, file, file, 'upload');
+  if (project.settings.virus_scan_enabled) await enqueueJob(q, 'scan', project.id, file.id);
+  else {
+    await queueThumbnails(q, project, file);
+    if (file.checksum_sha256 === null) {
+      await enqueueJob(q, 'digest', project.id, file.id, null, file.storage_key);
+    }
+  }
 }
 
 /** Makes `snapshot` the file's current content; its metadata, status and folder are untouched. */
@@ -337,6 +348,39 @@ export function createIngestService(deps: {
     await recordEvent(q, caller.project, 'file.uploaded', file);
     const created = await files.insertFile(q, file);
     await enforceQuotas(q, caller.project, { bytes: created.size_bytes, files: 1 });
+    return created;
+  }
+
+  /**
+   * Records a file whose bytes are already stored and sealed (a server-side write) as recordFile
+   * and commitFile would in turn, in one insert: committed at once (ready, or processing when the
+   * project scans), its file.uploaded and file.ready events recorded together.
+   */
+  async function recordWrittenFile(
+    q: Queryable,
+    caller: Caller,
+    request: UploadRequest,
+    planned: PlannedObject,
+    object: Sealed,
+  ): Promise<files.FileRow> {
+    const { project } = caller;
+    const { file, token } = await admit(q, caller, request, planned);
+    if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
+    const scan = project.settings.virus_scan_enabled;
+    const committed: files.NewFile = {
+      ...file,
+      status: scan ? 'processing' : 'ready',
+      checksum_sha256: object.sha256 ?? null,
+      etag: object.etag,
+      upload_expires_at: null,
+    };
+    await recordEvents(q, project, [
+      { type: 'file.uploaded', file },
+      ...(scan ? [] : [{ type: 'file.ready' as const, file: committed }]),
+    ]);
+    const created = await files.insertFile(q, committed);
+    await enforceQuotas(q, project, { bytes: created.size_bytes, files: 1 });
+    await followCommit(q, project, created);
     return created;
   }
 
@@ -544,8 +588,7 @@ export function createIngestService(deps: {
       });
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
-          const created = await recordFile(q, caller, request, planned);
-          const committed = await commitFile(q, caller.project, created.id, object);
+          const committed = await recordWrittenFile(q, caller, request, planned, object);
           await record?.(q, committed);
           return committed;
         }),

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type FileHandle, mkdir, open, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { type FileHandle, link, mkdir, open, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { randomSecret } from '../../../lib/secrets.ts';
 import { StoreError } from '../object-store.ts';
@@ -93,8 +93,35 @@ export async function failing<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Bodies declared at most this long are written from the main thread (see smallSink). */
-const SMALL_BODY = 64 * 1024;
+/** Bodies declared at most this long are gathered and written from the main thread (see smallSink). */
+export const SMALL_BODY = 64 * 1024;
+
+/** A body longer than `limits` allow: too large when undeclared, else not what was declared. */
+function tooLong(limits: Limits): StoreError {
+  return limits.exact === undefined
+    ? new StoreError('TooLarge', `The request body exceeds ${limits.max} bytes`, { max_bytes: limits.max })
+    : new StoreError('InvalidArgument', `The body is longer than the declared ${limits.exact} bytes`);
+}
+
+/** Throws when a complete body of `size` bytes is not the declared length. */
+function checkComplete(size: number, limits: Limits): void {
+  if (limits.exact !== undefined && size !== limits.exact) {
+    throw new StoreError('InvalidArgument', `The body has ${size} bytes but ${limits.exact} were declared`);
+  }
+}
+
+/** A small body (at most SMALL_BODY) whole in memory, held to `limits` as it arrives. */
+export async function gather(source: AsyncIterable<Buffer>, limits: Limits): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.length;
+    if (size > limits.max) throw tooLong(limits);
+    chunks.push(chunk);
+  }
+  checkComplete(size, limits);
+  return Buffer.concat(chunks, size);
+}
 
 /**
  * A small body, gathered and then written, synced and hashed from this thread: handing it to a
@@ -169,21 +196,10 @@ async function writeTemp(
     try {
       for await (const chunk of source) {
         size += chunk.length;
-        if (size > limits.max) {
-          throw limits.exact === undefined
-            ? new StoreError('TooLarge', `The request body exceeds ${limits.max} bytes`, {
-                max_bytes: limits.max,
-              })
-            : new StoreError('InvalidArgument', `The body is longer than the declared ${limits.exact} bytes`);
-        }
+        if (size > limits.max) throw tooLong(limits);
         await sink.write(chunk);
       }
-      if (limits.exact !== undefined && size !== limits.exact) {
-        throw new StoreError(
-          'InvalidArgument',
-          `The body has ${size} bytes but ${limits.exact} were declared`,
-        );
-      }
+      checkComplete(size, limits);
       digest = await sink.finish(); // written and synced to disk
     } catch (error) {
       await sink.abort();
@@ -213,4 +229,34 @@ export async function writeAtomic(tmpFolder: string, path: string, content: stri
     writing.delete(tmp);
   }
   await syncFolder(dirname(path));
+}
+
+/**
+ * Writes `content` as a new file at `path`, whole or not at all: synced in the temp folder, then
+ * linked into place, which leaves an existing `path` as it is (answers false: nothing is ever
+ * replaced); the folder is made when missing and synced once the link is in it.
+ */
+export async function writeNew(tmpFolder: string, path: string, content: Buffer): Promise<boolean> {
+  const tmp = join(tmpFolder, randomSecret(12));
+  writing.add(tmp);
+  try {
+    await inTempFolder(tmpFolder, () => writeFile(tmp, content, { flag: 'wx', flush: true }));
+    // The folder is made when the link finds it missing; a delete of another key in it may prune it
+    // again before the link (see makeFolder): made again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await link(tmp, path);
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+        if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
+        await makeFolder(dirname(path));
+      }
+    }
+  } finally {
+    await unlink(tmp).catch(() => undefined);
+    writing.delete(tmp);
+  }
+  await syncFolder(dirname(path));
+  return true;
 }

@@ -16,12 +16,15 @@ import {
 import { DeleteHold } from './delete-hold.ts';
 import {
   failing,
+  gather,
   isMissing,
   type Limits,
   makeFolder,
   PRUNE_RETRIES,
+  SMALL_BODY,
   syncFolder,
   writeAtomic,
+  writeNew,
   writeStream,
 } from './files.ts';
 import { checkUploadId, LocalMultipart } from './multipart.ts';
@@ -32,7 +35,9 @@ import { removeStaleTemps } from './stale.ts';
 /**
  * The local filesystem store. Layout under `dir`:
  *   <key>                        the object's bytes (key segments are folders)
- *   <key>.meta.json              its sidecar {size, etag, sha256}; written last, so it marks the object as present
+ *   <key>.meta.json              its sidecar {size, etag, sha256}; written last, so it marks the object as present.
+ *                                An object of at most 64 KiB is its sidecar alone: the line {size, etag, sha256,
+ *                                inline: true}, then its bytes (one file, so one write and sync instead of two)
  *   .tmp/<random>                uploads and assemblies in progress (same filesystem, so renames are atomic)
  *   .multipart/<id>/upload.json  a multipart upload's manifest {key, contentType}
  *   .multipart/<id>/<n>/<md5>    its part n (the newest file wins while a re-upload replaces it)
@@ -46,6 +51,8 @@ const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
+/** Ends the first line of a sidecar that holds its object's bytes (JSON never has a raw one). */
+const NEWLINE = 0x0a;
 
 /** Bytes `start`..`end` (inclusive) of the file at `path`. */
 export interface Slice {
@@ -162,13 +169,8 @@ class LocalStore implements LocalObjectStore {
 
   async head(key: string): Promise<ObjectInfo | undefined> {
     assertKey(key);
-    try {
-      const { size, etag, sha256 } = JSON.parse(await readFile(this.#path(key) + META, 'utf8')) as ObjectInfo;
-      return { size, etag, sha256 };
-    } catch (error) {
-      if (isMissing(error)) return undefined;
-      throw error;
-    }
+    const meta = await this.#readMeta(key);
+    return meta && { size: meta.size, etag: meta.etag, sha256: meta.sha256 };
   }
 
   /**
@@ -178,16 +180,13 @@ class LocalStore implements LocalObjectStore {
   async slices(key: string, range?: ByteRange): Promise<Slice[]> {
     assertKey(key);
     const path = this.#path(key);
-    let meta: ObjectInfo & { segments?: number[] };
-    try {
-      meta = JSON.parse(await readFile(path + META, 'utf8'));
-    } catch (error) {
-      if (isMissing(error)) throw new StoreError('NoSuchKey', 'Object not found');
-      throw error;
-    }
+    const meta = await this.#readMeta(key);
+    if (!meta) throw new StoreError('NoSuchKey', 'Object not found');
     const pieces = meta.segments
-      ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size }))
-      : [{ path, size: meta.size }];
+      ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size, at: 0 }))
+      : meta.inlineAt !== undefined
+        ? [{ path: path + META, size: meta.size, at: meta.inlineAt }]
+        : [{ path, size: meta.size, at: 0 }];
     const start = range?.start ?? 0;
     const end = range?.end ?? meta.size - 1;
     const slices: Slice[] = [];
@@ -195,7 +194,8 @@ class LocalStore implements LocalObjectStore {
     for (const piece of pieces) {
       const from = Math.max(start, offset);
       const to = Math.min(end, offset + piece.size - 1);
-      if (from <= to) slices.push({ path: piece.path, start: from - offset, end: to - offset });
+      if (from <= to)
+        slices.push({ path: piece.path, start: piece.at + from - offset, end: piece.at + to - offset });
       offset += piece.size;
     }
     return slices;
@@ -218,13 +218,9 @@ class LocalStore implements LocalObjectStore {
 
   async objectFiles(key: string): Promise<string[]> {
     assertKey(key);
-    let meta: { segments?: number[] };
-    try {
-      meta = JSON.parse(await readFile(this.#path(key) + META, 'utf8'));
-    } catch (error) {
-      if (isMissing(error)) return [];
-      throw error;
-    }
+    const meta = await this.#readMeta(key);
+    if (!meta) return [];
+    if (meta.inlineAt !== undefined) return [key + META];
     const bytes = meta.segments ? meta.segments.map((_, index) => `${key}${PARTS}/${index}`) : [key];
     return [...bytes, key + META];
   }
@@ -257,7 +253,7 @@ class LocalStore implements LocalObjectStore {
       assertKey(key);
       checkContentType(options.contentType);
       checkWriteSize(options.size);
-      await this.#refuseExisting(key);
+      if (options.size > SMALL_BODY) await this.#refuseExisting(key);
       // The ETag of an object written here is S3's, the MD5 of its bytes, for the S3 endpoint's clients.
       const md5 = createHash('md5');
       const hashed = async function* () {
@@ -278,7 +274,8 @@ class LocalStore implements LocalObjectStore {
 
   async #receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
     if (url.kind === 'put') {
-      await this.#refuseExisting(url.key);
+      // A small body is read before anything is written anyway, and its link refuses an existing object.
+      if (url.size > SMALL_BODY) await this.#refuseExisting(url.key);
       const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
       return info.etag;
     }
@@ -384,6 +381,8 @@ class LocalStore implements LocalObjectStore {
     etagOf?: () => string,
   ): Promise<ObjectInfo> {
     const path = this.#path(key);
+    if (limits.exact !== undefined && limits.exact <= SMALL_BODY)
+      return this.#storeInline(key, source, limits, etagOf);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
       // A delete of another key in the same folder (the bytes of a tus upload that went into a part,
       // while its next bytes are stored) prunes the folder once empty, between its creation and the
@@ -415,6 +414,43 @@ class LocalStore implements LocalObjectStore {
       throw error;
     }
     return info;
+  }
+
+  /** A small object stored in its sidecar (see the layout above); claimed, as any object is, only when absent. */
+  async #storeInline(
+    key: string,
+    source: AsyncIterable<Buffer>,
+    limits: Limits,
+    etagOf?: () => string,
+  ): Promise<ObjectInfo> {
+    const bytes = await gather(source, limits);
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const info: ObjectInfo = { size: bytes.length, etag: `"${etagOf?.() ?? sha256}"`, sha256 };
+    const line = Buffer.from(`${JSON.stringify({ ...info, inline: true })}\n`);
+    if (!(await writeNew(this.#tmp, this.#path(key) + META, Buffer.concat([line, bytes])))) {
+      throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
+    }
+    return info;
+  }
+
+  /**
+   * The sidecar of `key`, none when the object does not exist; `inlineAt` is where the bytes of an
+   * object stored in its sidecar begin.
+   */
+  async #readMeta(
+    key: string,
+  ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number }) | undefined> {
+    let content: Buffer;
+    try {
+      content = await readFile(this.#path(key) + META);
+    } catch (error) {
+      if (isMissing(error)) return undefined;
+      throw error;
+    }
+    const end = content.indexOf(NEWLINE);
+    if (end === -1) return JSON.parse(content.toString('utf8'));
+    const { inline: _, ...meta } = JSON.parse(content.subarray(0, end).toString('utf8'));
+    return { ...meta, inlineAt: end + 1 };
   }
 
   /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
