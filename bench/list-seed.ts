@@ -151,6 +151,7 @@ export async function seedInto(
   // The kept counts of listings (migration 013), likewise.
   await db.query('BEGIN');
   await db.query('DELETE FROM file_count_deltas WHERE project_id = $1', [projectId]);
+  await db.query('DELETE FROM file_tag_set_deltas WHERE project_id = $1', [projectId]);
   await db.query('DELETE FROM file_counts WHERE project_id = $1', [projectId]);
   await db.query(
     `INSERT INTO file_counts (project_id, tag, status, category, folder, n)
@@ -170,10 +171,19 @@ export async function seedInto(
      WHERE project_id = $1 AND deleted_at IS NULL GROUP BY 1, 2`,
     [projectId],
   );
+  // Those of tag sets (migration 021): the sets' changes, folded as Coffer folds them.
+  await db.query('DELETE FROM file_tag_set_counts WHERE project_id = $1', [projectId]);
+  await db.query(
+    `INSERT INTO file_tag_set_deltas (project_id, tags, n)
+     SELECT project_id, tag_set(tags), count(*) FROM files
+     WHERE project_id = $1 AND deleted_at IS NULL AND cardinality(tags) > 1 GROUP BY 1, 2`,
+    [projectId],
+  );
+  await db.query('SELECT fold_file_counts($1)', [projectId]);
   await db.query('COMMIT');
   // What a database that grew over two years would have: statistics, and the visibility map that
   // lets counts read the indexes alone.
-  await db.query('VACUUM (ANALYZE) files');
+  await db.query('VACUUM (ANALYZE) files, file_tag_set_counts, file_tag_set_deltas');
   await db.query('ANALYZE folders');
   return { folderIds, seconds: (performance.now() - start) / 1000 };
 }

@@ -5,11 +5,12 @@
  *   - the first page; every page of a walk by cursor to page 1,000; page 1,000 by cursor again and again;
  *   - page 1,000 by offset, against the first page (target: at most 3× its p99);
  *   - each filter: q, tags, category, status, date range, size range, metadata, folder.
- * p50 and p99 over COFFER_BENCH_LIST_REQUESTS requests each (default 100, after 10 unmeasured); the
+ * p50 and p99 over COFFER_BENCH_LIST_REQUESTS requests each (default 100, after 10 unmeasured), in each
+ * of COFFER_BENCH_LIST_ROUNDS rounds on the same files (default 1; a row pools its rounds); the
  * baseline of every row is GET /health/live measured the same way (the floor of an HTTP round trip).
  * Targets: p99 ≤ 15 ms for the first page and cursor pages, ≤ 50 ms for every filter.
  *
- * Environment: COFFER_BENCH_LIST_REQUESTS. Only on PostgreSQL (`--db postgres`).
+ * Environment: COFFER_BENCH_LIST_REQUESTS, COFFER_BENCH_LIST_ROUNDS. Only on PostgreSQL (`--db postgres`).
  */
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -83,6 +84,7 @@ export const listBench: Bench = {
     if (!Number.isSafeInteger(files) || files < 1)
       throw new Error(`--files: expected a count ≥ 1, got ${files}`);
     const count = envInteger('COFFER_BENCH_LIST_REQUESTS', 100);
+    const rounds = envInteger('COFFER_BENCH_LIST_ROUNDS', 1);
     const warm = Math.min(10, count);
     const dataDir = join(context.scratch, 'list');
     const server = await startCoffer(dataDir, context.server.mode);
@@ -98,51 +100,6 @@ export const listBench: Bench = {
           const response = await request(`${server.url}/health/live`, { dispatcher: agent });
           await response.body.dump();
         });
-      const liveTimes = await live();
-      const baseline = `${fmt.ms(percentile(liveTimes, 99))} p99 live`;
-      const row = (name: string, times: number[], targetMs?: number): Row => {
-        const p99 = percentile(times, 99);
-        return {
-          benchmark: name,
-          coffer: `${fmt.ms(percentile(times, 50))} / ${fmt.ms(p99)}`,
-          value: p99,
-          unit: 'ms p99',
-          baseline,
-          ...(targetMs === undefined ? {} : { target: `p99 ≤ ${targetMs} ms`, met: p99 <= targetMs }),
-        };
-      };
-
-      progress('list: first page');
-      const firstPage = list(project, 'limit=50');
-      const total = (await firstPage()).total;
-      const firstTimes = await latencies(count, warm, async () => void (await firstPage()));
-
-      progress(`list: walking ${PAGES} pages by cursor`);
-      const walk: number[] = [];
-      let cursor: string | null = null;
-      let pages = 0;
-      for (; pages < PAGES; pages++) {
-        const start = performance.now();
-        const page: FileList = await list(project, `limit=50${cursor ? `&cursor=${cursor}` : ''}`)();
-        walk.push(performance.now() - start);
-        if (!page.next_cursor) break;
-        cursor = page.next_cursor;
-      }
-      const lastCursor = cursor;
-      const cursorTimes = lastCursor
-        ? await latencies(
-            count,
-            warm,
-            async () => void (await list(project, `limit=50&cursor=${lastCursor}`)()),
-          )
-        : [];
-      const offset = (Math.min(pages, PAGES) - 1) * 50;
-      const offsetTimes = await latencies(
-        count,
-        warm,
-        async () => void (await list(project, `limit=50&offset=${offset}`)()),
-      );
-
       const twoMonthsAgo = new Date(Date.now() - 60 * 86_400_000).toISOString().slice(0, 10);
       const monthAgo = new Date(Date.now() - 30 * 86_400_000).toISOString().slice(0, 10);
       const filters: [string, string][] = [
@@ -159,25 +116,85 @@ export const listBench: Bench = {
         ['folder (root)', 'folder_id=root'],
         ['category + status + date', `category=image&status=ready&date_from=${twoMonthsAgo}`],
       ];
-      const filterRows: Row[] = [];
+
+      // Every round measures every case again on the same files; each row pools the rounds' requests.
+      const liveTimes: number[] = [];
+      const firstTimes: number[] = [];
+      const walk: number[] = [];
+      const cursorTimes: number[] = [];
+      const offsetTimes: number[] = [];
+      const filterTimes = filters.map((): number[] => []);
+      const roundP99s = filters.map((): string[] => []);
       const totals: string[] = [];
-      for (const [name, query] of filters) {
-        progress(`list: filter ${name}`);
-        const send = list(project, `limit=50&${query}`);
-        totals.push(`${name} ${(await send()).total}`);
-        filterRows.push(
-          row(
-            `filter: ${name}`,
-            await latencies(count, warm, async () => void (await send())),
-            FILTER_TARGET_MS,
-          ),
+      let total = 0;
+      let pages = 0;
+      let offset = 0;
+      for (let round = 1; round <= rounds; round++) {
+        liveTimes.push(...(await live()));
+        progress(`list: round ${round}: first page`);
+        const firstPage = list(project, 'limit=50');
+        total = (await firstPage()).total;
+        firstTimes.push(...(await latencies(count, warm, async () => void (await firstPage()))));
+
+        progress(`list: round ${round}: walking ${PAGES} pages by cursor`);
+        let cursor: string | null = null;
+        for (pages = 0; pages < PAGES; pages++) {
+          const start = performance.now();
+          const page: FileList = await list(project, `limit=50${cursor ? `&cursor=${cursor}` : ''}`)();
+          walk.push(performance.now() - start);
+          if (!page.next_cursor) break;
+          cursor = page.next_cursor;
+        }
+        const lastCursor = cursor;
+        if (lastCursor) {
+          cursorTimes.push(
+            ...(await latencies(
+              count,
+              warm,
+              async () => void (await list(project, `limit=50&cursor=${lastCursor}`)()),
+            )),
+          );
+        }
+        offset = (Math.min(pages, PAGES) - 1) * 50;
+        offsetTimes.push(
+          ...(await latencies(
+            count,
+            warm,
+            async () => void (await list(project, `limit=50&offset=${offset}`)()),
+          )),
         );
+
+        for (const [i, [name, query]] of filters.entries()) {
+          progress(`list: round ${round}: filter ${name}`);
+          const send = list(project, `limit=50&${query}`);
+          const found = (await send()).total;
+          if (round === 1) totals.push(`${name} ${found}`);
+          const times = await latencies(count, warm, async () => void (await send()));
+          filterTimes[i]!.push(...times);
+          roundP99s[i]!.push(fmt.ms(percentile(times, 99)));
+        }
       }
+
+      const baseline = `${fmt.ms(percentile(liveTimes, 99))} p99 live`;
+      const row = (name: string, times: number[], targetMs?: number): Row => {
+        const p99 = percentile(times, 99);
+        return {
+          benchmark: name,
+          coffer: `${fmt.ms(percentile(times, 50))} / ${fmt.ms(p99)}`,
+          value: p99,
+          unit: 'ms p99',
+          baseline,
+          ...(targetMs === undefined ? {} : { target: `p99 ≤ ${targetMs} ms`, met: p99 <= targetMs }),
+        };
+      };
+      const filterRows = filters.map(([name], i) =>
+        row(`filter: ${name}`, filterTimes[i]!, FILTER_TARGET_MS),
+      );
 
       const firstP99 = percentile(firstTimes, 99);
       const offsetP99 = percentile(offsetTimes, 99);
       const section: Section = {
-        title: `Listing a project of ${files.toLocaleString('en')} files on PostgreSQL (p50 / p99 of ${count} requests, one at a time)`,
+        title: `Listing a project of ${files.toLocaleString('en')} files on PostgreSQL (p50 / p99 of ${count} requests${rounds > 1 ? ` in each of ${rounds} rounds` : ''}, one at a time)`,
         rows: [
           {
             benchmark: 'GET /health/live (reference)',
@@ -186,7 +203,7 @@ export const listBench: Bench = {
             unit: 'ms p99',
           },
           row('first page (50, with total)', firstTimes, PAGE_TARGET_MS),
-          row(`cursor pages 1 to ${walk.length} (the walk)`, walk, PAGE_TARGET_MS),
+          row(`cursor pages 1 to ${walk.length / rounds} (the walk)`, walk, PAGE_TARGET_MS),
           ...(cursorTimes.length > 0 ? [row(`page ${pages} by cursor`, cursorTimes, PAGE_TARGET_MS)] : []),
           {
             benchmark: `page ${pages} by offset (${offset})`,
@@ -203,7 +220,12 @@ export const listBench: Bench = {
         notes: [
           `seeded ${files.toLocaleString('en')} files (${total.toLocaleString('en')} not deleted) and ${seeded.folderIds.length} folders in ${seeded.seconds.toFixed(1)} s (bench/list-seed.ts: INSERT … SELECT over generate_series, then VACUUM ANALYZE)`,
           `totals: ${totals.join('; ')}`,
-          'each answer is 50 files with their total (exact: counted in the request); requests are sequential through one keep-alive connection',
+          ...(rounds > 1
+            ? [
+                `filters' p99 by round: ${filters.map(([name], i) => `${name} ${roundP99s[i]!.join(' / ')}`).join('; ')}`,
+              ]
+            : []),
+          'each answer is 50 files with their exact total; requests are sequential through one keep-alive connection',
         ],
       };
       return [section];

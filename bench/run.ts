@@ -9,6 +9,7 @@
  * Environment:
  *   COFFER_BENCH_DATABASE_URL  the PostgreSQL server of --db postgres (any database of it: the run creates its own)
  *   COFFER_BENCH_LIST_REQUESTS requests per case of `list` (default 100)
+ *   COFFER_BENCH_LIST_ROUNDS   rounds of every case of `list` on the same seeded files (default 1)
  *   COFFER_BENCH_SIZE_MB       large transfer size in MiB (default 1024; a second run at a quarter of it)
  *   COFFER_BENCH_ROUNDS        repetitions of each large transfer and its raw baseline (default 3)
  *   COFFER_BENCH_SMALL_COUNT   small uploads (default 2000); COFFER_BENCH_HEALTH_COUNT /health/live requests (20000)

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
-import { initiate, upload } from '../support/files.ts';
+import { initiate, put, upload } from '../support/files.ts';
 
-// The totals of listings by status, category, folder or tag come from counts kept with every change
+// The totals of listings by status, category, folder or tags come from counts kept with every change
 // (not from counting rows): whatever happened to the files, each total is the number of files listed.
 let coffer: TestCoffer;
 beforeAll(async () => {
@@ -20,6 +20,9 @@ const FILTERS = [
   'tags=a',
   'tags=b',
   'tags=a&tags=a',
+  'tags=a&tags=b',
+  'tags=b&tags=a&tags=b',
+  'tags=a&tags=b&tags=c',
 ];
 
 async function expectTotalsMatch(project: TestProject, queries: string[]): Promise<Record<string, number>> {
@@ -33,10 +36,10 @@ async function expectTotalsMatch(project: TestProject, queries: string[]): Promi
   return totals;
 }
 
-const deltasOf = async (projectId: string) =>
+const deltasOf = async (projectId: string, table = 'file_count_deltas') =>
   (
     await coffer.services.db.query<{ n: number }>(
-      'SELECT count(*)::int8 AS n FROM file_count_deltas WHERE project_id = $1',
+      `SELECT count(*)::int8 AS n FROM ${table} WHERE project_id = $1`,
       [projectId],
     )
   )[0]!.n;
@@ -85,6 +88,42 @@ describe('list totals', () => {
     );
     expect((await project.call('DELETE', `/folders/${folder}`)).status).toBe(204);
     expect(await expectTotalsMatch(project, FILTERS)).toMatchObject({ '': 3, 'folder_id=root': 3 });
+  });
+
+  it('count the files holding several tags through tag changes, confirms, deletes and folds', async () => {
+    const project = await coffer.newProject();
+    const tagsOf = (file: string, tags: string[], method: 'PUT' | 'POST' = 'PUT') =>
+      project.call(method, `/files/${file}/tags`, { body: { tags } });
+    const both = (await upload(project, { filename: 'both.txt', tags: ['b', 'a'] })).body.id as string;
+    const all = (await upload(project, { filename: 'all.txt', tags: ['c', 'b', 'a'] })).body.id as string;
+    const one = (await upload(project, { filename: 'one.txt', tags: ['a'] })).body.id as string;
+    const pending = await initiate(project, { filename: 'pending.txt', tags: ['a', 'b', 'd'] });
+    expect(await expectTotalsMatch(project, FILTERS)).toMatchObject({
+      'tags=a&tags=b': 3,
+      'tags=b&tags=a&tags=b': 3,
+      'tags=a&tags=b&tags=c': 1,
+    });
+
+    // Tags added (a union) and replaced, an upload confirmed, a file deleted.
+    expect((await tagsOf(one, ['c', 'b'], 'POST')).status).toBe(200);
+    expect((await tagsOf(all, ['a', 'c'])).status).toBe(200);
+    expect((await put(pending.upload_url, pending.bytes)).status).toBe(200);
+    expect((await project.call('POST', `/files/${pending.file_id}/confirm`)).status).toBe(200);
+    expect((await project.call('DELETE', `/files/${both}`)).status).toBe(200);
+    const totals = await expectTotalsMatch(project, FILTERS);
+    expect(totals).toMatchObject({ 'tags=a&tags=b': 2, 'tags=a&tags=b&tags=c': 1 });
+
+    expect(await deltasOf(project.id, 'file_tag_set_deltas')).toBeGreaterThan(0);
+    await coffer.services.db.query('SELECT fold_file_counts($1)', [project.id]);
+    expect(await deltasOf(project.id, 'file_tag_set_deltas')).toBe(0);
+    expect(await expectTotalsMatch(project, FILTERS)).toEqual(totals);
+
+    // After the fold, changes still count: the last file holding a, b and c loses c.
+    expect((await tagsOf(one, ['a', 'b'])).status).toBe(200);
+    expect(await expectTotalsMatch(project, FILTERS)).toMatchObject({
+      'tags=a&tags=b': 2,
+      'tags=a&tags=b&tags=c': 0,
+    });
   });
 
   it('keeps the totals when the kept changes are folded into the counts', async () => {

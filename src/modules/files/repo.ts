@@ -312,28 +312,46 @@ const FEW_MATCHES = 5000;
 /** Deltas a project may gather before a listing folds them into its counts (a fold costs about a page). */
 const FOLD_AFTER = 1000;
 
-/** The one tag a listing is filtered by, when that is its only filter. */
-function onlyTag({ tags, ...others }: FileFilters): string | undefined {
-  const distinct = new Set(tags);
-  const [tag] = distinct;
-  if (distinct.size !== 1 || !tag) return undefined;
-  return Object.values(others).every((value) => value === undefined) ? tag : undefined;
+/** The distinct tags a listing is filtered by, when they are its only filter ('' is no tag kept). */
+function onlyTags({ tags, ...others }: FileFilters): string[] | undefined {
+  if (!tags?.length || tags.includes('')) return undefined;
+  return Object.values(others).every((value) => value === undefined) ? [...new Set(tags)] : undefined;
 }
 
 /**
- * Whether the total of a listing is kept with every change (migration 013), not counted: filtered by
- * status, category and folder at most, or by one tag alone.
+ * Whether the total of a listing is kept with every change (migrations 013 and 021), not counted:
+ * filtered by status, category and folder at most, or by tags alone.
  */
 function countsKept(filters: FileFilters): boolean {
   const { folderId, status, category, tags, ...others } = filters;
-  if (tags?.length) return onlyTag(filters) !== undefined;
+  if (tags?.length) return onlyTags(filters) !== undefined;
   return Object.values(others).every((value) => value === undefined);
+}
+
+/** Folds the project's kept changes into its counts once a listing found more than FOLD_AFTER of them. */
+async function foldWhenMany(q: Queryable, projectId: string, deltas: number): Promise<void> {
+  if (deltas > FOLD_AFTER) await q.query('SELECT fold_file_counts($1)', [projectId]);
+}
+
+/** The kept total of files holding every one of several tags: the sum over the tag sets holding them. */
+async function keptTagSetTotal(q: Queryable, projectId: string, tags: string[]): Promise<number> {
+  const [row] = await q.query<{ total: number; deltas: number }>(
+    `SELECT ((SELECT coalesce(sum(n), 0) FROM file_tag_set_counts WHERE project_id = $1 AND tags @> $2::text[])
+         + coalesce(sum(n) FILTER (WHERE tags @> $2::text[]), 0))::int8 AS total,
+       count(*)::int8 AS deltas
+     FROM file_tag_set_deltas WHERE project_id = $1`,
+    [projectId, tags],
+  );
+  await foldWhenMany(q, projectId, row!.deltas);
+  return row!.total;
 }
 
 /** The kept total of a listing for which countsKept(filters). */
 async function keptTotal(q: Queryable, projectId: string, filters: FileFilters): Promise<number> {
   const { folderId, status, category } = filters;
-  const tag = onlyTag(filters);
+  const tags = onlyTags(filters);
+  if (tags && tags.length > 1) return keptTagSetTotal(q, projectId, tags);
+  const tag = tags?.[0];
   const params: unknown[] = [projectId];
   const where = ['project_id = $1'];
   const add = (column: string, value: string) => {
@@ -355,7 +373,7 @@ async function keptTotal(q: Queryable, projectId: string, filters: FileFilters):
      ) AS kept`,
     params,
   );
-  if (row!.deltas > FOLD_AFTER) await q.query('SELECT fold_file_counts($1)', [projectId]);
+  await foldWhenMany(q, projectId, row!.deltas);
   return row!.total;
 }
 
