@@ -2,7 +2,14 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { claim } from '../../src/infra/jobs/index.ts';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
+import {
+  type ClaimedDelivery,
+  type DeliveryStatus,
+  deliveriesQueue,
+  recordAttempts,
+} from '../../src/modules/webhooks/delivery-repo.ts';
 import { createDispatcher, type Dispatcher } from '../../src/modules/webhooks/dispatcher.ts';
 import { secondDb } from '../support/backends.ts';
 import { keyWith, type Reply, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -1005,6 +1012,130 @@ describe('durability and concurrency', () => {
     expect(timedOut.last_error).toMatch(/^(TimeoutError|UND_ERR_HEADERS_TIMEOUT): timed out$/);
     expect(fast.requests).toHaveLength(1);
     expect(slow.requests).toHaveLength(1);
+  });
+});
+
+describe('outcomes recorded in batches', () => {
+  it('records each delivery of a batch its own outcome: delivered, retried with its error, on schedule', async () => {
+    const project = await newProject();
+    const ok = receiver.endpoint({ fallback: { status: 200 } });
+    const broken = receiver.endpoint({ fallback: { status: 500, body: 'broken' } });
+    const gone = receiver.endpoint({ fallback: { status: 410, body: 'gone' } });
+    const accepted = receiver.endpoint({ fallback: { status: 202 } });
+    const hooks = [
+      { hook: await register(project, ok, ['file.uploaded']), status: 'delivered', code: 200, error: null },
+      {
+        hook: await register(project, broken, ['file.uploaded']),
+        status: 'pending',
+        code: 500,
+        error: 'HTTP 500: broken',
+      },
+      {
+        hook: await register(project, gone, ['file.uploaded']),
+        status: 'pending',
+        code: 410,
+        error: 'HTTP 410: gone',
+      },
+      {
+        hook: await register(project, accepted, ['file.uploaded']),
+        status: 'delivered',
+        code: 202,
+        error: null,
+      },
+    ];
+    // 6 events × 4 webhooks: 24 attempts claimed at once, finishing together, their outcomes mixed.
+    for (let i = 0; i < 6; i++) await initiate(project, { filename: `b${i}.txt` });
+    // A dispatcher of its own, with a deadline no endpoint here comes near.
+    const dispatcher = createDispatcher({
+      db: coffer.services.db,
+      logger: quiet,
+      options: {
+        retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
+        timeoutMs: 10_000,
+        allowPrivateNetworks: true,
+        ca: receiver.ca,
+      },
+    });
+    try {
+      expect(await dispatcher.runOnce()).toBe(24);
+      await dispatcher.settle();
+    } finally {
+      await dispatcher.close();
+    }
+    for (const { hook, status, code, error } of hooks) {
+      const log = await deliveriesOf(project, hook.id);
+      expect(log).toHaveLength(6);
+      for (const delivery of log) {
+        expect(delivery).toMatchObject({
+          status,
+          attempts: 1,
+          last_response_status: code,
+          last_error: error,
+        });
+        if (status === 'pending') {
+          // Attempt 2 is due the schedule's 0.2 s after this attempt was recorded.
+          expect(new Date(delivery.next_attempt_at).getTime() - new Date(delivery.updated_at).getTime()).toBe(
+            200,
+          );
+        } else expect(delivery.next_attempt_at).toBeNull();
+      }
+    }
+    for (const endpoint of [ok, broken, gone, accepted]) expect(endpoint.requests).toHaveLength(6);
+  });
+
+  it('writes nothing for an attempt whose lease lapsed and was claimed again; the new holder records its own', async () => {
+    const project = await newProject();
+    const endpoint = receiver.endpoint();
+    const hook = await register(project, endpoint, ['file.uploaded']);
+    await initiate(project);
+    await initiate(project);
+    const { db } = coffer.services;
+    const queue = deliveriesQueue({ firstDelaySeconds: 0, maxAttempts: 5 });
+    const claimAll = async () =>
+      (await claim(db, queue, { kinds: ['deliver'], limit: 100, leaseSeconds: 30 })).filter(
+        (delivery) => delivery.url === endpoint.url,
+      );
+    const first = await claimAll();
+    expect(first).toHaveLength(2);
+    // The first worker stopped between claim and record: once its lease runs out, both are due again.
+    expect(await claimAll()).toEqual([]);
+    await db.query(
+      "UPDATE deliveries SET next_attempt_at = now() - interval '1 second' WHERE webhook_id = $1",
+      [hook.id],
+    );
+    const second = await claimAll();
+    expect(second.map((d) => [d.id, d.attempts]).sort()).toEqual(first.map((d) => [d.id, 2]).sort());
+
+    const outcome = (lease: ClaimedDelivery, status: DeliveryStatus, code: number) => ({
+      lease,
+      status,
+      delaySeconds: 0,
+      responseStatus: code,
+      error: null,
+    });
+    // One batch with the lapsed attempts (they would mark the deliveries dead) and one current one.
+    const recorded = await recordAttempts(db, [
+      outcome(first[0]!, 'dead', 500),
+      outcome(first[1]!, 'dead', 500),
+      outcome(second[1]!, 'delivered', 200),
+    ]);
+    expect([...recorded]).toEqual([[second[1]!.id, 'delivered']]);
+    const log = new Map((await deliveriesOf(project, hook.id)).map((d) => [d.id, d]));
+    expect(log.get(second[0]!.id)).toMatchObject({
+      status: 'pending',
+      attempts: 2,
+      last_response_status: null,
+    });
+    expect(log.get(second[1]!.id)).toMatchObject({
+      status: 'delivered',
+      attempts: 2,
+      last_response_status: 200,
+    });
+    // Recorded once: the same outcome again (its lease is spent) writes nothing more.
+    expect((await recordAttempts(db, [outcome(second[1]!, 'dead', 500)])).size).toBe(0);
+    expect((await recordAttempts(db, [outcome(second[0]!, 'delivered', 204)])).size).toBe(1);
+    expect((await deliveriesOf(project, hook.id)).map((d) => d.status)).toEqual(['delivered', 'delivered']);
+    expect(endpoint.requests).toHaveLength(0);
   });
 });
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db.ts';
-import { inSpan, type SpanAttributes } from '../spans.ts';
+import { inSpan, type SpanAttributes, spansEnabled } from '../spans.ts';
 import { createHeartbeat } from './heartbeat.ts';
 import { type Claimed, claim, LeaseLostError, type QueueTable, release } from './queue.ts';
 import { nextRetryDelay, RETRY_FOREVER, type RetryPolicy } from './retry.ts';
@@ -98,20 +98,24 @@ export function createJobRunner<J extends Claimed>(options: JobRunnerOptions<J>)
     const lease = heartbeat.hold(job, Date.now());
     const started = performance.now();
     let failure: Error | undefined;
+    const run = () => handler.run(job, { signal: lease.signal });
     try {
-      // Continues the trace of what queued the job (the upload's request, the scan that made the event).
-      await inSpan(
-        `${queue.name} ${job.kind}`,
-        {
-          'coffer.queue': queue.name,
-          'coffer.job.kind': job.kind,
-          'coffer.job.id': job.id,
-          'coffer.job.attempt': job.attempts,
-          ...spanFields(handler.describe?.(job)),
-        },
-        () => handler.run(job, { signal: lease.signal }),
-        { parent: job.traceparent, kind: 'consumer' },
-      );
+      // Continues the trace of what queued the job (the upload's request, the scan that made the
+      // event); without tracing, no span attributes are built for each job.
+      await (spansEnabled()
+        ? inSpan(
+            `${queue.name} ${job.kind}`,
+            {
+              'coffer.queue': queue.name,
+              'coffer.job.kind': job.kind,
+              'coffer.job.id': job.id,
+              'coffer.job.attempt': job.attempts,
+              ...spanFields(handler.describe?.(job)),
+            },
+            run,
+            { parent: job.traceparent, kind: 'consumer' },
+          )
+        : run());
     } catch (error) {
       failure = asError(error);
     } finally {

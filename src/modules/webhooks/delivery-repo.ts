@@ -92,7 +92,8 @@ export async function cancelPendingDeliveries(q: Queryable, webhookId: string): 
 export interface ClaimedDelivery extends Claimed<'deliver'> {
   event_id: string;
   event: string;
-  payload: unknown;
+  /** The request body: the event's envelope as stored, serialized once when the event was made. */
+  body: string;
   url: string;
   signing_secret: string;
   /** The webhook is active and not deleted. */
@@ -124,7 +125,7 @@ export function deliveriesQueue(options: {
     ...QUEUE,
     waiting: (param) =>
       `c.status = 'pending' AND (c.attempts > 0 OR c.created_at <= now() - make_interval(secs => ${param(options.firstDelaySeconds)}))`,
-    select: `c.event_id, c.event, c.payload, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
+    select: `c.event_id, c.event, c.payload::text AS body, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
     join: 'JOIN webhooks w ON w.id = c.webhook_id',
     maxAttempts: options.maxAttempts,
   };
@@ -142,16 +143,20 @@ export interface AttemptRecord {
 /**
  * Writes the outcomes of several attempts in one statement; each only while its delivery is still
  * pending (a delivery cancelled meanwhile, its webhook deleted, stays cancelled) and still leased
- * with the attempt's token.
+ * with the attempt's token. Returns the statuses written, by delivery id: the outcomes recorded.
  */
-export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
-  await q.query(
+export async function recordAttempts(
+  q: Queryable,
+  records: readonly AttemptRecord[],
+): Promise<Map<string, DeliveryStatus>> {
+  const rows = await q.query<{ id: string; status: DeliveryStatus }>(
     `UPDATE deliveries d SET status = o.status, next_attempt_at = now() + make_interval(secs => o.delay),
        last_response_status = o.code, last_error = o.error, lease_token = NULL, failing_since = NULL,
        updated_at = now()
      FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[], $6::text[])
        AS o (id, status, delay, code, error, token)
-     WHERE d.id = o.id AND d.status = 'pending' AND d.lease_token = o.token`,
+     WHERE d.id = o.id AND d.status = 'pending' AND d.lease_token = o.token
+     RETURNING d.id, d.status`,
     [
       records.map((r) => r.lease.id),
       records.map((r) => r.status),
@@ -161,6 +166,7 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
       records.map((r) => r.lease.lease_token),
     ],
   );
+  return new Map(rows.map((row) => [row.id, row.status]));
 }
 
 /** Cancels a claimed delivery that was not sent, setting its attempts back to `attempts`. */

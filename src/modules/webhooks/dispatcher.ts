@@ -10,6 +10,7 @@ import {
   type AttemptRecord,
   type ClaimedDelivery,
   cancelClaimed,
+  type DeliveryStatus,
   deliveriesQueue,
   markInterrupted,
   recordAttempts,
@@ -39,6 +40,13 @@ export interface DispatcherOptions {
 }
 
 type Body = UndiciDispatcher.ResponseData['body'];
+
+/** An outcome waiting to be recorded, and the attempt waiting for it. */
+interface PendingRecord {
+  record: AttemptRecord;
+  done: () => void;
+  failed: (error: unknown) => void;
+}
 
 /**
  * Drops a response body: a short one is read to its end, so the connection stays reusable; a
@@ -86,14 +94,23 @@ export function createDispatcher(deps: {
     connections: concurrency,
   });
 
-  async function attempt(delivery: ClaimedDelivery, signal: AbortSignal): Promise<Outcome> {
-    const body = JSON.stringify(delivery.payload);
+  async function attempt(delivery: ClaimedDelivery, lease: AbortSignal): Promise<Outcome> {
+    const { body } = delivery;
+    // One controller per attempt, aborted at its deadline or when its lease is lost: a plain timer
+    // costs less than AbortSignal.any over AbortSignal.timeout, paid on every delivery.
+    const controller = new AbortController();
+    const timer = setTimeout(
+      () => controller.abort(new DOMException('the attempt timed out', 'TimeoutError')),
+      options.timeoutMs,
+    );
+    const leaseLost = () => controller.abort(lease.reason);
+    lease.addEventListener('abort', leaseLost, { once: true });
     try {
       const response = await request(delivery.url, {
         method: 'POST',
         body,
         dispatcher: agent,
-        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), signal]),
+        signal: controller.signal,
         headers: {
           'content-type': 'application/json',
           'user-agent': 'Coffer-Webhooks/1.0',
@@ -123,27 +140,46 @@ export function createDispatcher(deps: {
       const code = typeof err.code === 'string' ? err.code : err.name;
       const reason = err.name === 'TimeoutError' || code.includes('TIMEOUT') ? 'timed out' : err.message;
       return { ok: false, status: null, error: `${code}: ${reason}` };
+    } finally {
+      clearTimeout(timer);
+      lease.removeEventListener('abort', leaseLost);
     }
   }
 
-  // Outcomes are written in batches: one UPDATE for every delivery that finished in the same tick.
-  let batch: { record: AttemptRecord; done: () => void; failed: (error: unknown) => void }[] = [];
+  // Outcomes are recorded in batches, one statement at a time: the outcomes that come in while one
+  // is being written wait for it and go together in the next, so under load a statement records
+  // many deliveries, and when idle an outcome waits for no one.
+  let waiting: PendingRecord[] = [];
+  let writing = false;
 
-  async function flush(): Promise<void> {
-    const entries = batch;
-    batch = [];
-    try {
-      await recordAttempts(
-        db,
-        entries.map((entry) => entry.record),
-      );
-      for (const entry of entries) entry.done();
-    } catch (error) {
-      for (const entry of entries) entry.failed(error);
+  async function writeOutcomes(): Promise<void> {
+    while (waiting.length > 0) {
+      const entries = waiting;
+      waiting = [];
+      try {
+        const recorded = await recordAttempts(
+          db,
+          entries.map((entry) => entry.record),
+        );
+        countOutcomes(recorded.values());
+        for (const entry of entries) entry.done();
+      } catch (error) {
+        for (const entry of entries) entry.failed(error);
+      }
     }
+    writing = false;
   }
 
-  async function record(delivery: ClaimedDelivery, outcome: Outcome): Promise<void> {
+  /** Counts recorded outcomes by status, one increment per status rather than per delivery. */
+  function countOutcomes(statuses: Iterable<DeliveryStatus>): void {
+    if (!metrics) return;
+    const counts = new Map<DeliveryStatus, number>();
+    for (const status of statuses) counts.set(status, (counts.get(status) ?? 0) + 1);
+    for (const [status, count] of counts)
+      metrics.webhookDeliveries.inc({ outcome: status === 'pending' ? 'retry' : status }, count);
+  }
+
+  function record(delivery: ClaimedDelivery, outcome: Outcome): Promise<void> {
     const finalFailure = !outcome.ok && delivery.attempts >= MAX_ATTEMPTS;
     const status = outcome.ok ? 'delivered' : finalFailure ? 'dead' : 'pending';
     const delay = outcome.ok || finalFailure ? 0 : (options.retrySchedule[delivery.attempts] ?? 0);
@@ -160,11 +196,13 @@ export function createDispatcher(deps: {
       responseStatus: outcome.status,
       error: outcome.error?.slice(0, 2000) ?? null,
     };
-    await new Promise<void>((done, failed) => {
-      if (batch.length === 0) setImmediate(() => void flush());
-      batch.push({ record, done, failed });
+    return new Promise<void>((done, failed) => {
+      waiting.push({ record, done, failed });
+      if (writing) return;
+      writing = true;
+      // Once this turn of the event loop is over: the outcomes that came with it go in the same statement.
+      setImmediate(() => void writeOutcomes());
     });
-    metrics?.webhookDeliveries.inc({ outcome: status === 'pending' ? 'retry' : status });
   }
 
   const deliver: JobHandler<ClaimedDelivery> = {
