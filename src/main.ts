@@ -4,6 +4,7 @@
  * Coffer is loaded (its instrumentations patch libraries as they are imported); otherwise nothing
  * of OpenTelemetry is loaded at all.
  */
+import './malloc-thresholds.ts';
 import { ConfigError, tracingRequested } from './config.ts';
 
 async function start(argv: string[]): Promise<void> {
