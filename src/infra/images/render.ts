@@ -1,9 +1,21 @@
-import sharp, { type Metadata, type Sharp } from 'sharp';
+import type { Metadata, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 
-// libvips' operation cache keeps decoded images around between renders: a renderer of many
-// different sources gains nothing from it and would hold their memory.
-sharp.cache(false);
+let sharpLoaded: Promise<SharpConstructor> | undefined;
+
+/**
+ * sharp and libvips are loaded with the first render (about 9 MiB resident): a server that is idle,
+ * or never asked for a rendition, does not hold them.
+ */
+function loadSharp(): Promise<SharpConstructor> {
+  sharpLoaded ??= import('sharp').then(({ default: sharp }) => {
+    // libvips' operation cache keeps decoded images around between renders: a renderer of many
+    // different sources gains nothing from it and would hold their memory.
+    sharp.cache(false);
+    return sharp;
+  });
+  return sharpLoaded;
+}
 
 export const OUTPUT_FORMATS = ['webp', 'avif', 'jpeg', 'png'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
@@ -72,6 +84,7 @@ async function checkSource(source: Buffer, spec: RenderSpec, maxPixels: number):
   if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
   let meta: Metadata;
   try {
+    const sharp = await loadSharp();
     meta = await sharp(source, { limitInputPixels: false, animated: spec.animated }).metadata();
   } catch (error) {
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
@@ -123,6 +136,7 @@ export async function renderImage(
           fit: 'inside' as const,
           withoutEnlargement: width === undefined && height === undefined,
         };
+  const sharp = await loadSharp();
   const pipeline = sharp(source, {
     limitInputPixels: limits.maxPixels,
     animated: spec.animated,
