@@ -12,7 +12,7 @@
  */
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MALLOC_THRESHOLDS } from '../src/malloc-thresholds.ts';
+import { MALLOC_THRESHOLDS } from '../src/lean-process.ts';
 import {
   type Bench,
   type CofferServer,
@@ -169,7 +169,7 @@ export const startup: Bench = {
         `per restart: ${restarts.map((start) => `${seconds(start.seconds)} / ${fmt.mib(start.rss)}`).join('; ')}`,
         'timed from the spawn of `src/main.ts serve` (API and workers) to the first 200 of /health/ready, polled every 20 ms; RSS from /proc/<pid>/status once settled',
         embedded
-          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (each holds a Node.js runtime of its own); "with the server\'s malloc thresholds": the same process with the MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ that `serve` starts itself with (src/malloc-thresholds.ts), what binds the server\'s idle RSS'
+          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (each holds a Node.js runtime of its own); "with the server\'s malloc thresholds": the same process with the MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ that `serve` starts itself with (src/lean-process.ts; `serve` also runs with a young generation of 8 MiB halves), what binds the server\'s idle RSS'
           : 'the first start applies every migration to an empty database; the database server is another process (not counted)',
       ],
     };
