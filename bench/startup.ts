@@ -26,7 +26,7 @@ import {
   startReference,
 } from './lib.ts';
 
-const START_TARGET_SECONDS = 3;
+const START_TARGET_SECONDS = 1.5;
 /** The embedded server's idle RSS at most (PostgreSQL keeps the database in another process). */
 const EMBEDDED_RSS_TARGET = 250 * MiB;
 
