@@ -341,9 +341,15 @@ export async function startReference(dir: string): Promise<ReferenceServer> {
   return { url: `http://127.0.0.1:${port}`, dir, rss: () => procStatus(helper.pid, 'VmRSS') ?? 0, ...helper };
 }
 
-/** Starts bench/embedded-idle.ts: the embedded database of `dataDir` held open by a bare process; its RSS. */
-export async function startEmbeddedIdle(dataDir: string): Promise<{ rss(): number; close(): Promise<void> }> {
-  const helper = await startHelper('embedded-idle.ts', { BENCH_DATA_DIR: dataDir });
+/**
+ * Starts bench/embedded-idle.ts: the embedded database of `dataDir` held open by a bare process, with
+ * `env` added to its environment (e.g. the server's malloc thresholds); its RSS.
+ */
+export async function startEmbeddedIdle(
+  dataDir: string,
+  env: Record<string, string> = {},
+): Promise<{ rss(): number; close(): Promise<void> }> {
+  const helper = await startHelper('embedded-idle.ts', { ...env, BENCH_DATA_DIR: dataDir });
   return { rss: () => procStatus(helper.pid, 'VmRSS') ?? 0, ...helper };
 }
 

@@ -5,12 +5,14 @@
  *      timed from the spawn to the first 200 of /health/ready, then its resident memory once idle;
  *   2. COFFER_BENCH_ROUNDS restarts on that data directory (the usual start of a server), the same;
  *   3. embedded only: the same database held open by a bare Node.js process, its idle RSS (what PGlite
- *      alone keeps resident, against the whole server's).
+ *      alone keeps resident, against the whole server's), plain and with the malloc thresholds `serve`
+ *      starts itself with.
  * "Idle" is once the RSS has settled: sampled every 250 ms until it moved less than 1 MiB in 2 s (at
  * most 30 s), so that work still running after the start (compilation, caches) is counted in.
  */
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MALLOC_THRESHOLDS } from '../src/lean-process.ts';
 import {
   type Bench,
   type CofferServer,
@@ -24,7 +26,7 @@ import {
   startReference,
 } from './lib.ts';
 
-const START_TARGET_SECONDS = 3;
+const START_TARGET_SECONDS = 1.5;
 /** The embedded server's idle RSS at most (PostgreSQL keeps the database in another process). */
 const EMBEDDED_RSS_TARGET = 250 * MiB;
 
@@ -89,11 +91,16 @@ export const startup: Bench = {
       restarts.push(await startOnce(dataDir, mode));
     }
     let pgliteRss: number | undefined;
+    let pgliteTunedRss: number | undefined;
     if (db === 'pglite') {
       progress('startup: the embedded database alone, held by a bare process');
       const alone = await startEmbeddedIdle(dataDir);
       pgliteRss = await settledRss(() => alone.rss());
       await alone.close();
+      progress("startup: the same, with the server's malloc thresholds");
+      const tuned = await startEmbeddedIdle(dataDir, MALLOC_THRESHOLDS);
+      pgliteTunedRss = await settledRss(() => tuned.rss());
+      await tuned.close();
     }
     const restartSeconds = median(restarts.map((start) => start.seconds));
     const restartRss = median(restarts.map((start) => start.rss));
@@ -147,12 +154,22 @@ export const startup: Bench = {
                 ratio: pgliteRss / restartRss,
               },
             ]),
+        ...(pgliteTunedRss === undefined
+          ? []
+          : [
+              {
+                benchmark: "the same, with the server's malloc thresholds",
+                coffer: fmt.mib(pgliteTunedRss),
+                baseline: `${fmt.mib(restartRss)} the restarted server`,
+                ratio: pgliteTunedRss / restartRss,
+              },
+            ]),
       ],
       notes: [
         `per restart: ${restarts.map((start) => `${seconds(start.seconds)} / ${fmt.mib(start.rss)}`).join('; ')}`,
         'timed from the spawn of `src/main.ts serve` (API and workers) to the first 200 of /health/ready, polled every 20 ms; RSS from /proc/<pid>/status once settled',
         embedded
-          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (each holds a Node.js runtime of its own)'
+          ? 'the first start copies the migrated template into the new data directory (initdb and every migration when there is none); "the embedded database alone" is a bare Node.js process holding the same database open after one query (bench/embedded-idle.ts), its ratio against the restarted server\'s RSS (each holds a Node.js runtime of its own); "with the server\'s malloc thresholds": the same process with the MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ that `serve` starts itself with (src/lean-process.ts; `serve` also runs with a young generation of 8 MiB halves), what binds the server\'s idle RSS'
           : 'the first start applies every migration to an empty database; the database server is another process (not counted)',
       ],
     };

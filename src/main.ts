@@ -2,11 +2,17 @@
 /**
  * The entry point. When the OTEL_* variables ask for traces, tracing starts before the rest of
  * Coffer is loaded (its instrumentations patch libraries as they are imported); otherwise nothing
- * of OpenTelemetry is loaded at all.
+ * of OpenTelemetry is loaded at all. A server or worker first starts itself again with glibc's malloc
+ * thresholds fixed and a smaller young generation (lean-process.ts).
  */
 import { ConfigError, tracingRequested } from './config.ts';
+import { restartLean } from './lean-process.ts';
+
+/** The commands that run until stopped, where idle memory counts. */
+const LONG_RUNNING = new Set(['serve', 'worker']);
 
 async function start(argv: string[]): Promise<void> {
+  if (LONG_RUNNING.has(argv[0] ?? 'serve')) restartLean();
   let stopTracing: (() => Promise<void>) | undefined;
   if (tracingRequested()) {
     const { startTracing } = await import('./tracing.ts');

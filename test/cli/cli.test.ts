@@ -228,6 +228,23 @@ describe('the coffer command', () => {
     },
   );
 
+  it.runIf(process.platform === 'linux')(
+    "serves from the process it was started as, with glibc's malloc thresholds and V8's young generation set, an operator's own value kept",
+    async () => {
+      const server = await serve({
+        COFFER_DATA_DIR: freshDir(),
+        PORT: String(port()),
+        COFFER_ADMIN_KEY: '',
+        MALLOC_MMAP_THRESHOLD_: '65536',
+      });
+      const pid = server.child.pid!;
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      expect(environ).toContain('MALLOC_TRIM_THRESHOLD_=131072');
+      expect(environ).toContain('MALLOC_MMAP_THRESHOLD_=65536');
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--max-semi-space-size=8');
+    },
+  );
+
   it('finds a new embedded database migrated already (a copy of the template npm test builds first)', () => {
     const dir = freshDir();
     const first = cli(['migrate'], { COFFER_DATA_DIR: dir });

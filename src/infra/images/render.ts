@@ -1,10 +1,22 @@
-import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
+import type { Metadata, OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
 
-// libvips' operation cache keeps decoded images around between renders: a renderer of many
-// different sources gains nothing from it and would hold their memory.
-sharp.cache(false);
+let sharpLoaded: Promise<SharpConstructor> | undefined;
+
+/**
+ * sharp and libvips are loaded with the first render (about 9 MiB resident): a server that is idle,
+ * or never asked for a rendition, does not hold them.
+ */
+function loadSharp(): Promise<SharpConstructor> {
+  sharpLoaded ??= import('sharp').then(({ default: sharp }) => {
+    // libvips' operation cache keeps decoded images around between renders: a renderer of many
+    // different sources gains nothing from it and would hold their memory.
+    sharp.cache(false);
+    return sharp;
+  });
+  return sharpLoaded;
+}
 
 export const OUTPUT_FORMATS = ['webp', 'avif', 'jpeg', 'png'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
@@ -73,6 +85,7 @@ async function checkSource(source: Buffer, spec: RenderSpec, maxPixels: number):
   if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
   let meta: Metadata;
   try {
+    const sharp = await loadSharp();
     meta = await sharp(source, { limitInputPixels: false, animated: spec.animated }).metadata();
   } catch (error) {
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
@@ -125,7 +138,7 @@ export interface Rendered {
 export async function renderImage(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Rendered> {
   const started = performance.now();
   await checkSource(source, spec, limits.maxPixels);
-  const pipeline = resized(source, spec, limits);
+  const pipeline = await resized(source, spec, limits);
   if (spec.format !== 'avif') {
     const { data, info } = await run(encode(pipeline, spec), limits);
     return { data, width: info.width, height: info.pageHeight ?? info.height };
@@ -140,16 +153,17 @@ export async function renderImage(source: Buffer, spec: RenderSpec, limits: Rend
 }
 
 /** Encodes raw pixels as AVIF (what a render-pool child runs). */
-export function encodeAvif(
+export async function encodeAvif(
   pixels: { data: Uint8Array; width: number; height: number; channels: 1 | 2 | 3 | 4 },
   quality: number,
 ): Promise<Buffer> {
   const { data, ...raw } = pixels;
+  const sharp = await loadSharp();
   return encode(sharp(data, { raw }), { format: 'avif', quality } as RenderSpec).toBuffer();
 }
 
 /** The source decoded and resized as `spec` says, stopped past the deadline (sharp's timeout). */
-function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Sharp {
+async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Sharp> {
   const { width, height, fit } = spec;
   // With one side given the other is bounded only by MAX_SIDE; `inside` keeps the aspect ratio then.
   const box =
@@ -161,6 +175,7 @@ function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Sharp 
           fit: 'inside' as const,
           withoutEnlargement: width === undefined && height === undefined,
         };
+  const sharp = await loadSharp();
   return sharp(source, {
     limitInputPixels: limits.maxPixels,
     animated: spec.animated,
