@@ -58,6 +58,19 @@ afterEach(async () => {
 
 const quiet = pino({ level: 'silent' });
 
+/** A dispatcher of the test's own, with a deadline no endpoint here comes near unless it hangs. */
+const ownDispatcher = () =>
+  createDispatcher({
+    db: coffer.services.db,
+    logger: quiet,
+    options: {
+      retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
+      timeoutMs: 10_000,
+      allowPrivateNetworks: true,
+      ca: receiver.ca,
+    },
+  });
+
 async function newProject(
   settings?: Parameters<TestCoffer['newProject']>[0],
   on: TestCoffer = coffer,
@@ -954,16 +967,7 @@ describe('durability and concurrency', () => {
     expect((await project.call('POST', `/files/${started[0]!.file_id}/confirm`)).body.status).toBe('ready');
 
     // The service's dispatcher, with a deadline long enough that the slow requests surely still hang.
-    const dispatcher = createDispatcher({
-      db: coffer.services.db,
-      logger: quiet,
-      options: {
-        retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
-        timeoutMs: 10_000,
-        allowPrivateNetworks: true,
-        ca: receiver.ca,
-      },
-    });
+    const dispatcher = ownDispatcher();
     try {
       const began = Date.now();
       expect(await dispatcher.runOnce()).toBe(6);
@@ -1046,16 +1050,7 @@ describe('outcomes recorded in batches', () => {
     // 6 events × 4 webhooks: 24 attempts claimed at once, finishing together, their outcomes mixed.
     for (let i = 0; i < 6; i++) await initiate(project, { filename: `b${i}.txt` });
     // A dispatcher of its own, with a deadline no endpoint here comes near.
-    const dispatcher = createDispatcher({
-      db: coffer.services.db,
-      logger: quiet,
-      options: {
-        retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
-        timeoutMs: 10_000,
-        allowPrivateNetworks: true,
-        ca: receiver.ca,
-      },
-    });
+    const dispatcher = ownDispatcher();
     try {
       expect(await dispatcher.runOnce()).toBe(24);
       await dispatcher.settle();
