@@ -22,6 +22,7 @@ import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
 import { ErrorBody, validatedSchema } from './http/schemas.ts';
+import { responseSerializers } from './http/serializers.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './lib/json-depth.ts';
 import { auditRoutes } from './modules/audit/routes.ts';
@@ -181,6 +182,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? ajv.body : ajv.text).compile(validatedSchema(schema) as object),
   );
+  app.setSerializerCompiler(responseSerializers(NAMED_SCHEMAS));
 
   // An empty body reads as {} (a confirm sent with Content-Type: application/json and nothing else),
   // so that a missing required field is reported by name.

@@ -1,6 +1,7 @@
 /**
  * Coffer's commands, loaded by main.ts once tracing (when asked for) has started.
  */
+import { flushCompileCache } from 'node:module';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
@@ -63,6 +64,9 @@ async function serve(): Promise<void> {
     await runtime.close();
   });
   await app.listen({ port: config.port, host: config.host });
+  // Every module a server needs is loaded now: keep their compiled code for the next start even if
+  // this process is killed instead of exiting.
+  flushCompileCache();
 }
 
 async function work(): Promise<void> {
@@ -80,6 +84,7 @@ async function work(): Promise<void> {
   });
   // The worker may be the first process on a fresh database: then it alone can show the key.
   printGeneratedAdminKey(runtime);
+  flushCompileCache(); // as for serve
   logger.info('workers started');
 }
 

@@ -5,6 +5,7 @@
  * of OpenTelemetry is loaded at all. A server or worker first starts itself again with glibc's malloc
  * thresholds fixed and a smaller young generation (lean-process.ts).
  */
+import { enableCompileCache } from 'node:module';
 import { ConfigError, tracingRequested } from './config.ts';
 import { restartLean } from './lean-process.ts';
 
@@ -13,6 +14,9 @@ const LONG_RUNNING = new Set(['serve', 'worker']);
 
 async function start(argv: string[]): Promise<void> {
   if (LONG_RUNNING.has(argv[0] ?? 'serve')) restartLean();
+  // Node.js keeps the modules it compiled (TypeScript stripped, then compiled to bytecode) in its
+  // temporary directory, so that the next start skips that work (NODE_DISABLE_COMPILE_CACHE=1 turns it off).
+  enableCompileCache();
   let stopTracing: (() => Promise<void>) | undefined;
   if (tracingRequested()) {
     const { startTracing } = await import('./tracing.ts');
