@@ -43,7 +43,7 @@ export function isMissing(error: unknown): boolean {
 }
 
 /** Tries at making a folder, or placing a file in it, while concurrent deletes prune the folders on the way. */
-export const PRUNE_RETRIES = 10;
+const PRUNE_RETRIES = 10;
 
 /**
  * Creates `folder` and its parents. A delete prunes the folders its key leaves empty, and one pruning a
@@ -232,31 +232,38 @@ export async function writeAtomic(tmpFolder: string, path: string, content: stri
 }
 
 /**
+ * Links the complete temp file `tmp` in place at `path`, which leaves an existing `path` as it is
+ * (answers false: nothing is ever replaced); the folder is made when missing and synced once the link
+ * is in it. A delete of another key in that folder may prune it between its making and the link (see
+ * makeFolder): it is made again.
+ */
+export async function linkNew(tmp: string, path: string): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await link(tmp, path);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
+      await makeFolder(dirname(path));
+    }
+  }
+  await syncFolder(dirname(path));
+  return true;
+}
+
+/**
  * Writes `content` as a new file at `path`, whole or not at all: synced in the temp folder, then
- * linked into place, which leaves an existing `path` as it is (answers false: nothing is ever
- * replaced); the folder is made when missing and synced once the link is in it.
+ * linked into place (linkNew; false when `path` exists).
  */
 export async function writeNew(tmpFolder: string, path: string, content: Buffer): Promise<boolean> {
   const tmp = join(tmpFolder, randomSecret(12));
   writing.add(tmp);
   try {
     await inTempFolder(tmpFolder, () => writeFile(tmp, content, { flag: 'wx', flush: true }));
-    // The folder is made when the link finds it missing; a delete of another key in it may prune it
-    // again before the link (see makeFolder): made again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await link(tmp, path);
-        break;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-        if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
-        await makeFolder(dirname(path));
-      }
-    }
+    return await linkNew(tmp, path);
   } finally {
     await unlink(tmp).catch(() => undefined);
     writing.delete(tmp);
   }
-  await syncFolder(dirname(path));
-  return true;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
-import { access, link, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { access, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import {
   assertKey,
@@ -19,10 +19,8 @@ import {
   gather,
   isMissing,
   type Limits,
-  makeFolder,
-  PRUNE_RETRIES,
+  linkNew,
   SMALL_BODY,
-  syncFolder,
   writeAtomic,
   writeNew,
   writeStream,
@@ -385,25 +383,14 @@ class LocalStore implements LocalObjectStore {
       return this.#storeInline(key, source, limits, etagOf);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
       // A delete of another key in the same folder (the bytes of a tus upload that went into a part,
-      // while its next bytes are stored) prunes the folder once empty, between its creation and the
-      // link: it is made again. An object stored meanwhile makes the link fail (its bytes are linked
-      // before its sidecar is written, and deleted after it).
-      for (let attempt = 1; ; attempt++) {
-        await makeFolder(dirname(path));
-        try {
-          await link(tmp, path);
-          break;
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
-            throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
-          }
-          if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
-        }
+      // while its next bytes are stored) may prune the folder (see linkNew). An object stored meanwhile
+      // makes the link fail (its bytes are linked before its sidecar is written, and deleted after it).
+      if (!(await linkNew(tmp, path))) {
+        throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
       }
       await unlink(tmp).catch((error: unknown) => {
         if (!isMissing(error)) throw error;
       });
-      await syncFolder(dirname(path));
     });
     const info: ObjectInfo = { size, etag: `"${etagOf?.() ?? digest}"`, sha256: digest };
     try {
