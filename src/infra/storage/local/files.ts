@@ -65,6 +65,36 @@ export async function entries(folder: string): Promise<string[]> {
   return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
 }
 
+/** How much a first read of a line takes: far more than a sidecar's line, far less than an inline object. */
+const LINE_READ = 4096;
+export const NEWLINE = 0x0a;
+
+/**
+ * The file at `path` up to and with its first newline, or all of it when it has none: only as much is
+ * read as that needs, never the bytes after the line.
+ */
+export async function readLine(path: string): Promise<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    let buffer = Buffer.allocUnsafe(LINE_READ);
+    let length = 0;
+    for (;;) {
+      if (length === buffer.length) {
+        const grown = Buffer.allocUnsafe(buffer.length * 2);
+        buffer.copy(grown);
+        buffer = grown;
+      }
+      const { bytesRead } = await file.read(buffer, length, buffer.length - length, length);
+      const end = buffer.subarray(0, length + bytesRead).indexOf(NEWLINE, length);
+      if (end !== -1) return buffer.subarray(0, end + 1);
+      if (bytesRead === 0) return buffer.subarray(0, length);
+      length += bytesRead;
+    }
+  } finally {
+    await file.close();
+  }
+}
+
 /** A full disk, or the owner's quota spent. */
 const NO_SPACE = new Set(['ENOSPC', 'EDQUOT']);
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
-import { access, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { access, mkdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import {
@@ -20,6 +20,8 @@ import {
   isMissing,
   type Limits,
   linkNew,
+  NEWLINE,
+  readLine,
   SMALL_BODY,
   writeAtomic,
   writeNew,
@@ -49,8 +51,6 @@ const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
-/** Ends the first line of a sidecar that holds its object's bytes (JSON never has a raw one). */
-const NEWLINE = 0x0a;
 
 /** Bytes `start`..`end` (inclusive) of the file at `path`. */
 export interface Slice {
@@ -422,22 +422,22 @@ class LocalStore implements LocalObjectStore {
 
   /**
    * The sidecar of `key`, none when the object does not exist; `inlineAt` is where the bytes of an
-   * object stored in its sidecar begin.
+   * object stored in its sidecar begin (only its first line is read: its bytes are left to `read`).
    */
   async #readMeta(
     key: string,
   ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number }) | undefined> {
-    let content: Buffer;
+    let line: Buffer;
     try {
-      content = await readFile(this.#path(key) + META);
+      line = await readLine(this.#path(key) + META);
     } catch (error) {
       if (isMissing(error)) return undefined;
       throw error;
     }
-    const end = content.indexOf(NEWLINE);
-    if (end === -1) return JSON.parse(content.toString('utf8'));
-    const { inline: _, ...meta } = JSON.parse(content.subarray(0, end).toString('utf8'));
-    return { ...meta, inlineAt: end + 1 };
+    // A newline ends the line of a sidecar that holds its object's bytes (JSON never has a raw one).
+    if (line.at(-1) !== NEWLINE) return JSON.parse(line.toString('utf8'));
+    const { inline: _, ...meta } = JSON.parse(line.toString('utf8'));
+    return { ...meta, inlineAt: line.length };
   }
 
   /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
