@@ -2,8 +2,10 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Queryable } from '../../src/infra/db.ts';
 import { claim } from '../../src/infra/jobs/index.ts';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
+import { recordEvents } from '../../src/modules/events/repo.ts';
 import {
   type ClaimedDelivery,
   type DeliveryStatus,
@@ -543,6 +545,78 @@ describe('deliveries of events', () => {
       new Set([deletedOnly, inactive, all].map((e) => e.requests.at(-1)!.headers['x-coffer-event-id'])).size,
     ).toBe(1);
     expect(foreign.requests).toHaveLength(0);
+  });
+
+  it('delivers the events of one change to the webhooks of each, in order, with one statement for all', async () => {
+    const project = await newProject();
+    const both = receiver.endpoint();
+    const readyOnly = receiver.endpoint();
+    const deletedOnly = receiver.endpoint();
+    const bothHook = await register(project, both, ['file.uploaded', 'file.ready']);
+    const readyHook = await register(project, readyOnly, ['file.ready']);
+    const deletedHook = await register(project, deletedOnly, ['file.deleted']);
+    const file = {
+      id: 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+      project_id: project.id,
+      filename: 'both.txt',
+      size_bytes: 4,
+      content_type: 'text/plain',
+    };
+    const owner = { id: project.id, organization_id: project.organizationId };
+    const record = (events: Parameters<typeof recordEvents>[2]) =>
+      coffer.services.db.tx(async (q) => {
+        const sent: string[] = [];
+        const counted: Queryable = {
+          query: (sql, params) => {
+            sent.push(sql);
+            return q.query(sql, params);
+          },
+          exec: (sql) => q.exec(sql),
+        };
+        return { ids: await recordEvents(counted, owner, events), statements: sent.length };
+      });
+
+    // A server-side write's two events: the events and their webhooks in one statement, every delivery in another.
+    const written = await record([
+      { type: 'file.uploaded', file: { ...file, status: 'uploading' } },
+      { type: 'file.ready', file: { ...file, status: 'ready' } },
+    ]);
+    expect(written.statements).toBe(2);
+    await pump(() => both.requests.length === 2 && readyOnly.requests.length === 1);
+    const [uploadedId, readyId] = written.ids;
+    const data = { file_id: file.id, filename: 'both.txt', size: 4, mime_type: 'text/plain' };
+    const sentTo = (endpoint: Endpoint, eventId: string) =>
+      endpoint.requests.find((request) => request.headers['x-coffer-event-id'] === eventId)!;
+    expectSigned(sentTo(both, uploadedId!), bothHook.signing_secret, 'file.uploaded');
+    expect(sentTo(both, uploadedId!).json).toEqual(
+      envelope(project, 'file.uploaded', { ...data, status: 'uploading' }),
+    );
+    for (const [endpoint, hook] of [
+      [both, bothHook],
+      [readyOnly, readyHook],
+    ] as const) {
+      expectSigned(sentTo(endpoint, readyId!), hook.signing_secret, 'file.ready');
+      expect(sentTo(endpoint, readyId!).json).toEqual(
+        envelope(project, 'file.ready', { ...data, status: 'ready' }),
+      );
+    }
+    // Made in the events' order (the log is newest first), each to its own webhook.
+    expect(
+      (await deliveriesOf(project, bothHook.id)).map((d) => [d.webhook_id, d.event, d.event_id]),
+    ).toEqual([
+      [bothHook.id, 'file.ready', readyId],
+      [bothHook.id, 'file.uploaded', uploadedId],
+    ]);
+    expect((await deliveriesOf(project, readyHook.id)).map((d) => [d.webhook_id, d.event_id])).toEqual([
+      [readyHook.id, readyId],
+    ]);
+    expect(await deliveriesOf(project, deletedHook.id)).toEqual([]);
+
+    // An event no webhook subscribes to: no statement for deliveries.
+    const failed = await record([{ type: 'file.failed', file: { ...file, status: 'failed' } }]);
+    expect(failed.statements).toBe(1);
+    await runFor(200);
+    expect([both, readyOnly, deletedOnly].map((endpoint) => endpoint.requests.length)).toEqual([2, 1, 0]);
   });
 
   it('keeps signing with the original secret after an update', async () => {

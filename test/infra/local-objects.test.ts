@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
+import { readLine, SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { createLocalStore, type LocalObjectStore } from '../../src/infra/storage/local/store.ts';
 import { MIN_PART_SIZE } from '../../src/infra/storage/object-store.ts';
 
@@ -127,6 +127,21 @@ describe('a small object', () => {
       expect(await store.head(key)).toBeUndefined();
     }
     expect(await readdir(join(dir, '.tmp'))).toEqual([]);
+  });
+});
+
+describe('the first line of a file', () => {
+  it('is read up to its newline however long it is, or is the whole file without one', async () => {
+    const path = join(dir, 'line');
+    const bytes = Buffer.from('after\nmore\n');
+    for (const length of [0, 10, 4095, 4096, 4097, 20_000]) {
+      const line = Buffer.from(`${'x'.repeat(length)}\n`);
+      await writeFile(path, Buffer.concat([line, bytes]));
+      expect(await readLine(path)).toEqual(line);
+      await writeFile(path, line.subarray(0, length));
+      expect(await readLine(path)).toEqual(line.subarray(0, length));
+    }
+    await expect(readLine(join(dir, 'missing'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
 

@@ -63,12 +63,15 @@ export async function recordEvents(
     ],
   );
   // Due at once: the dispatcher holds a first attempt back by the schedule's first delay itself.
-  for (const event of recorded) {
-    await insertDeliveries(
-      q,
-      { id: event.id, type: event.type, projectId: project.id, payload: event.payload },
-      webhooks.filter((webhook) => webhook.events.includes(event.type)).map((webhook) => webhook.id),
-    );
-  }
+  await insertDeliveries(
+    q,
+    project.id,
+    recorded.map((event) => ({
+      ...event,
+      webhookIds: webhooks
+        .filter((webhook) => webhook.events.includes(event.type))
+        .map((webhook) => webhook.id),
+    })),
+  );
   return recorded.map((event) => event.id);
 }

@@ -337,50 +337,41 @@ export function createIngestService(deps: {
   }
 
   /**
-   * Records the file (status uploading, event file.uploaded), counting it against its token and
-   * reserving its bytes against the project's quotas, in the caller's transaction.
+   * Records the file, counting it against its token and reserving its bytes against the project's
+   * quotas, in the caller's transaction: uploading (event file.uploaded), or, when its bytes are
+   * already stored and `sealed` (a server-side write), committed at once as commitFile would, in one
+   * insert (ready, or processing when the project scans), its file.uploaded and file.ready events
+   * recorded together.
    */
-  async function recordFile(q: Queryable, caller: Caller, request: UploadRequest, planned: PlannedObject) {
-    const { file, token } = await admit(q, caller, request, planned);
-    if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
-    // The event first: from the file's insert to the commit its project's usage row stays locked,
-    // and every upload of the project waits for it.
-    await recordEvent(q, caller.project, 'file.uploaded', file);
-    const created = await files.insertFile(q, file);
-    await enforceQuotas(q, caller.project, { bytes: created.size_bytes, files: 1 });
-    return created;
-  }
-
-  /**
-   * Records a file whose bytes are already stored and sealed (a server-side write) as recordFile
-   * and commitFile would in turn, in one insert: committed at once (ready, or processing when the
-   * project scans), its file.uploaded and file.ready events recorded together.
-   */
-  async function recordWrittenFile(
+  async function recordFile(
     q: Queryable,
     caller: Caller,
     request: UploadRequest,
     planned: PlannedObject,
-    object: Sealed,
+    sealed?: Sealed,
   ): Promise<files.FileRow> {
     const { project } = caller;
     const { file, token } = await admit(q, caller, request, planned);
     if (token && !(await consumeToken(q, token.id))) throw tokenLimitReached(token.max_files);
     const scan = project.settings.virus_scan_enabled;
-    const committed: files.NewFile = {
-      ...file,
-      status: scan ? 'processing' : 'ready',
-      checksum_sha256: object.sha256 ?? null,
-      etag: object.etag,
-      upload_expires_at: null,
-    };
+    const row: files.NewFile = sealed
+      ? {
+          ...file,
+          status: scan ? 'processing' : 'ready',
+          checksum_sha256: sealed.sha256 ?? null,
+          etag: sealed.etag,
+          upload_expires_at: null,
+        }
+      : file;
+    // The events first: from the file's insert to the commit its project's usage row stays locked,
+    // and every upload of the project waits for it.
     await recordEvents(q, project, [
       { type: 'file.uploaded', file },
-      ...(scan ? [] : [{ type: 'file.ready' as const, file: committed }]),
+      ...(row.status === 'ready' ? [{ type: 'file.ready' as const, file: row }] : []),
     ]);
-    const created = await files.insertFile(q, committed);
+    const created = await files.insertFile(q, row);
     await enforceQuotas(q, project, { bytes: created.size_bytes, files: 1 });
-    await followCommit(q, project, created);
+    if (sealed) await followCommit(q, project, created);
     return created;
   }
 
@@ -588,7 +579,7 @@ export function createIngestService(deps: {
       });
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
-          const committed = await recordWrittenFile(q, caller, request, planned, object);
+          const committed = await recordFile(q, caller, request, planned, object);
           await record?.(q, committed);
           return committed;
         }),

@@ -188,25 +188,40 @@ export async function markInterrupted(q: Queryable, lease: Lease): Promise<void>
   );
 }
 
-/** One pending delivery of the event to each of `webhookIds`, due at once, in the event's transaction. */
+/** An event of a change, with the webhooks it goes to. */
+export interface EventDeliveries {
+  id: string;
+  type: EventType;
+  payload: string;
+  webhookIds: string[];
+}
+
+/**
+ * One pending delivery of each event to each of its webhooks, due at once, in the events' transaction:
+ * one statement for all of them (each payload sent once), none when no webhook is to receive any.
+ */
 export async function insertDeliveries(
   q: Queryable,
-  event: { id: string; type: EventType; projectId: string; payload: string },
-  webhookIds: string[],
+  projectId: string,
+  events: readonly EventDeliveries[],
 ): Promise<void> {
+  const webhookIds = events.flatMap((event) => event.webhookIds);
   if (webhookIds.length === 0) return;
   await q.query(
     `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at, traceparent)
-     SELECT d.id, d.webhook_id, $3, $4, $5, $6::jsonb, now(), $7
-     FROM unnest($1::text[], $2::text[]) AS d (id, webhook_id)`,
+     SELECT d.id, d.webhook_id, $1, e.id, e.type, e.payload::jsonb, now(), $2
+     FROM unnest($3::text[], $4::text[], $5::int8[]) WITH ORDINALITY AS d (id, webhook_id, event, n)
+     JOIN unnest($6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS e (id, type, payload, n) ON e.n = d.event
+     ORDER BY d.n`,
     [
+      projectId,
+      currentTraceparent(),
       webhookIds.map(() => newId('dlv')),
       webhookIds,
-      event.projectId,
-      event.id,
-      event.type,
-      event.payload,
-      currentTraceparent(),
+      events.flatMap((event, index) => event.webhookIds.map(() => index + 1)),
+      events.map((event) => event.id),
+      events.map((event) => event.type),
+      events.map((event) => event.payload),
     ],
   );
 }

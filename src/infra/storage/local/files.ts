@@ -43,7 +43,7 @@ export function isMissing(error: unknown): boolean {
 }
 
 /** Tries at making a folder, or placing a file in it, while concurrent deletes prune the folders on the way. */
-export const PRUNE_RETRIES = 10;
+const PRUNE_RETRIES = 10;
 
 /**
  * Creates `folder` and its parents. A delete prunes the folders its key leaves empty, and one pruning a
@@ -63,6 +63,36 @@ export async function makeFolder(folder: string): Promise<void> {
 /** The names in `folder`, none when it does not exist. */
 export async function entries(folder: string): Promise<string[]> {
   return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
+}
+
+/** How much a first read of a line takes: far more than a sidecar's line, far less than an inline object. */
+const LINE_READ = 4096;
+export const NEWLINE = 0x0a;
+
+/**
+ * The file at `path` up to and with its first newline, or all of it when it has none: only as much is
+ * read as that needs, never the bytes after the line.
+ */
+export async function readLine(path: string): Promise<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    let buffer = Buffer.allocUnsafe(LINE_READ);
+    let length = 0;
+    for (;;) {
+      if (length === buffer.length) {
+        const grown = Buffer.allocUnsafe(buffer.length * 2);
+        buffer.copy(grown);
+        buffer = grown;
+      }
+      const { bytesRead } = await file.read(buffer, length, buffer.length - length, length);
+      const end = buffer.subarray(0, length + bytesRead).indexOf(NEWLINE, length);
+      if (end !== -1) return buffer.subarray(0, end + 1);
+      if (bytesRead === 0) return buffer.subarray(0, length);
+      length += bytesRead;
+    }
+  } finally {
+    await file.close();
+  }
 }
 
 /** A full disk, or the owner's quota spent. */
@@ -232,31 +262,38 @@ export async function writeAtomic(tmpFolder: string, path: string, content: stri
 }
 
 /**
+ * Links the complete temp file `tmp` in place at `path`, which leaves an existing `path` as it is
+ * (answers false: nothing is ever replaced); the folder is made when missing and synced once the link
+ * is in it. A delete of another key in that folder may prune it between its making and the link (see
+ * makeFolder): it is made again.
+ */
+export async function linkNew(tmp: string, path: string): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await link(tmp, path);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
+      await makeFolder(dirname(path));
+    }
+  }
+  await syncFolder(dirname(path));
+  return true;
+}
+
+/**
  * Writes `content` as a new file at `path`, whole or not at all: synced in the temp folder, then
- * linked into place, which leaves an existing `path` as it is (answers false: nothing is ever
- * replaced); the folder is made when missing and synced once the link is in it.
+ * linked into place (linkNew; false when `path` exists).
  */
 export async function writeNew(tmpFolder: string, path: string, content: Buffer): Promise<boolean> {
   const tmp = join(tmpFolder, randomSecret(12));
   writing.add(tmp);
   try {
     await inTempFolder(tmpFolder, () => writeFile(tmp, content, { flag: 'wx', flush: true }));
-    // The folder is made when the link finds it missing; a delete of another key in it may prune it
-    // again before the link (see makeFolder): made again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await link(tmp, path);
-        break;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-        if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
-        await makeFolder(dirname(path));
-      }
-    }
+    return await linkNew(tmp, path);
   } finally {
     await unlink(tmp).catch(() => undefined);
     writing.delete(tmp);
   }
-  await syncFolder(dirname(path));
-  return true;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
-import { access, link, mkdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { access, mkdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import {
   assertKey,
@@ -19,10 +19,10 @@ import {
   gather,
   isMissing,
   type Limits,
-  makeFolder,
-  PRUNE_RETRIES,
+  linkNew,
+  NEWLINE,
+  readLine,
   SMALL_BODY,
-  syncFolder,
   writeAtomic,
   writeNew,
   writeStream,
@@ -51,8 +51,6 @@ const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
-/** Ends the first line of a sidecar that holds its object's bytes (JSON never has a raw one). */
-const NEWLINE = 0x0a;
 
 /** Bytes `start`..`end` (inclusive) of the file at `path`. */
 export interface Slice {
@@ -385,25 +383,14 @@ class LocalStore implements LocalObjectStore {
       return this.#storeInline(key, source, limits, etagOf);
     const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
       // A delete of another key in the same folder (the bytes of a tus upload that went into a part,
-      // while its next bytes are stored) prunes the folder once empty, between its creation and the
-      // link: it is made again. An object stored meanwhile makes the link fail (its bytes are linked
-      // before its sidecar is written, and deleted after it).
-      for (let attempt = 1; ; attempt++) {
-        await makeFolder(dirname(path));
-        try {
-          await link(tmp, path);
-          break;
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
-            throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
-          }
-          if (attempt >= PRUNE_RETRIES || !isMissing(error)) throw error;
-        }
+      // while its next bytes are stored) may prune the folder (see linkNew). An object stored meanwhile
+      // makes the link fail (its bytes are linked before its sidecar is written, and deleted after it).
+      if (!(await linkNew(tmp, path))) {
+        throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
       }
       await unlink(tmp).catch((error: unknown) => {
         if (!isMissing(error)) throw error;
       });
-      await syncFolder(dirname(path));
     });
     const info: ObjectInfo = { size, etag: `"${etagOf?.() ?? digest}"`, sha256: digest };
     try {
@@ -435,22 +422,22 @@ class LocalStore implements LocalObjectStore {
 
   /**
    * The sidecar of `key`, none when the object does not exist; `inlineAt` is where the bytes of an
-   * object stored in its sidecar begin.
+   * object stored in its sidecar begin (only its first line is read: its bytes are left to `read`).
    */
   async #readMeta(
     key: string,
   ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number }) | undefined> {
-    let content: Buffer;
+    let line: Buffer;
     try {
-      content = await readFile(this.#path(key) + META);
+      line = await readLine(this.#path(key) + META);
     } catch (error) {
       if (isMissing(error)) return undefined;
       throw error;
     }
-    const end = content.indexOf(NEWLINE);
-    if (end === -1) return JSON.parse(content.toString('utf8'));
-    const { inline: _, ...meta } = JSON.parse(content.subarray(0, end).toString('utf8'));
-    return { ...meta, inlineAt: end + 1 };
+    // A newline ends the line of a sidecar that holds its object's bytes (JSON never has a raw one).
+    if (line.at(-1) !== NEWLINE) return JSON.parse(line.toString('utf8'));
+    const { inline: _, ...meta } = JSON.parse(line.toString('utf8'));
+    return { ...meta, inlineAt: line.length };
   }
 
   /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
