@@ -34,16 +34,22 @@ export function forgetStale(sql: string, error: unknown): boolean {
   return true;
 }
 
+type BackendMessage = Awaited<ReturnType<PGlite['execProtocolStream']>>[number];
+
 interface Prepared {
   name: string;
   paramTypes: number[];
+  /** The columns of its rows, as described once when prepared (none for a statement without rows). */
+  columns: BackendMessage[];
 }
 
 /**
  * Runs statements on PGlite as named prepared statements. PGlite's own `query` parses, describes
  * and plans every statement anew in five calls into the database; here a statement is parsed and
- * described once, then each run is one call (bind, describe, execute, sync), and PostgreSQL keeps
- * its plan (a generic one once it costs no more than planning each time).
+ * described once, then each run is one call (bind, execute, sync), and PostgreSQL keeps its plan (a
+ * generic one once it costs no more than planning each time). The rows' description is the one read
+ * when the statement was prepared: a change of the result's shape fails the plan (isStalePlan), and
+ * the statement is prepared and described again.
  * The caller holds PGlite's query lock (`_runExclusiveQuery`), as PGlite's own statements do.
  */
 export class PgliteStatements {
@@ -78,7 +84,11 @@ export class PgliteStatements {
       protocol.serialize.describe({ type: 'S', name }),
       protocol.serialize.sync(),
     ]);
-    const prepared = { name, paramTypes: parse.parseDescribeStatementResults(messages) };
+    const prepared = {
+      name,
+      paramTypes: parse.parseDescribeStatementResults(messages),
+      columns: messages.filter((message) => message.name === 'rowDescription'),
+    };
     this.#prepared.set(sql, prepared);
     return prepared;
   }
@@ -92,11 +102,10 @@ export class PgliteStatements {
     });
     const messages = await this.#send([
       protocol.serialize.bind({ statement: statement.name, values }),
-      protocol.serialize.describe({ type: 'P' }),
       protocol.serialize.execute({}),
       protocol.serialize.sync(),
     ]);
-    return (parse.parseResults(messages, db.parsers)[0]?.rows ?? []) as T[];
+    return (parse.parseResults([...statement.columns, ...messages], db.parsers)[0]?.rows ?? []) as T[];
   }
 
   /** One call into the database for all of `messages`; throws its error once the sync has run. */
