@@ -2,8 +2,6 @@ import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Ajv from 'ajv';
-import addFormats from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import secureJson from 'secure-json-parse';
@@ -21,8 +19,8 @@ import { objectRoutes } from './http/object-routes.ts';
 import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
-import { ErrorBody, validatedSchema } from './http/schemas.ts';
-import { responseSerializers } from './http/serializers.ts';
+import { requestValidators, responseSerializers } from './http/schema-compilers.ts';
+import { ErrorBody } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './lib/json-depth.ts';
 import { auditRoutes } from './modules/audit/routes.ts';
@@ -85,24 +83,6 @@ const NAMED_SCHEMAS = [
   ...usageSchemas,
   ...auditSchemas,
 ];
-
-function validators() {
-  const options = {
-    useDefaults: true,
-    removeAdditional: false,
-    allowUnionTypes: true,
-    strict: false,
-  } as const;
-  // Bodies keep their JSON types (a string "5" is not a number); query strings and paths are text and are coerced.
-  const body = addFormats.default(new Ajv.default({ ...options, coerceTypes: false }));
-  const text = addFormats.default(new Ajv.default({ ...options, coerceTypes: 'array' }));
-  // Fastify hands its shared schemas to its own Ajv only: these resolve the routes' $refs themselves.
-  for (const schema of NAMED_SCHEMAS) {
-    body.addSchema(validatedSchema(schema) as object);
-    text.addSchema(validatedSchema(schema) as object);
-  }
-  return { body, text };
-}
 
 const isStorable = (text: string) => !text.includes('\u0000') && text.isWellFormed();
 // Parsed JSON, query strings and path parameters are arrays and plain or prototype-less objects (the
@@ -178,10 +158,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     ajv: { customOptions: { strict: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const ajv = validators();
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? ajv.body : ajv.text).compile(validatedSchema(schema) as object),
-  );
+  app.setValidatorCompiler(requestValidators(NAMED_SCHEMAS));
   app.setSerializerCompiler(responseSerializers(NAMED_SCHEMAS));
 
   // An empty body reads as {} (a confirm sent with Content-Type: application/json and nothing else),

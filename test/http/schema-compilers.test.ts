@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { responseSerializers } from '../../src/http/serializers.ts';
+import { requestValidators, responseSerializers } from '../../src/http/schema-compilers.ts';
 
 const Owner = { $id: 'Owner', type: 'object', properties: { name: { type: 'string' } } };
 const Item = {
@@ -22,5 +22,32 @@ describe('response serializers', () => {
     // Unused refers to a schema that does not exist: building it would throw.
     const serialize = compile({ schema: Item });
     expect(JSON.parse(serialize({ id: 'a', hidden: true }))).toEqual({ id: 'a' });
+  });
+});
+
+describe('request validators', () => {
+  const compile = requestValidators([Owner]);
+
+  it('checks a body as JSON, and says what failed through the function Fastify was given', () => {
+    const validate = compile({
+      schema: { type: 'object', properties: { owner: { $ref: 'Owner' }, size: { type: 'integer' } } },
+      httpPart: 'body',
+    });
+    expect(validate({ owner: { name: 'Ann' }, size: 5 })).toBe(true);
+    expect(validate({ owner: { name: 5 } })).toBe(false);
+    expect(validate.errors).toMatchObject([{ instancePath: '/owner/name' }]);
+    expect(validate({ size: '5' })).toBe(false);
+    expect(validate({ size: 5 })).toBe(true);
+    expect(validate.errors).toBeNull();
+  });
+
+  it('coerces query strings and path parameters, which are text', () => {
+    const validate = compile({
+      schema: { type: 'object', properties: { limit: { type: 'integer' } } },
+      httpPart: 'querystring',
+    });
+    const query = { limit: '20' };
+    expect(validate(query)).toBe(true);
+    expect(query.limit).toBe(20);
   });
 });

@@ -1,0 +1,93 @@
+/**
+ * How route schemas become functions: request validators (Ajv) and response serializers
+ * (fast-json-stringify), each compiled on its route's first use. Compiling every route's schemas as
+ * the routes are registered was most of a server's start; a route's first request now pays for its own.
+ */
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+import fastJsonStringify from 'fast-json-stringify';
+import type { FastifySchemaCompiler } from 'fastify';
+import { validatedSchema } from './schemas.ts';
+
+type Schema = Parameters<typeof fastJsonStringify>[0];
+type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
+
+/** `compile()`'s validator, made on the first call; Fastify reads `errors` from the function it was given. */
+function validatorOnFirstUse(compile: () => Validator): Validator {
+  let compiled: Validator | undefined;
+  const validate: Validator = (data) => {
+    compiled ??= compile();
+    const valid = compiled(data);
+    validate.errors = compiled.errors ?? null;
+    return valid;
+  };
+  return validate;
+}
+
+/**
+ * Fastify's validator compiler. Bodies keep their JSON types (a string "5" is not a number); query
+ * strings and paths are text and are coerced. Fastify hands its shared schemas to its own Ajv only:
+ * these resolve the routes' $refs themselves.
+ */
+export function requestValidators(namedSchemas: readonly object[]) {
+  let ajv: { body: Ajv.default; text: Ajv.default } | undefined;
+  const instances = () => {
+    if (ajv) return ajv;
+    const options = {
+      useDefaults: true,
+      removeAdditional: false,
+      allowUnionTypes: true,
+      strict: false,
+    } as const;
+    const body = addFormats.default(new Ajv.default({ ...options, coerceTypes: false }));
+    const text = addFormats.default(new Ajv.default({ ...options, coerceTypes: 'array' }));
+    for (const schema of namedSchemas) {
+      body.addSchema(validatedSchema(schema) as object);
+      text.addSchema(validatedSchema(schema) as object);
+    }
+    ajv = { body, text };
+    return ajv;
+  };
+  return ({ schema, httpPart }: { schema: unknown; httpPart?: string }) =>
+    validatorOnFirstUse(() => {
+      const { body, text } = instances();
+      return (httpPart === 'body' ? body : text).compile(validatedSchema(schema) as object) as Validator;
+    });
+}
+
+/** The `$id` a `$ref` names ('Project' or 'Project#/properties/x'); a local '#/…' pointer names none. */
+const refId = (ref: unknown) => (typeof ref === 'string' ? ref.split('#')[0] || undefined : undefined);
+
+/** The named schemas `schema` refers to, with those they refer to in turn. */
+function referenced(schema: unknown, named: ReadonlyMap<string, Schema>, found = new Map<string, Schema>()) {
+  if (typeof schema !== 'object' || schema === null) return found;
+  const id = refId((schema as { $ref?: unknown }).$ref);
+  const target = id === undefined ? undefined : named.get(id);
+  if (id !== undefined && target !== undefined && !found.has(id)) {
+    found.set(id, target);
+    referenced(target, named, found);
+  }
+  for (const value of Object.values(schema)) referenced(value, named, found);
+  return found;
+}
+
+/**
+ * Fastify's serializer compiler, given only the named schemas a response refers to. Fastify's own
+ * hands every shared schema to every response's build, which checks and indexes each of them anew:
+ * with a few hundred responses and dozens of named schemas, over half of a start's CPU.
+ */
+export function responseSerializers(namedSchemas: readonly object[]) {
+  const named = new Map(namedSchemas.map((schema) => [(schema as { $id: string }).$id, schema as Schema]));
+  return ({ schema }: { schema: unknown }) => {
+    let serialize: ((data: unknown) => string) | undefined;
+    return (data: unknown) => {
+      if (!serialize) {
+        const schemas = referenced(schema, named);
+        // A named schema serialised as itself is the root of its build, not one of its references.
+        schemas.delete((schema as { $id?: string }).$id ?? '');
+        serialize = fastJsonStringify(schema as Schema, { schema: Object.fromEntries(schemas) });
+      }
+      return serialize(data);
+    };
+  };
+}
