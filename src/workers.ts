@@ -23,8 +23,11 @@ export function jobWorker(
 }
 
 /**
- * Runs each worker periodically until stopped. A run that throws is logged and retried at the
- * next interval; stop() waits for runs in progress, so shutdown never cuts work in half.
+ * Runs each worker periodically until stopped, the first time one interval after the start: a
+ * process that has just started answers its first requests (a readiness probe among them) before
+ * the background catches up, which on the embedded database runs in the same thread. A run that
+ * throws is logged and retried at the next interval; stop() waits for runs in progress, so shutdown
+ * never cuts work in half.
  */
 export function startWorkers(workers: Worker[], logger: Logger): { stop(): Promise<void> } {
   let stopped = false;
@@ -47,7 +50,7 @@ export function startWorkers(workers: Worker[], logger: Logger): { stop(): Promi
     timers.add(timer);
   };
 
-  for (const worker of workers) schedule(worker, 0);
+  for (const worker of workers) schedule(worker, worker.intervalMs);
   return {
     async stop() {
       stopped = true;
