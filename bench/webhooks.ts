@@ -48,7 +48,7 @@ import type { ReceiverStats } from './webhook-receiver.ts';
 
 const RATE_TARGET = 1000;
 const RATIO_TARGET = 0.5;
-/** The dispatcher's deliveries in flight (createDispatcher's default concurrency). */
+/** The dispatcher's requests in flight (createDispatcher's default concurrency). */
 const DISPATCHER_CONCURRENCY = 64;
 const RETRY_TAIL = '30,300,3600,21600';
 const HOLD_SECONDS = 86_400;
@@ -414,8 +414,8 @@ export const webhooks: Bench = {
             `${plainBefore.stats.connections} during a plain loop (after its warm-up)`,
           `receiver: bench/webhook-receiver.ts in its own process (node:https, self-signed certificate trusted by Coffer through ` +
             `${context.server.mode === 'child' ? 'NODE_EXTRA_CA_CERTS' : "the runtime's webhookCa"}), answers 200 once the body is read; ` +
-            `Coffer: a ${context.server.mode === 'child' ? 'child process' : 'server in this process'} of this benchmark's own (embedded PGlite), ` +
-            `COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true; dispatcher concurrency ${DISPATCHER_CONCURRENCY}`,
+            `Coffer: a ${context.server.mode === 'child' ? 'child process' : 'server in this process'} of this benchmark's own (${context.db === 'pglite' ? 'embedded PGlite' : 'PostgreSQL'}), ` +
+            `COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true; dispatcher concurrency ${DISPATCHER_CONCURRENCY} requests in flight`,
         ],
       };
       return [section];

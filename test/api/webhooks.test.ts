@@ -12,7 +12,11 @@ import {
   deliveriesQueue,
   recordAttempts,
 } from '../../src/modules/webhooks/delivery-repo.ts';
-import { createDispatcher, type Dispatcher } from '../../src/modules/webhooks/dispatcher.ts';
+import {
+  createDispatcher,
+  type Dispatcher,
+  type DispatcherOptions,
+} from '../../src/modules/webhooks/dispatcher.ts';
 import { secondDb } from '../support/backends.ts';
 import { keyWith, type Reply, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, put, upload } from '../support/files.ts';
@@ -61,7 +65,7 @@ afterEach(async () => {
 const quiet = pino({ level: 'silent' });
 
 /** A dispatcher of the test's own, with a deadline no endpoint here comes near unless it hangs. */
-const ownDispatcher = () =>
+const ownDispatcher = (options: Partial<DispatcherOptions> = {}) =>
   createDispatcher({
     db: coffer.services.db,
     logger: quiet,
@@ -70,6 +74,7 @@ const ownDispatcher = () =>
       timeoutMs: 10_000,
       allowPrivateNetworks: true,
       ca: receiver.ca,
+      ...options,
     },
   });
 
@@ -1065,6 +1070,29 @@ describe('durability and concurrency', () => {
       await dispatcher.settle();
       const failed = await deliveriesOf(project, hook.id, 'pending');
       expect(failed.map((d) => [d.attempts, d.last_response_status])).toEqual(Array(5).fill([1, 503]));
+    } finally {
+      slow.release(503);
+      await dispatcher.close();
+    }
+  });
+
+  it('sends at most its concurrency at once; the deliveries claimed beyond wait for a slot, then get their own deadline', async () => {
+    const project = await newProject();
+    const slow = receiver.endpoint({ fallback: 'hang' });
+    const hook = await register(project, slow, ['file.uploaded']);
+    for (let i = 0; i < 4; i++) await initiate(project, { filename: `c${i}.txt` });
+    const dispatcher = ownDispatcher({ concurrency: 2, timeoutMs: 1000 });
+    try {
+      // All four claimed at once (the runner holds twice as many deliveries as it sends), two sent.
+      expect(await dispatcher.runOnce()).toBe(4);
+      await slow.waitFor(2, 3000);
+      expect(slow.requests).toHaveLength(2);
+      // The two that waited are sent once the first two time out, and time out in their turn.
+      await dispatcher.settle();
+      expect(new Set(slow.requests.map((r) => r.headers['x-coffer-delivery-id'])).size).toBe(4);
+      const timedOut = await deliveriesOf(project, hook.id, 'pending');
+      expect(timedOut.map((d) => [d.attempts, d.last_response_status])).toEqual(Array(4).fill([1, null]));
+      for (const delivery of timedOut) expect(delivery.last_error).toMatch(/: timed out$/);
     } finally {
       slow.release(503);
       await dispatcher.close();

@@ -5,9 +5,9 @@ import { forbidden, notFound } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import { ImageError } from '../../infra/images/errors.ts';
-import { createLimiter } from '../../infra/images/limiter.ts';
 import { CONTENT_TYPE_OF, type RenderSpec, renderImage } from '../../infra/images/render.ts';
 import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
+import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
 import * as files from '../files/repo.ts';
 import { type PresignedUrl, requireReady, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
@@ -70,7 +70,12 @@ export function createRenditionService(deps: {
 }) {
   const { db, store, images, publicUrl, logger } = deps;
   const urlKey = hmacHex(deps.secretKey, 'coffer rendition URLs');
-  const limiter = createLimiter(images.renderConcurrency, images.renderConcurrency * QUEUED_PER_SLOT);
+  const concurrency = images.renderConcurrency;
+  const limiter = createLimiter(concurrency, {
+    maxQueued: concurrency * QUEUED_PER_SLOT,
+    error: (queued) =>
+      new ImageError('Busy', 'Every render slot is taken: try again shortly', { concurrency, queued }),
+  });
   /** Renders under way in this process, by key, until their bytes are stored. */
   const inFlight = new Map<string, Promise<{ data: Buffer; kept: Promise<void> }>>();
   /** Renditions being stored. */

@@ -5,6 +5,7 @@ import { createSafeAgent } from '../../infra/http/safe-agent.ts';
 import { createJobRunner, type JobHandler } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import { failpoint } from '../../lib/failpoints.ts';
+import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex } from '../../lib/secrets.ts';
 import {
   type AttemptRecord,
@@ -31,7 +32,7 @@ export interface DispatcherOptions {
   retrySchedule: number[];
   timeoutMs: number;
   allowPrivateNetworks: boolean;
-  /** Deliveries in flight at once in this process: a slow endpoint holds one slot, not the others. */
+  /** Requests in flight at once in this process: a slow endpoint holds one slot, not the others. */
   concurrency?: number;
   /** Extra trusted CA certificates (PEM) for receivers. */
   ca?: string;
@@ -87,6 +88,10 @@ export function createDispatcher(deps: {
 }) {
   const { db, logger, metrics, options } = deps;
   const concurrency = options.concurrency ?? 64;
+  // The runner holds twice as many deliveries as are sent at once: those claimed wait for a request
+  // slot, and those sent wait for their outcome's statement, without a request slot idling meanwhile
+  // (a claim or an outcome's statement takes a round trip to the database, more than many requests).
+  const sends = createLimiter(concurrency);
   const agent = createSafeAgent({
     allowPrivateNetworks: options.allowPrivateNetworks,
     timeoutMs: options.timeoutMs,
@@ -214,7 +219,10 @@ export function createDispatcher(deps: {
         metrics?.webhookDeliveries.inc({ outcome: 'cancelled' });
         return;
       }
-      const outcome = await attempt(delivery, signal);
+      const outcome = await sends.run(async () => {
+        signal.throwIfAborted(); // lost while it waited for a slot: sent by its new holder
+        return attempt(delivery, signal);
+      });
       if (outcome.ok) failpoint('webhook.delivery.sent');
       // Lost meanwhile: the worker that holds the delivery now sends and records the next attempt.
       signal.throwIfAborted();
@@ -232,13 +240,13 @@ export function createDispatcher(deps: {
     // Seconds before a delivery's first attempt, counted from its event.
     queue: deliveriesQueue({ firstDelaySeconds: options.retrySchedule[0] ?? 0, maxAttempts: MAX_ATTEMPTS }),
     handlers: { deliver },
-    concurrency,
+    concurrency: concurrency * 2,
     leaseSeconds: options.leaseSeconds ?? 30,
     logger,
   });
 
   return {
-    /** Claims as many due deliveries as there are free slots (when all are busy, waiting for a quarter of them) and starts them; returns how many. */
+    /** Claims as many due deliveries as the runner has free slots (when all are busy, waiting for a quarter of them) and starts them; returns how many. */
     runOnce: () => runner.runOnce(),
 
     /** Waits for the deliveries in flight (tests, shutdown). */

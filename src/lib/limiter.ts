@@ -1,10 +1,12 @@
-import { ImageError } from './errors.ts';
-
 /**
- * Runs at most `concurrency` tasks at once and keeps at most `maxQueued` waiting; past that a task is
- * refused at once (ImageError Busy) instead of piling up memory and latency.
+ * Runs at most `concurrency` tasks at once; the others wait their turn, in order. With `refuse`, at
+ * most `refuse.maxQueued` wait, and past that a task is refused at once (with `refuse.error`)
+ * instead of piling up memory and latency.
  */
-export function createLimiter(concurrency: number, maxQueued: number) {
+export function createLimiter(
+  concurrency: number,
+  refuse?: { maxQueued: number; error: (queued: number) => Error },
+) {
   let running = 0;
   const waiting: (() => void)[] = [];
 
@@ -20,12 +22,7 @@ export function createLimiter(concurrency: number, maxQueued: number) {
   return {
     async run<T>(task: () => Promise<T>): Promise<T> {
       if (running >= concurrency) {
-        if (waiting.length >= maxQueued) {
-          throw new ImageError('Busy', 'Every render slot is taken: try again shortly', {
-            concurrency,
-            queued: waiting.length,
-          });
-        }
+        if (refuse && waiting.length >= refuse.maxQueued) throw refuse.error(waiting.length);
         await new Promise<void>((resolve) => waiting.push(resolve));
       } else running++;
       try {
