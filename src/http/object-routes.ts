@@ -62,6 +62,10 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
   response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
   try {
     for (const slice of slices) {
+      if (slice.bytes) {
+        await send(response, slice.bytes, sent);
+        continue;
+      }
       const handle = await open(slice.path, 'r');
       try {
         await streamFile(handle, response, slice.start, slice.end, sent);
@@ -88,25 +92,31 @@ async function streamFile(
   end: number,
   sent?: Count,
 ): Promise<void> {
-  const buffers = [Buffer.allocUnsafeSlow(BUFFER_SIZE), Buffer.allocUnsafeSlow(BUFFER_SIZE)];
+  const size = Math.min(BUFFER_SIZE, end - start + 1);
+  const buffers = [Buffer.allocUnsafeSlow(size), Buffer.allocUnsafeSlow(size)];
   const sending: (Promise<void> | undefined)[] = [undefined, undefined];
   let position = start;
   for (let turn = 0; position <= end; turn ^= 1) {
     await sending[turn]; // this buffer's previous chunk has reached the socket
     if (response.destroyed) throw new Error('the client went away');
     const buffer = buffers[turn]!;
-    const { bytesRead } = await handle.read(buffer, 0, Math.min(BUFFER_SIZE, end - position + 1), position);
+    const { bytesRead } = await handle.read(buffer, 0, Math.min(size, end - position + 1), position);
     if (bytesRead === 0) throw new Error('the object is shorter than its recorded size');
     position += bytesRead;
-    sending[turn] = new Promise((resolve, reject) => {
-      response.write(buffer.subarray(0, bytesRead), (error) => {
-        if (error) return reject(error);
-        sent?.(bytesRead);
-        resolve();
-      });
-    });
+    sending[turn] = send(response, buffer.subarray(0, bytesRead), sent);
   }
   await Promise.all(sending);
+}
+
+/** Writes `bytes` to the response; settles once they have reached the socket. */
+function send(response: ServerResponse, bytes: Buffer, sent?: Count): Promise<void> {
+  return new Promise((resolve, reject) => {
+    response.write(bytes, (error) => {
+      if (error) return reject(error);
+      sent?.(bytes.length);
+      resolve();
+    });
+  });
 }
 
 /** Passes the chunks of `source` through, counting them as they are read. */

@@ -137,9 +137,13 @@ describe('the first line of a file', () => {
     for (const length of [0, 10, 4095, 4096, 4097, 20_000]) {
       const line = Buffer.from(`${'x'.repeat(length)}\n`);
       await writeFile(path, Buffer.concat([line, bytes]));
-      expect(await readLine(path)).toEqual(line);
+      const read = await readLine(path);
+      expect(read.line).toEqual(line);
+      // What came in with the line: the start of what follows it, all of it after a short line.
+      expect(read.after).toEqual(bytes.subarray(0, read.after.length));
+      if (length <= 10) expect(read.after).toEqual(bytes);
       await writeFile(path, line.subarray(0, length));
-      expect(await readLine(path)).toEqual(line.subarray(0, length));
+      expect(await readLine(path)).toEqual({ line: line.subarray(0, length), after: Buffer.alloc(0) });
     }
     await expect(readLine(join(dir, 'missing'))).rejects.toMatchObject({ code: 'ENOENT' });
   });

@@ -65,15 +65,19 @@ export async function entries(folder: string): Promise<string[]> {
   return readdir(folder).catch((error) => (isMissing(error) ? [] : Promise.reject(error)));
 }
 
-/** How much a first read of a line takes: far more than a sidecar's line, far less than an inline object. */
+/**
+ * How much a first read of a line takes: far more than a sidecar's line, far less than an inline
+ * object of the largest size, and all of a small one (a few KiB) with its line.
+ */
 const LINE_READ = 4096;
 export const NEWLINE = 0x0a;
 
 /**
- * The file at `path` up to and with its first newline, or all of it when it has none: only as much is
- * read as that needs, never the bytes after the line.
+ * The file at `path` up to and with its first newline (`line`), or all of it when it has none, and
+ * what the same reads brought in after the line (`after`): the line needs no more than that, and
+ * the bytes after it are at hand when they are few.
  */
-export async function readLine(path: string): Promise<Buffer> {
+export async function readLine(path: string): Promise<{ line: Buffer; after: Buffer }> {
   const file = await open(path, 'r');
   try {
     let buffer = Buffer.allocUnsafe(LINE_READ);
@@ -86,8 +90,11 @@ export async function readLine(path: string): Promise<Buffer> {
       }
       const { bytesRead } = await file.read(buffer, length, buffer.length - length, length);
       const end = buffer.subarray(0, length + bytesRead).indexOf(NEWLINE, length);
-      if (end !== -1) return buffer.subarray(0, end + 1);
-      if (bytesRead === 0) return buffer.subarray(0, length);
+      if (end !== -1) {
+        return { line: buffer.subarray(0, end + 1), after: buffer.subarray(end + 1, length + bytesRead) };
+      }
+      if (bytesRead === 0)
+        return { line: buffer.subarray(0, length), after: buffer.subarray(length, length) };
       length += bytesRead;
     }
   } finally {

@@ -52,11 +52,12 @@ const META = '.meta.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
 
-/** Bytes `start`..`end` (inclusive) of the file at `path`. */
+/** Bytes `start`..`end` (inclusive) of the file at `path`; `bytes` are they, when already read. */
 export interface Slice {
   path: string;
   start: number;
   end: number;
+  bytes?: Buffer;
 }
 
 export interface LocalObjectStore extends ObjectStore {
@@ -180,10 +181,10 @@ class LocalStore implements LocalObjectStore {
     const path = this.#path(key);
     const meta = await this.#readMeta(key);
     if (!meta) throw new StoreError('NoSuchKey', 'Object not found');
-    const pieces = meta.segments
+    const pieces: { path: string; size: number; at: number; bytes?: Buffer }[] = meta.segments
       ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size, at: 0 }))
       : meta.inlineAt !== undefined
-        ? [{ path: path + META, size: meta.size, at: meta.inlineAt }]
+        ? [{ path: path + META, size: meta.size, at: meta.inlineAt, bytes: meta.inline }]
         : [{ path, size: meta.size, at: 0 }];
     const start = range?.start ?? 0;
     const end = range?.end ?? meta.size - 1;
@@ -192,8 +193,15 @@ class LocalStore implements LocalObjectStore {
     for (const piece of pieces) {
       const from = Math.max(start, offset);
       const to = Math.min(end, offset + piece.size - 1);
-      if (from <= to)
-        slices.push({ path: piece.path, start: piece.at + from - offset, end: piece.at + to - offset });
+      if (from <= to) {
+        const bytes = piece.bytes?.subarray(from - offset, to - offset + 1);
+        slices.push({
+          path: piece.path,
+          start: piece.at + from - offset,
+          end: piece.at + to - offset,
+          bytes,
+        });
+      }
       offset += piece.size;
     }
     return slices;
@@ -208,8 +216,10 @@ class LocalStore implements LocalObjectStore {
     const slices = await this.slices(key, range);
     return Readable.from(
       (async function* () {
-        for (const slice of slices)
-          yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
+        for (const { bytes, ...slice } of slices) {
+          if (bytes) yield bytes;
+          else yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
+        }
       })(),
     );
   }
@@ -426,18 +436,20 @@ class LocalStore implements LocalObjectStore {
    */
   async #readMeta(
     key: string,
-  ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number }) | undefined> {
-    let line: Buffer;
+  ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number; inline?: Buffer }) | undefined> {
+    let read: { line: Buffer; after: Buffer };
     try {
-      line = await readLine(this.#path(key) + META);
+      read = await readLine(this.#path(key) + META);
     } catch (error) {
       if (isMissing(error)) return undefined;
       throw error;
     }
+    const { line, after } = read;
     // A newline ends the line of a sidecar that holds its object's bytes (JSON never has a raw one).
     if (line.at(-1) !== NEWLINE) return JSON.parse(line.toString('utf8'));
     const { inline: _, ...meta } = JSON.parse(line.toString('utf8'));
-    return { ...meta, inlineAt: line.length };
+    // A small object came whole with its line: it is served from memory.
+    return { ...meta, inlineAt: line.length, inline: after.length === meta.size ? after : undefined };
   }
 
   /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
