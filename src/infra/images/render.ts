@@ -1,4 +1,4 @@
-import type { Metadata, OutputInfo, Sharp, SharpConstructor } from 'sharp';
+import type { OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
 
@@ -77,28 +77,20 @@ export function rasterFormatOf(head: Buffer): string | undefined {
 }
 
 /**
- * Reads the source's header only (nothing is decoded yet) and refuses what is not a decodable
- * raster image, or what would decode to more than `maxPixels`: a few kilobytes declaring
- * 30000 × 30000 are refused before any of that memory is allocated.
+ * The refusal of a source past `maxPixels`, naming its size: sharp's own refusal (limitInputPixels,
+ * checked on the header, before anything is decoded or allocated) does not, so the header is read again.
  */
-async function checkSource(source: Buffer, spec: RenderSpec, maxPixels: number): Promise<void> {
-  if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
-  let meta: Metadata;
-  try {
-    const sharp = await loadSharp();
-    meta = await sharp(source, { limitInputPixels: false, animated: spec.animated }).metadata();
-  } catch (error) {
-    throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
-  }
-  const pixels = (meta.width ?? 0) * (meta.height ?? 0);
-  if (pixels === 0) throw new ImageError('NotAnImage', 'The image has no pixels');
-  if (pixels > maxPixels) {
-    throw new ImageError('TooLarge', `The image has ${pixels} pixels, more than ${maxPixels}`, {
-      width: meta.width,
-      height: meta.height,
-      max_pixels: maxPixels,
-    });
-  }
+async function pastPixelBound(source: Buffer, spec: RenderSpec, maxPixels: number): Promise<ImageError> {
+  const sharp = await loadSharp();
+  const meta = await sharp(source, { limitInputPixels: false, animated: spec.animated })
+    .metadata()
+    .catch(() => undefined);
+  const { width, height } = meta ?? {};
+  const message =
+    width !== undefined && height !== undefined
+      ? `The image has ${width * height} pixels, more than ${maxPixels}`
+      : `The image has more than ${maxPixels} pixels`;
+  return new ImageError('TooLarge', message, { width, height, max_pixels: maxPixels });
 }
 
 function encode(image: Sharp, spec: RenderSpec): Sharp {
@@ -130,20 +122,23 @@ export interface Rendered {
 
 /**
  * Renders `source` as `spec` says: EXIF orientation applied, every metadata block (EXIF with GPS,
- * XMP, IPTC) left out, at most MAX_SIDE on a side; stopped past `limits.timeoutSeconds`. Runs on
+ * XMP, IPTC) left out, at most MAX_SIDE on a side; refused when it is not a raster image or has more
+ * than `limits.maxPixels` (from its header: a few kilobytes declaring 30000 × 30000 are refused before
+ * any of that memory is allocated); stopped past `limits.timeoutSeconds`. Runs on
  * libuv's threads, never on the event loop. An AVIF is decoded and resized here, then encoded in a
  * child process from its pixels, as its encoder can only be stopped by ending its process (see
  * render-pool.ts).
  */
 export async function renderImage(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Rendered> {
   const started = performance.now();
-  await checkSource(source, spec, limits.maxPixels);
+  if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
   const pipeline = await resized(source, spec, limits);
+  const run = (output: Sharp) => runPipeline(output, source, spec, limits);
   if (spec.format !== 'avif') {
-    const { data, info } = await run(encode(pipeline, spec), limits);
+    const { data, info } = await run(encode(pipeline, spec));
     return { data, width: info.width, height: info.pageHeight ?? info.height };
   }
-  const { data, info } = await run(pipeline.raw(), limits);
+  const { data, info } = await run(pipeline.raw());
   const leftMs = limits.timeoutSeconds * 1000 - (performance.now() - started);
   const channels = info.channels as 1 | 2 | 3 | 4;
   const pixels = { data, width: info.width, height: info.height, channels };
@@ -185,18 +180,19 @@ async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): 
     .timeout({ seconds: limits.timeoutSeconds });
 }
 
-/** Runs the pipeline: its output, or the ImageError of its failure. */
-async function run(pipeline: Sharp, limits: RenderLimits): Promise<{ data: Buffer; info: OutputInfo }> {
+/** Runs the pipeline of `source`: its output, or the ImageError of its failure. */
+async function runPipeline(
+  pipeline: Sharp,
+  source: Buffer,
+  spec: RenderSpec,
+  limits: RenderLimits,
+): Promise<{ data: Buffer; info: OutputInfo }> {
   try {
     return await pipeline.toBuffer({ resolveWithObject: true });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (/timeout/i.test(message)) throw pastDeadline(limits);
-    if (/pixel limit/i.test(message)) {
-      throw new ImageError('TooLarge', `The image has more than ${limits.maxPixels} pixels`, {
-        max_pixels: limits.maxPixels,
-      });
-    }
+    if (/pixel limit/i.test(message)) throw await pastPixelBound(source, spec, limits.maxPixels);
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
   }
 }
