@@ -1,3 +1,4 @@
+import { open } from 'node:fs/promises';
 import type { OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
@@ -43,6 +44,12 @@ export interface RenderSpec {
   animated: boolean;
 }
 
+/**
+ * What is rendered: the bytes, or the path of a file holding exactly them, which libvips reads in
+ * small pieces as it decodes: the whole source is never copied into memory.
+ */
+export type ImageSource = Buffer | string;
+
 export interface RenderLimits {
   /** Decoded pixels a source may have (all its frames when animated). */
   maxPixels: number;
@@ -72,15 +79,35 @@ const SIGNATURES: { format: string; matches: (head: Buffer) => boolean }[] = [
   },
 ];
 
+/** The most leading bytes a signature looks at. */
+const SIGNATURE_BYTES = 12;
+
 export function rasterFormatOf(head: Buffer): string | undefined {
   return SIGNATURES.find((signature) => signature.matches(head))?.format;
+}
+
+/** The leading bytes of a source, for its signature. */
+async function headOf(source: ImageSource): Promise<Buffer> {
+  if (typeof source !== 'string') return source;
+  try {
+    const handle = await open(source);
+    try {
+      const head = Buffer.alloc(SIGNATURE_BYTES);
+      const { bytesRead } = await handle.read(head, 0, head.length, 0);
+      return head.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    throw new ImageError('NotAnImage', 'The image cannot be read', undefined, { cause: error });
+  }
 }
 
 /**
  * The refusal of a source past `maxPixels`, naming its size: sharp's own refusal (limitInputPixels,
  * checked on the header, before anything is decoded or allocated) does not, so the header is read again.
  */
-async function pastPixelBound(source: Buffer, spec: RenderSpec, maxPixels: number): Promise<ImageError> {
+async function pastPixelBound(source: ImageSource, spec: RenderSpec, maxPixels: number): Promise<ImageError> {
   const sharp = await loadSharp();
   const meta = await sharp(source, { limitInputPixels: false, animated: spec.animated })
     .metadata()
@@ -129,9 +156,14 @@ export interface Rendered {
  * child process from its pixels, as its encoder can only be stopped by ending its process (see
  * render-pool.ts).
  */
-export async function renderImage(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Rendered> {
+export async function renderImage(
+  source: ImageSource,
+  spec: RenderSpec,
+  limits: RenderLimits,
+): Promise<Rendered> {
   const started = performance.now();
-  if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
+  if (!rasterFormatOf(await headOf(source)))
+    throw new ImageError('NotAnImage', 'The file is not a raster image');
   const pipeline = await resized(source, spec, limits);
   const run = (output: Sharp) => runPipeline(output, source, spec, limits);
   if (spec.format !== 'avif') {
@@ -158,7 +190,7 @@ export async function encodeAvif(
 }
 
 /** The source decoded and resized as `spec` says, stopped past the deadline (sharp's timeout). */
-async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Sharp> {
+async function resized(source: ImageSource, spec: RenderSpec, limits: RenderLimits): Promise<Sharp> {
   const { width, height, fit } = spec;
   // With one side given the other is bounded only by MAX_SIDE; `inside` keeps the aspect ratio then.
   const box =
@@ -183,7 +215,7 @@ async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): 
 /** Runs the pipeline of `source`: its output, or the ImageError of its failure. */
 async function runPipeline(
   pipeline: Sharp,
-  source: Buffer,
+  source: ImageSource,
   spec: RenderSpec,
   limits: RenderLimits,
 ): Promise<{ data: Buffer; info: OutputInfo }> {
