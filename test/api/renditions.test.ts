@@ -201,14 +201,11 @@ describe('GET …/render', () => {
     // 30000 × 30000 RGB would be 2.5 GiB decoded.
     expect(process.memoryUsage().rss - memoryBefore).toBeLessThan(256 * 1024 * 1024);
 
-    const svg = await stored(
-      project,
-      'logo.svg',
-      'image/svg+xml',
-      Buffer.from(
-        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
-      ),
-    );
+    // Each small, and past SMALL_BODY (an SVG that libvips would render, were it handed the file).
+    const logo = (padding: number) =>
+      `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><!--${' '.repeat(padding)}--><rect width="10" height="10"/></svg>`;
+    const svg = await stored(project, 'logo.svg', 'image/svg+xml', Buffer.from(logo(0)));
+    const longSvg = await stored(project, 'long.svg', 'image/svg+xml', Buffer.from(logo(2 * SMALL_BODY)));
     const text = await stored(project, 'notes.txt', 'text/plain', Buffer.from('not an image'));
     const longText = await stored(project, 'long.txt', 'text/plain', Buffer.alloc(2 * SMALL_BODY, 'text '));
     const jpeg = await sharp({ create: { width: 400, height: 400, channels: 3, background: '#808080' } })
@@ -220,7 +217,7 @@ describe('GET …/render', () => {
       'image/jpeg',
       jpeg.subarray(0, Math.floor(jpeg.length / 2)),
     );
-    for (const file of [svg, text, longText, truncated]) {
+    for (const file of [svg, longSvg, text, longText, truncated]) {
       const reply = await render(project, file.id, { width: 50 });
       expect(reply.status, file.id).toBe(422);
       expect(reply.json.error.code).toBe('NOT_AN_IMAGE');
