@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
+import { isLocalStore } from '../../src/infra/storage/local/store.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, settledChecksum, upload } from '../support/files.ts';
 import { animatedGif, bombPng, hasGps, sidewaysJpegWithGps, translucentPng } from '../support/images.ts';
@@ -54,9 +56,23 @@ function render(
   });
 }
 
-/** Runs (and awaits) `onRead` before each read of `key` from the store of `on`; answers how to undo it. */
+/**
+ * Runs (and awaits) `onRead` before each time a render takes the source `key` from the store of `on`:
+ * the local store is asked for its file first (a small object's bytes are read after), others read
+ * it. Answers how to undo it.
+ */
 function onSourceRead(on: TestCoffer, key: string, onRead: () => unknown): () => void {
   const store = on.services.store;
+  if (isLocalStore(store)) {
+    const ownFile = store.ownFile.bind(store);
+    store.ownFile = async (fileKey) => {
+      if (fileKey === key) await onRead();
+      return ownFile(fileKey);
+    };
+    return () => {
+      store.ownFile = ownFile;
+    };
+  }
   const read = store.read.bind(store);
   store.read = async (readKey, range) => {
     if (readKey === key) await onRead();
@@ -90,6 +106,20 @@ describe('GET …/render', () => {
     expect(out.orientation).toBeUndefined();
     expect(out.exif).toBeUndefined();
     expect(out.xmp).toBeUndefined();
+  });
+
+  it('renders a source past SMALL_BODY (a file of its own on the local store) from exactly its bytes', async () => {
+    const noise = randomBytes(400 * 300 * 3);
+    const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
+      .jpeg({ quality: 95 })
+      .toBuffer();
+    expect(source.length).toBeGreaterThan(SMALL_BODY);
+    const file = await stored(project, 'noise.jpg', 'image/jpeg', source);
+    const reply = await render(project, file.id, { width: 200, format: 'png' });
+    expect(reply.status).toBe(200);
+    const pixels = await sharp(reply.bytes).raw().toBuffer({ resolveWithObject: true });
+    expect([pixels.info.width, pixels.info.height]).toEqual([200, 150]);
+    expect(pixels.data.equals(await sharp(source).resize({ width: 200 }).raw().toBuffer())).toBe(true);
   });
 
   it('fits both sides as asked: cover crops, contain pads, inside stays within', async () => {
@@ -153,28 +183,31 @@ describe('GET …/render', () => {
   });
 
   it('refuses a decompression bomb from its header, SVG, text and a truncated JPEG with 422', async () => {
-    const bomb = bombPng();
-    expect(bomb.length).toBeLessThan(2048);
-    const bombFile = await stored(project, 'bomb.png', 'image/png', bomb);
+    // A small one (kept with its description on the local store) and one past SMALL_BODY (a file of
+    // its own there, which the renderer opens itself).
+    const bombs = [bombPng(), bombPng(30_000, 2 * SMALL_BODY)];
+    expect(bombs[0]!.length).toBeLessThan(2048);
+    expect(bombs[1]!.length).toBeGreaterThan(SMALL_BODY);
     const memoryBefore = process.memoryUsage().rss;
-    const refused = await render(project, bombFile.id, { width: 100 });
-    expect(refused.status).toBe(422);
-    expect(refused.json.error).toMatchObject({
-      code: 'IMAGE_TOO_LARGE',
-      details: { width: 30_000, height: 30_000 },
-    });
+    for (const [index, bomb] of bombs.entries()) {
+      const bombFile = await stored(project, `bomb-${index}.png`, 'image/png', bomb);
+      const refused = await render(project, bombFile.id, { width: 100 });
+      expect(refused.status).toBe(422);
+      expect(refused.json.error).toMatchObject({
+        code: 'IMAGE_TOO_LARGE',
+        details: { width: 30_000, height: 30_000 },
+      });
+    }
     // 30000 × 30000 RGB would be 2.5 GiB decoded.
     expect(process.memoryUsage().rss - memoryBefore).toBeLessThan(256 * 1024 * 1024);
 
-    const svg = await stored(
-      project,
-      'logo.svg',
-      'image/svg+xml',
-      Buffer.from(
-        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
-      ),
-    );
+    // Each small, and past SMALL_BODY (an SVG that libvips would render, were it handed the file).
+    const logo = (padding: number) =>
+      `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><!--${' '.repeat(padding)}--><rect width="10" height="10"/></svg>`;
+    const svg = await stored(project, 'logo.svg', 'image/svg+xml', Buffer.from(logo(0)));
+    const longSvg = await stored(project, 'long.svg', 'image/svg+xml', Buffer.from(logo(2 * SMALL_BODY)));
     const text = await stored(project, 'notes.txt', 'text/plain', Buffer.from('not an image'));
+    const longText = await stored(project, 'long.txt', 'text/plain', Buffer.alloc(2 * SMALL_BODY, 'text '));
     const jpeg = await sharp({ create: { width: 400, height: 400, channels: 3, background: '#808080' } })
       .jpeg()
       .toBuffer();
@@ -184,7 +217,7 @@ describe('GET …/render', () => {
       'image/jpeg',
       jpeg.subarray(0, Math.floor(jpeg.length / 2)),
     );
-    for (const file of [svg, text, truncated]) {
+    for (const file of [svg, longSvg, text, longText, truncated]) {
       const reply = await render(project, file.id, { width: 50 });
       expect(reply.status, file.id).toBe(422);
       expect(reply.json.error.code).toBe('NOT_AN_IMAGE');

@@ -43,7 +43,7 @@ afterAll(async () => {
 });
 
 describe('the files of an object', () => {
-  it('are its bytes then its sidecar; the segments of an assembled one in order; none for a missing one', async () => {
+  it('are its bytes then its sidecar (its bytes its own file); the segments of an assembled one in order; none for a missing one', async () => {
     // The store takes over the memory of what it receives: hashes first.
     const data = randomBytes(SMALL_BODY + 1);
     const expected = sha256(data);
@@ -51,6 +51,7 @@ describe('the files of an object', () => {
     const files = await store.objectFiles(key);
     expect(files).toEqual([key, `${key}.meta.json`]);
     expect(sha256(await readFile(join(dir, files[0]!)))).toBe(expected);
+    expect(await store.ownFile(key)).toEqual({ path: join(dir, key), size: SMALL_BODY + 1 });
 
     const parts = [randomBytes(MIN_PART_SIZE), randomBytes(10)];
     const whole = sha256(Buffer.concat(parts));
@@ -77,8 +78,10 @@ describe('the files of an object', () => {
       await Promise.all(segments.slice(0, 2).map((path) => readFile(join(dir, path)))),
     );
     expect(sha256(bytes)).toBe(whole);
+    expect(await store.ownFile(assembled)).toBeUndefined();
 
     expect(await store.objectFiles(newKey())).toEqual([]);
+    await expect(store.ownFile(newKey())).rejects.toMatchObject({ code: 'NoSuchKey' });
   });
 });
 
@@ -89,6 +92,7 @@ describe('a small object', () => {
       const data = Buffer.concat([Buffer.from('line\n'), randomBytes(size)]).subarray(0, size);
       const key = await put(data);
       expect(await store.objectFiles(key)).toEqual([`${key}.meta.json`]);
+      expect(await store.ownFile(key)).toBeUndefined();
       const sidecar = await readFile(join(dir, `${key}.meta.json`));
       const end = sidecar.indexOf('\n');
       expect(JSON.parse(sidecar.subarray(0, end).toString())).toEqual({

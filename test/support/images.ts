@@ -43,8 +43,11 @@ function chunk(type: string, data: Buffer): Buffer {
   return Buffer.concat([length, body, crc]);
 }
 
-/** A decompression bomb: a PNG of a few hundred bytes whose header declares `side` × `side` RGB pixels. */
-export function bombPng(side = 30_000): Buffer {
+/**
+ * A decompression bomb: a PNG of a few hundred bytes (and `padding` more, in a text chunk) whose
+ * header declares `side` × `side` RGB pixels.
+ */
+export function bombPng(side = 30_000, padding = 0): Buffer {
   const header = Buffer.alloc(13);
   header.writeUInt32BE(side, 0);
   header.writeUInt32BE(side, 4);
@@ -52,6 +55,9 @@ export function bombPng(side = 30_000): Buffer {
   return Buffer.concat([
     Buffer.from('89504e470d0a1a0a', 'hex'),
     chunk('IHDR', header),
+    ...(padding > 0
+      ? [chunk('tEXt', Buffer.concat([Buffer.from('Comment\0'), Buffer.alloc(padding, 0x20)]))]
+      : []),
     chunk('IDAT', deflateSync(Buffer.alloc(1024))),
     chunk('IEND', Buffer.alloc(0)),
   ]);

@@ -1,4 +1,5 @@
-import type { Metadata, OutputInfo, Sharp, SharpConstructor } from 'sharp';
+import { open } from 'node:fs/promises';
+import type { OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
 
@@ -43,6 +44,12 @@ export interface RenderSpec {
   animated: boolean;
 }
 
+/**
+ * What is rendered: the bytes, or the path of a file holding exactly them, which libvips reads in
+ * small pieces as it decodes: the whole source is never copied into memory.
+ */
+export type ImageSource = Buffer | string;
+
 export interface RenderLimits {
   /** Decoded pixels a source may have (all its frames when animated). */
   maxPixels: number;
@@ -72,33 +79,45 @@ const SIGNATURES: { format: string; matches: (head: Buffer) => boolean }[] = [
   },
 ];
 
+/** The most leading bytes a signature looks at. */
+const SIGNATURE_BYTES = 12;
+
 export function rasterFormatOf(head: Buffer): string | undefined {
   return SIGNATURES.find((signature) => signature.matches(head))?.format;
 }
 
-/**
- * Reads the source's header only (nothing is decoded yet) and refuses what is not a decodable
- * raster image, or what would decode to more than `maxPixels`: a few kilobytes declaring
- * 30000 × 30000 are refused before any of that memory is allocated.
- */
-async function checkSource(source: Buffer, spec: RenderSpec, maxPixels: number): Promise<void> {
-  if (!rasterFormatOf(source)) throw new ImageError('NotAnImage', 'The file is not a raster image');
-  let meta: Metadata;
+/** The leading bytes of a source, for its signature. */
+async function headOf(source: ImageSource): Promise<Buffer> {
+  if (typeof source !== 'string') return source;
   try {
-    const sharp = await loadSharp();
-    meta = await sharp(source, { limitInputPixels: false, animated: spec.animated }).metadata();
+    const handle = await open(source);
+    try {
+      const head = Buffer.alloc(SIGNATURE_BYTES);
+      const { bytesRead } = await handle.read(head, 0, head.length, 0);
+      return head.subarray(0, bytesRead);
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
-    throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
+    throw new ImageError('NotAnImage', 'The image cannot be read', undefined, { cause: error });
   }
-  const pixels = (meta.width ?? 0) * (meta.height ?? 0);
-  if (pixels === 0) throw new ImageError('NotAnImage', 'The image has no pixels');
-  if (pixels > maxPixels) {
-    throw new ImageError('TooLarge', `The image has ${pixels} pixels, more than ${maxPixels}`, {
-      width: meta.width,
-      height: meta.height,
-      max_pixels: maxPixels,
-    });
-  }
+}
+
+/**
+ * The refusal of a source past `maxPixels`, naming its size: sharp's own refusal (limitInputPixels,
+ * checked on the header, before anything is decoded or allocated) does not, so the header is read again.
+ */
+async function pastPixelBound(source: ImageSource, spec: RenderSpec, maxPixels: number): Promise<ImageError> {
+  const sharp = await loadSharp();
+  const meta = await sharp(source, { limitInputPixels: false, animated: spec.animated })
+    .metadata()
+    .catch(() => undefined);
+  const { width, height } = meta ?? {};
+  const message =
+    width !== undefined && height !== undefined
+      ? `The image has ${width * height} pixels, more than ${maxPixels}`
+      : `The image has more than ${maxPixels} pixels`;
+  return new ImageError('TooLarge', message, { width, height, max_pixels: maxPixels });
 }
 
 function encode(image: Sharp, spec: RenderSpec): Sharp {
@@ -130,20 +149,28 @@ export interface Rendered {
 
 /**
  * Renders `source` as `spec` says: EXIF orientation applied, every metadata block (EXIF with GPS,
- * XMP, IPTC) left out, at most MAX_SIDE on a side; stopped past `limits.timeoutSeconds`. Runs on
+ * XMP, IPTC) left out, at most MAX_SIDE on a side; refused when it is not a raster image or has more
+ * than `limits.maxPixels` (from its header: a few kilobytes declaring 30000 × 30000 are refused before
+ * any of that memory is allocated); stopped past `limits.timeoutSeconds`. Runs on
  * libuv's threads, never on the event loop. An AVIF is decoded and resized here, then encoded in a
  * child process from its pixels, as its encoder can only be stopped by ending its process (see
  * render-pool.ts).
  */
-export async function renderImage(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Rendered> {
+export async function renderImage(
+  source: ImageSource,
+  spec: RenderSpec,
+  limits: RenderLimits,
+): Promise<Rendered> {
   const started = performance.now();
-  await checkSource(source, spec, limits.maxPixels);
+  if (!rasterFormatOf(await headOf(source)))
+    throw new ImageError('NotAnImage', 'The file is not a raster image');
   const pipeline = await resized(source, spec, limits);
+  const run = (output: Sharp) => runPipeline(output, source, spec, limits);
   if (spec.format !== 'avif') {
-    const { data, info } = await run(encode(pipeline, spec), limits);
+    const { data, info } = await run(encode(pipeline, spec));
     return { data, width: info.width, height: info.pageHeight ?? info.height };
   }
-  const { data, info } = await run(pipeline.raw(), limits);
+  const { data, info } = await run(pipeline.raw());
   const leftMs = limits.timeoutSeconds * 1000 - (performance.now() - started);
   const channels = info.channels as 1 | 2 | 3 | 4;
   const pixels = { data, width: info.width, height: info.height, channels };
@@ -163,7 +190,7 @@ export async function encodeAvif(
 }
 
 /** The source decoded and resized as `spec` says, stopped past the deadline (sharp's timeout). */
-async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): Promise<Sharp> {
+async function resized(source: ImageSource, spec: RenderSpec, limits: RenderLimits): Promise<Sharp> {
   const { width, height, fit } = spec;
   // With one side given the other is bounded only by MAX_SIDE; `inside` keeps the aspect ratio then.
   const box =
@@ -185,18 +212,19 @@ async function resized(source: Buffer, spec: RenderSpec, limits: RenderLimits): 
     .timeout({ seconds: limits.timeoutSeconds });
 }
 
-/** Runs the pipeline: its output, or the ImageError of its failure. */
-async function run(pipeline: Sharp, limits: RenderLimits): Promise<{ data: Buffer; info: OutputInfo }> {
+/** Runs the pipeline of `source`: its output, or the ImageError of its failure. */
+async function runPipeline(
+  pipeline: Sharp,
+  source: ImageSource,
+  spec: RenderSpec,
+  limits: RenderLimits,
+): Promise<{ data: Buffer; info: OutputInfo }> {
   try {
     return await pipeline.toBuffer({ resolveWithObject: true });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (/timeout/i.test(message)) throw pastDeadline(limits);
-    if (/pixel limit/i.test(message)) {
-      throw new ImageError('TooLarge', `The image has more than ${limits.maxPixels} pixels`, {
-        max_pixels: limits.maxPixels,
-      });
-    }
+    if (/pixel limit/i.test(message)) throw await pastPixelBound(source, spec, limits.maxPixels);
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
   }
 }

@@ -5,7 +5,13 @@ import { forbidden, notFound } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import { ImageError } from '../../infra/images/errors.ts';
-import { CONTENT_TYPE_OF, type RenderSpec, renderImage } from '../../infra/images/render.ts';
+import {
+  CONTENT_TYPE_OF,
+  type ImageSource,
+  type RenderSpec,
+  renderImage,
+} from '../../infra/images/render.ts';
+import { isLocalStore } from '../../infra/storage/local/store.ts';
 import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
@@ -44,6 +50,12 @@ type ServableFile = Pick<
   'id' | 'project_id' | 'storage_key' | 'etag' | 'content_type' | 'size_bytes'
 >;
 
+const tooLarge = (limit: number, size?: number) =>
+  new ImageError('TooLarge', `The image is larger than ${limit} bytes`, {
+    size_bytes: size,
+    max_bytes: limit,
+  });
+
 /** Reads a stream whole, refusing more than `limit` bytes. */
 async function readBounded(stream: Readable, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -52,7 +64,7 @@ async function readBounded(stream: Readable, limit: number): Promise<Buffer> {
     size += chunk.length;
     if (size > limit) {
       stream.destroy();
-      throw new ImageError('TooLarge', `The image is larger than ${limit} bytes`, { max_bytes: limit });
+      throw tooLarge(limit);
     }
     chunks.push(chunk);
   }
@@ -95,16 +107,23 @@ export function createRenditionService(deps: {
     return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
   }
 
+  /**
+   * The source of a render, bounded: on the local store the file holding it, when it has one of its
+   * own (the renderer reads it in pieces: no copy of a source of megabytes in memory, nor the time
+   * taken to make one); otherwise its bytes.
+   */
+  async function sourceOf(file: ServableFile): Promise<ImageSource> {
+    const own = isLocalStore(store) ? await store.ownFile(file.storage_key) : undefined;
+    if (!own) return readBounded(await store.read(file.storage_key), images.maxSourceBytes);
+    if (own.size > images.maxSourceBytes) throw tooLarge(images.maxSourceBytes, own.size);
+    return own.path;
+  }
+
   /** Reads the source (bounded) and renders it, in a render slot. */
   async function make(file: ServableFile, spec: RenderSpec): Promise<Buffer> {
-    if (file.size_bytes > images.maxSourceBytes) {
-      throw new ImageError('TooLarge', `The image is larger than ${images.maxSourceBytes} bytes`, {
-        size_bytes: file.size_bytes,
-        max_bytes: images.maxSourceBytes,
-      });
-    }
+    if (file.size_bytes > images.maxSourceBytes) throw tooLarge(images.maxSourceBytes, file.size_bytes);
     return limiter.run(async () => {
-      const source = await readBounded(await store.read(file.storage_key), images.maxSourceBytes);
+      const source = await sourceOf(file);
       const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
       return (await renderImage(source, spec, limits)).data;
     });

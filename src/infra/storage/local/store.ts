@@ -83,6 +83,11 @@ export interface LocalObjectStore extends ObjectStore {
   objectFiles(key: string): Promise<string[]>;
   /** Makes delete() wait until the returned function is called (a backup copying the objects). */
   holdDeletes(): () => void;
+  /**
+   * The file holding exactly the bytes of `key`, for a reader that opens files itself; undefined when
+   * the object has none of its own (kept in its sidecar, or assembled from parts). NoSuchKey when missing.
+   */
+  ownFile(key: string): Promise<{ path: string; size: number } | undefined>;
 }
 
 export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
@@ -235,6 +240,14 @@ class LocalStore implements LocalObjectStore {
 
   holdDeletes(): () => void {
     return this.#deletes.hold();
+  }
+
+  async ownFile(key: string): Promise<{ path: string; size: number } | undefined> {
+    assertKey(key);
+    const meta = await this.#readMeta(key);
+    if (!meta) throw new StoreError('NoSuchKey', 'Object not found');
+    if (meta.segments || meta.inlineAt !== undefined) return undefined;
+    return { path: this.#path(key), size: meta.size };
   }
 
   /** Multipart uploads live apart from the key (under their id) and end only by complete or abort. */
