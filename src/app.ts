@@ -19,7 +19,7 @@ import { objectRoutes } from './http/object-routes.ts';
 import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
-import { requestValidators, responseSerializers } from './http/schema-compilers.ts';
+import { schemaCompilers } from './http/schema-compilers.ts';
 import { ErrorBody } from './http/schemas.ts';
 import { isLocalStore } from './infra/storage/local/store.ts';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './lib/json-depth.ts';
@@ -158,8 +158,10 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     ajv: { customOptions: { strict: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  app.setValidatorCompiler(requestValidators(NAMED_SCHEMAS));
-  app.setSerializerCompiler(responseSerializers(NAMED_SCHEMAS));
+  const compilers = schemaCompilers(NAMED_SCHEMAS);
+  app.setValidatorCompiler(compilers.validators);
+  app.setSerializerCompiler(compilers.serializers);
+  app.decorate('compileSchemas', compilers.compileAll);
 
   // An empty body reads as {} (a confirm sent with Content-Type: application/json and nothing else),
   // so that a missing required field is reported by name.

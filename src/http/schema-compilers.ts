@@ -10,15 +10,33 @@ import type { FastifySchemaCompiler } from 'fastify';
 import { validatedSchema } from './schemas.ts';
 
 type Schema = Parameters<typeof fastJsonStringify>[0];
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Compiles every route's validators and serializers not compiled yet (see schemaCompilers). */
+    compileSchemas(): void;
+  }
+}
 type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
 
+/**
+ * The functions of routes still to be compiled, for `compileAll`: a start does not compile them, so
+ * that a test can, and a schema that does not compile fails a test instead of a route's first request.
+ */
+type Pending = Set<() => void>;
+
 /** `compile()`'s validator, made on the first call; Fastify reads `errors` from the function it was given. */
-function validatorOnFirstUse(compile: () => Validator): Validator {
+function validatorOnFirstUse(compile: () => Validator, pending: Pending): Validator {
   let compiled: Validator | undefined;
-  const validate: Validator = (data) => {
+  const ensure = () => {
     compiled ??= compile();
-    const valid = compiled(data);
-    validate.errors = compiled.errors ?? null;
+    pending.delete(ensure);
+    return compiled;
+  };
+  pending.add(ensure);
+  const validate: Validator = (data) => {
+    const valid = ensure()(data);
+    validate.errors = compiled!.errors ?? null;
     return valid;
   };
   return validate;
@@ -29,7 +47,7 @@ function validatorOnFirstUse(compile: () => Validator): Validator {
  * strings and paths are text and are coerced. Fastify hands its shared schemas to its own Ajv only:
  * these resolve the routes' $refs themselves.
  */
-export function requestValidators(namedSchemas: readonly object[]) {
+function requestValidators(namedSchemas: readonly object[], pending: Pending) {
   let ajv: { body: Ajv.default; text: Ajv.default } | undefined;
   const instances = () => {
     if (ajv) return ajv;
@@ -52,7 +70,7 @@ export function requestValidators(namedSchemas: readonly object[]) {
     validatorOnFirstUse(() => {
       const { body, text } = instances();
       return (httpPart === 'body' ? body : text).compile(validatedSchema(schema) as object) as Validator;
-    });
+    }, pending);
 }
 
 /** The `$id` a `$ref` names ('Project' or 'Project#/properties/x'); a local '#/…' pointer names none. */
@@ -76,18 +94,37 @@ function referenced(schema: unknown, named: ReadonlyMap<string, Schema>, found =
  * hands every shared schema to every response's build, which checks and indexes each of them anew:
  * with a few hundred responses and dozens of named schemas, over half of a start's CPU.
  */
-export function responseSerializers(namedSchemas: readonly object[]) {
+function responseSerializers(namedSchemas: readonly object[], pending: Pending) {
   const named = new Map(namedSchemas.map((schema) => [(schema as { $id: string }).$id, schema as Schema]));
   return ({ schema }: { schema: unknown }) => {
     let serialize: ((data: unknown) => string) | undefined;
-    return (data: unknown) => {
+    const ensure = () => {
       if (!serialize) {
         const schemas = referenced(schema, named);
         // A named schema serialised as itself is the root of its build, not one of its references.
         schemas.delete((schema as { $id?: string }).$id ?? '');
         serialize = fastJsonStringify(schema as Schema, { schema: Object.fromEntries(schemas) });
       }
-      return serialize(data);
+      pending.delete(ensure);
+      return serialize;
     };
+    pending.add(ensure);
+    return (data: unknown) => ensure()(data);
+  };
+}
+
+/**
+ * Fastify's validator and serializer compilers for routes whose schemas refer to `namedSchemas`,
+ * and `compileAll`, which compiles every route's functions not compiled yet (and throws the first
+ * failure).
+ */
+export function schemaCompilers(namedSchemas: readonly object[]) {
+  const pending: Pending = new Set();
+  return {
+    validators: requestValidators(namedSchemas, pending),
+    serializers: responseSerializers(namedSchemas, pending),
+    compileAll(): void {
+      for (const compile of [...pending]) compile();
+    },
   };
 }

@@ -122,6 +122,36 @@ describe('GET …/render', () => {
     expect(pixels.data.equals(await sharp(source).resize({ width: 200 }).raw().toBuffer())).toBe(true);
   });
 
+  it('answers a source file gone before its render with 404 and one that cannot be read with 500, not as a bad image', async (context) => {
+    const store = coffer.services.store;
+    if (!isLocalStore(store)) return context.skip();
+    const noise = randomBytes(400 * 300 * 3);
+    const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
+      .jpeg()
+      .toBuffer();
+    const file = await stored(project, 'vanishing.jpg', 'image/jpeg', source);
+    const ownFile = store.ownFile.bind(store);
+    try {
+      // Found, then removed before it is read (as a concurrent collection would).
+      store.ownFile = async (key) => {
+        const own = await ownFile(key);
+        return own && { ...own, path: `${own.path}.gone` };
+      };
+      const gone = await render(project, file.id, { width: 100, format: 'png' });
+      expect([gone.status, gone.json?.error.code]).toEqual([404, 'NOT_FOUND']);
+      // A path the server cannot read an image from (a folder): the server's failure.
+      store.ownFile = async (key) => {
+        const own = await ownFile(key);
+        return own && { ...own, path: store.dir };
+      };
+      const unreadable = await render(project, file.id, { width: 100, format: 'png' });
+      expect(unreadable.status).toBe(500);
+    } finally {
+      store.ownFile = ownFile;
+    }
+    expect((await render(project, file.id, { width: 100, format: 'png' })).status).toBe(200);
+  });
+
   it('fits both sides as asked: cover crops, contain pads, inside stays within', async () => {
     const file = await stored(project, 'wide.png', 'image/png', await translucentPng(200, 100));
     const size = async (fit: string) => {

@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { requestValidators, responseSerializers } from '../../src/http/schema-compilers.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schemaCompilers } from '../../src/http/schema-compilers.ts';
+import { startCoffer, type TestCoffer } from '../support/coffer.ts';
 
 const Owner = { $id: 'Owner', type: 'object', properties: { name: { type: 'string' } } };
 const Item = {
@@ -10,7 +11,7 @@ const Item = {
 const Unused = { $id: 'Unused', type: 'object', properties: { broken: { $ref: 'Missing' } } };
 
 describe('response serializers', () => {
-  const compile = responseSerializers([Owner, Item, Unused]);
+  const compile = schemaCompilers([Owner, Item, Unused]).serializers;
 
   it('resolves the named schemas a response refers to, and those they refer to', () => {
     const serialize = compile({ schema: { type: 'array', items: { $ref: 'Item' } } });
@@ -26,7 +27,7 @@ describe('response serializers', () => {
 });
 
 describe('request validators', () => {
-  const compile = requestValidators([Owner]);
+  const compile = schemaCompilers([Owner]).validators;
 
   it('checks a body as JSON, and says what failed through the function Fastify was given', () => {
     const validate = compile({
@@ -49,5 +50,33 @@ describe('request validators', () => {
     const query = { limit: '20' };
     expect(validate(query)).toBe(true);
     expect(query.limit).toBe(20);
+  });
+});
+
+describe('compiling on first use', () => {
+  it('compiles nothing until asked, then every function still pending, and says what does not compile', () => {
+    const compilers = schemaCompilers([Owner, Item, Unused]);
+    const serialize = compilers.serializers({ schema: { $ref: 'Item' } });
+    const broken = compilers.serializers({ schema: { $ref: 'Unused' } });
+    compilers.validators({
+      schema: { type: 'object', properties: { n: { type: 'integer' } } },
+      httpPart: 'body',
+    });
+    expect(JSON.parse(serialize({ id: 'a' }))).toEqual({ id: 'a' });
+    // Unused refers to a schema that does not exist: made a route's function, it fails only when compiled.
+    expect(() => compilers.compileAll()).toThrow(/Missing/);
+    expect(() => broken({})).toThrow(/Missing/);
+  });
+
+  describe("Coffer's routes", () => {
+    let coffer: TestCoffer;
+    beforeAll(async () => {
+      coffer = await startCoffer();
+    });
+    afterAll(() => coffer.close());
+
+    it('all compile: every validator and serializer of every route', () => {
+      expect(() => coffer.app.compileSchemas()).not.toThrow();
+    });
   });
 });

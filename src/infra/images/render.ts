@@ -1,4 +1,5 @@
-import { open } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, open } from 'node:fs/promises';
 import type { OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
@@ -86,20 +87,19 @@ export function rasterFormatOf(head: Buffer): string | undefined {
   return SIGNATURES.find((signature) => signature.matches(head))?.format;
 }
 
-/** The leading bytes of a source, for its signature. */
+/**
+ * The leading bytes of a source, for its signature. A file that cannot be read is the server's
+ * failure, not the image's: its error passes unchanged (an answer of 500, a thumbnail tried again).
+ */
 async function headOf(source: ImageSource): Promise<Buffer> {
   if (typeof source !== 'string') return source;
+  const handle = await open(source);
   try {
-    const handle = await open(source);
-    try {
-      const head = Buffer.alloc(SIGNATURE_BYTES);
-      const { bytesRead } = await handle.read(head, 0, head.length, 0);
-      return head.subarray(0, bytesRead);
-    } finally {
-      await handle.close();
-    }
-  } catch (error) {
-    throw new ImageError('NotAnImage', 'The image cannot be read', undefined, { cause: error });
+    const head = Buffer.alloc(SIGNATURE_BYTES);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    return head.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
   }
 }
 
@@ -225,6 +225,8 @@ async function runPipeline(
     const message = error instanceof Error ? error.message : String(error);
     if (/timeout/i.test(message)) throw pastDeadline(limits);
     if (/pixel limit/i.test(message)) throw await pastPixelBound(source, spec, limits.maxPixels);
+    // A source file gone or unreadable meanwhile fails with its own error (see headOf).
+    if (typeof source === 'string') await access(source, constants.R_OK);
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
   }
 }

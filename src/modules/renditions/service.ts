@@ -12,7 +12,7 @@ import {
   renderImage,
 } from '../../infra/images/render.ts';
 import { isLocalStore } from '../../infra/storage/local/store.ts';
-import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
+import { isStoreError, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
 import * as files from '../files/repo.ts';
@@ -125,7 +125,15 @@ export function createRenditionService(deps: {
     return limiter.run(async () => {
       const source = await sourceOf(file);
       const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
-      return (await renderImage(source, spec, limits)).data;
+      try {
+        return (await renderImage(source, spec, limits)).data;
+      } catch (error) {
+        // The source's own file removed since it was found: the object is gone, as a read would say.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+          throw new StoreError('NoSuchKey', 'Object not found', undefined, { cause: error });
+        }
+        throw error;
+      }
     });
   }
 
