@@ -6,6 +6,7 @@
  * thresholds fixed and a smaller young generation (lean-process.ts).
  */
 import { enableCompileCache } from 'node:module';
+import { join } from 'node:path';
 import { ConfigError, tracingRequested } from './config.ts';
 import { restartLean } from './lean-process.ts';
 
@@ -14,9 +15,10 @@ const LONG_RUNNING = new Set(['serve', 'worker']);
 
 async function start(argv: string[]): Promise<void> {
   if (LONG_RUNNING.has(argv[0] ?? 'serve')) restartLean();
-  // Node.js keeps the modules it compiled (TypeScript stripped, then compiled to bytecode) in its
-  // temporary directory, so that the next start skips that work (NODE_DISABLE_COMPILE_CACHE=1 turns it off).
-  enableCompileCache();
+  // Node.js keeps the modules it compiled (TypeScript stripped, then compiled to bytecode) beside the
+  // installed packages, where only their owner writes (not a shared temporary folder), so that the next
+  // start skips that work. NODE_COMPILE_CACHE=DIR moves it, NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+  enableCompileCache(join(import.meta.dirname, '../node_modules/.cache/coffer/compile'));
   let stopTracing: (() => Promise<void>) | undefined;
   if (tracingRequested()) {
     const { startTracing } = await import('./tracing.ts');
