@@ -41,7 +41,7 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
   const key = keyOf(request);
   const url = store.verifyUrl('GET', key, request.query);
   if (url.kind !== 'get') throw forbidden('The URL signature is invalid');
-  const info = await store.head(key);
+  const info = await store.locate(key);
   if (!info) throw notFound('Object');
   const range = parseRange(request.headers.range, info.size);
   reply.headers({
@@ -56,7 +56,7 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
   });
   if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${info.size}`);
   if (request.method === 'HEAD' || info.size === 0) return reply.send();
-  const slices = await store.slices(key, range);
+  const slices = info.slices(range);
   reply.hijack();
   const response = reply.raw;
   response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);

@@ -9,14 +9,14 @@ import fastJsonStringify from 'fast-json-stringify';
 import type { FastifySchemaCompiler } from 'fastify';
 import { validatedSchema } from './schemas.ts';
 
-type Schema = Parameters<typeof fastJsonStringify>[0];
-
 declare module 'fastify' {
   interface FastifyInstance {
     /** Compiles every route's validators and serializers not compiled yet (see schemaCompilers). */
     compileSchemas(): void;
   }
 }
+
+type Schema = Parameters<typeof fastJsonStringify>[0];
 type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
 
 /**
@@ -25,18 +25,27 @@ type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
  */
 type Pending = Set<() => void>;
 
-/** `compile()`'s validator, made on the first call; Fastify reads `errors` from the function it was given. */
-function validatorOnFirstUse(compile: () => Validator, pending: Pending): Validator {
-  let compiled: Validator | undefined;
+/** `compile()`'s function, made on the first call of the answer; until then it waits in `pending`. */
+function onFirstUse<F>(compile: () => F, pending: Pending): () => F {
+  let compiled: F | undefined;
   const ensure = () => {
-    compiled ??= compile();
-    pending.delete(ensure);
+    if (compiled === undefined) {
+      compiled = compile();
+      pending.delete(ensure);
+    }
     return compiled;
   };
   pending.add(ensure);
+  return ensure;
+}
+
+/** A validator compiled on its first call; Fastify reads `errors` from the function it was given. */
+function validatorOnFirstUse(compile: () => Validator, pending: Pending): Validator {
+  const compiled = onFirstUse(compile, pending);
   const validate: Validator = (data) => {
-    const valid = ensure()(data);
-    validate.errors = compiled!.errors ?? null;
+    const check = compiled();
+    const valid = check(data);
+    validate.errors = check.errors ?? null;
     return valid;
   };
   return validate;
@@ -97,19 +106,13 @@ function referenced(schema: unknown, named: ReadonlyMap<string, Schema>, found =
 function responseSerializers(namedSchemas: readonly object[], pending: Pending) {
   const named = new Map(namedSchemas.map((schema) => [(schema as { $id: string }).$id, schema as Schema]));
   return ({ schema }: { schema: unknown }) => {
-    let serialize: ((data: unknown) => string) | undefined;
-    const ensure = () => {
-      if (!serialize) {
-        const schemas = referenced(schema, named);
-        // A named schema serialised as itself is the root of its build, not one of its references.
-        schemas.delete((schema as { $id?: string }).$id ?? '');
-        serialize = fastJsonStringify(schema as Schema, { schema: Object.fromEntries(schemas) });
-      }
-      pending.delete(ensure);
-      return serialize;
-    };
-    pending.add(ensure);
-    return (data: unknown) => ensure()(data);
+    const serializer = onFirstUse(() => {
+      const schemas = referenced(schema, named);
+      // A named schema serialised as itself is the root of its build, not one of its references.
+      schemas.delete((schema as { $id?: string }).$id ?? '');
+      return fastJsonStringify(schema as Schema, { schema: Object.fromEntries(schemas) });
+    }, pending);
+    return (data: unknown) => serializer()(data);
   };
 }
 

@@ -3,6 +3,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { isLocalStore } from '../../src/infra/storage/local/store.ts';
+import { storage } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, settledChecksum, upload } from '../support/files.ts';
 import { animatedGif, bombPng, hasGps, sidewaysJpegWithGps, translucentPng } from '../support/images.ts';
@@ -122,35 +123,38 @@ describe('GET …/render', () => {
     expect(pixels.data.equals(await sharp(source).resize({ width: 200 }).raw().toBuffer())).toBe(true);
   });
 
-  it('answers a source file gone before its render with 404 and one that cannot be read with 500, not as a bad image', async (context) => {
-    const store = coffer.services.store;
-    if (!isLocalStore(store)) return context.skip();
-    const noise = randomBytes(400 * 300 * 3);
-    const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
-      .jpeg()
-      .toBuffer();
-    const file = await stored(project, 'vanishing.jpg', 'image/jpeg', source);
-    const ownFile = store.ownFile.bind(store);
-    try {
-      // Found, then removed before it is read (as a concurrent collection would).
-      store.ownFile = async (key) => {
-        const own = await ownFile(key);
-        return own && { ...own, path: `${own.path}.gone` };
-      };
-      const gone = await render(project, file.id, { width: 100, format: 'png' });
-      expect([gone.status, gone.json?.error.code]).toEqual([404, 'NOT_FOUND']);
-      // A path the server cannot read an image from (a folder): the server's failure.
-      store.ownFile = async (key) => {
-        const own = await ownFile(key);
-        return own && { ...own, path: store.dir };
-      };
-      const unreadable = await render(project, file.id, { width: 100, format: 'png' });
-      expect(unreadable.status).toBe(500);
-    } finally {
-      store.ownFile = ownFile;
-    }
-    expect((await render(project, file.id, { width: 100, format: 'png' })).status).toBe(200);
-  });
+  it.skipIf(storage !== 'local')(
+    'answers a source file gone before its render with 404 and one that cannot be read with 500, not as a bad image',
+    async () => {
+      const store = coffer.services.store;
+      if (!isLocalStore(store)) throw new Error('a local store was expected');
+      const noise = randomBytes(400 * 300 * 3);
+      const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
+        .jpeg()
+        .toBuffer();
+      const file = await stored(project, 'vanishing.jpg', 'image/jpeg', source);
+      const ownFile = store.ownFile.bind(store);
+      try {
+        // Found, then removed before it is read (as a concurrent collection would).
+        store.ownFile = async (key) => {
+          const own = await ownFile(key);
+          return own && { ...own, path: `${own.path}.gone` };
+        };
+        const gone = await render(project, file.id, { width: 100, format: 'png' });
+        expect([gone.status, gone.json?.error.code]).toEqual([404, 'NOT_FOUND']);
+        // A path the server cannot read an image from (a folder): the server's failure.
+        store.ownFile = async (key) => {
+          const own = await ownFile(key);
+          return own && { ...own, path: store.dir };
+        };
+        const unreadable = await render(project, file.id, { width: 100, format: 'png' });
+        expect(unreadable.status).toBe(500);
+      } finally {
+        store.ownFile = ownFile;
+      }
+      expect((await render(project, file.id, { width: 100, format: 'png' })).status).toBe(200);
+    },
+  );
 
   it('fits both sides as asked: cover crops, contain pads, inside stays within', async () => {
     const file = await stored(project, 'wide.png', 'image/png', await translucentPng(200, 100));

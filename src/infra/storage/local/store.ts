@@ -60,6 +60,12 @@ export interface Slice {
   bytes?: Buffer;
 }
 
+/** An object of the local store: what head() tells, and where its bytes lie. */
+export interface Located extends ObjectInfo {
+  /** The bytes of `range` (default: all), in order. */
+  slices(range?: ByteRange): Slice[];
+}
+
 export interface LocalObjectStore extends ObjectStore {
   readonly kind: 'local';
   /** Absolute root folder of the store. */
@@ -69,8 +75,11 @@ export interface LocalObjectStore extends ObjectStore {
    * throws StoreError Forbidden when it is tampered with, made for another method or expired.
    */
   verifyUrl(method: 'GET' | 'PUT', key: string, query: unknown): SignedUrl;
-  /** Where the bytes of `range` lie: one file, or stretches of an assembled object's part files. */
-  slices(key: string, range?: ByteRange): Promise<Slice[]>;
+  /**
+   * The object `key` (undefined when missing) and where the bytes of a range of it lie: one file, or
+   * stretches of an assembled object's part files; read from its sidecar once for both.
+   */
+  locate(key: string): Promise<Located | undefined>;
   /**
    * Stores the body of a verified upload URL (the whole object, or a part) and returns the quoted ETag.
    * `body` must stop being read, not be destroyed, when the store stops iterating it.
@@ -177,39 +186,38 @@ class LocalStore implements LocalObjectStore {
     return meta && { size: meta.size, etag: meta.etag, sha256: meta.sha256 };
   }
 
-  /**
-   * Where the bytes `range` (default: all) of the object lie: one file, or for an assembled
-   * multipart object the stretches of its part files. NoSuchKey when the object is missing.
-   */
-  async slices(key: string, range?: ByteRange): Promise<Slice[]> {
+  async locate(key: string): Promise<Located | undefined> {
     assertKey(key);
     const path = this.#path(key);
     const meta = await this.#readMeta(key);
-    if (!meta) throw new StoreError('NoSuchKey', 'Object not found');
+    if (!meta) return undefined;
     const pieces: { path: string; size: number; at: number; bytes?: Buffer }[] = meta.segments
       ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size, at: 0 }))
       : meta.inlineAt !== undefined
         ? [{ path: path + META, size: meta.size, at: meta.inlineAt, bytes: meta.inline }]
         : [{ path, size: meta.size, at: 0 }];
-    const start = range?.start ?? 0;
-    const end = range?.end ?? meta.size - 1;
-    const slices: Slice[] = [];
-    let offset = 0;
-    for (const piece of pieces) {
-      const from = Math.max(start, offset);
-      const to = Math.min(end, offset + piece.size - 1);
-      if (from <= to) {
-        const bytes = piece.bytes?.subarray(from - offset, to - offset + 1);
-        slices.push({
-          path: piece.path,
-          start: piece.at + from - offset,
-          end: piece.at + to - offset,
-          bytes,
-        });
+    const slices = (range?: ByteRange): Slice[] => {
+      const start = range?.start ?? 0;
+      const end = range?.end ?? meta.size - 1;
+      const found: Slice[] = [];
+      let offset = 0;
+      for (const piece of pieces) {
+        const from = Math.max(start, offset);
+        const to = Math.min(end, offset + piece.size - 1);
+        if (from <= to) {
+          const bytes = piece.bytes?.subarray(from - offset, to - offset + 1);
+          found.push({
+            path: piece.path,
+            start: piece.at + from - offset,
+            end: piece.at + to - offset,
+            bytes,
+          });
+        }
+        offset += piece.size;
       }
-      offset += piece.size;
-    }
-    return slices;
+      return found;
+    };
+    return { size: meta.size, etag: meta.etag, sha256: meta.sha256, slices };
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
@@ -218,7 +226,9 @@ class LocalStore implements LocalObjectStore {
     if (!(Number.isSafeInteger(start) && Number.isSafeInteger(end) && start >= 0 && end >= start)) {
       throw new StoreError('InvalidArgument', 'Invalid byte range');
     }
-    const slices = await this.slices(key, range);
+    const object = await this.locate(key);
+    if (!object) throw new StoreError('NoSuchKey', 'Object not found');
+    const slices = object.slices(range);
     return Readable.from(
       (async function* () {
         for (const { bytes, ...slice } of slices) {
@@ -445,7 +455,8 @@ class LocalStore implements LocalObjectStore {
 
   /**
    * The sidecar of `key`, none when the object does not exist; `inlineAt` is where the bytes of an
-   * object stored in its sidecar begin (only its first line is read: its bytes are left to `read`).
+   * object stored in its sidecar begin, and `inline` those bytes when the read of its line brought
+   * them all (a small object); a larger one's are left to `read`.
    */
   async #readMeta(
     key: string,
