@@ -829,6 +829,22 @@ describe('background collection', () => {
     }
   });
 
+  it('collects more deleted files in one pass than one statement takes on the embedded engine', async () => {
+    const quick = await startCoffer({ COFFER_GC_GRACE_SECONDS: '0' });
+    try {
+      const project = await quick.newProject();
+      const files = [];
+      for (let i = 0; i < 25; i++) files.push((await upload(project)).body);
+      for (const file of files) await project.call('DELETE', `/files/${file.id}`);
+
+      expect((await quick.services.collector.sweep()).purged).toBe(25);
+      for (const file of files) expect(await quick.services.store.head(file.storage_key)).toBeUndefined();
+      expect((await quick.services.collector.sweep()).purged).toBe(0);
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('keeps objects during the grace period', async () => {
     const project = await coffer.newProject();
     const file = (await upload(project)).body;
