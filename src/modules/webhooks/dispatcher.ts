@@ -1,12 +1,9 @@
 import type { Logger } from 'pino';
-import { request, type Dispatcher as UndiciDispatcher } from 'undici';
 import type { Db } from '../../infra/db.ts';
-import { createSafeAgent } from '../../infra/http/safe-agent.ts';
 import { createJobRunner, type JobHandler } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { createLimiter } from '../../lib/limiter.ts';
-import { hmacHex } from '../../lib/secrets.ts';
 import {
   type AttemptRecord,
   type ClaimedDelivery,
@@ -16,16 +13,9 @@ import {
   markInterrupted,
   recordAttempts,
 } from './delivery-repo.ts';
+import { createSender, type Outcome } from './sender.ts';
 
-/** A failed endpoint's answer is read only this far, to show why it failed. */
-const RESPONSE_SNIPPET_BYTES = 1024;
 const MAX_ATTEMPTS = 5;
-
-interface Outcome {
-  ok: boolean;
-  status: number | null;
-  error: string | null;
-}
 
 export interface DispatcherOptions {
   /** Seconds before attempt 1 (after the event) and before attempts 2..5 (after a failure). */
@@ -40,38 +30,11 @@ export interface DispatcherOptions {
   leaseSeconds?: number;
 }
 
-type Body = UndiciDispatcher.ResponseData['body'];
-
 /** An outcome waiting to be recorded, and the attempt waiting for it. */
 interface PendingRecord {
   record: AttemptRecord;
   done: () => void;
   failed: (error: unknown) => void;
-}
-
-/**
- * Drops a response body: a short one is read to its end, so the connection stays reusable; a
- * longer one is cut. undici's body emits 'error' when destroyed before its end: without a
- * listener that is an uncaught exception, which would end the process.
- */
-async function discard(body: Body): Promise<void> {
-  body.on('error', () => {});
-  await body.dump({ limit: RESPONSE_SNIPPET_BYTES }).catch(() => body.destroy());
-}
-
-async function readSnippet(body: Body): Promise<string> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  try {
-    for await (const chunk of body) {
-      chunks.push(chunk);
-      length += chunk.length;
-      if (length >= RESPONSE_SNIPPET_BYTES) break;
-    }
-  } finally {
-    await discard(body);
-  }
-  return Buffer.concat(chunks).subarray(0, RESPONSE_SNIPPET_BYTES).toString('utf8');
 }
 
 /**
@@ -92,64 +55,30 @@ export function createDispatcher(deps: {
   // slot, and those sent wait for their outcome's statement, without a request slot idling meanwhile
   // (a claim or an outcome's statement takes a round trip to the database, more than many requests).
   const sends = createLimiter(concurrency);
-  const agent = createSafeAgent({
+  const sender = createSender({
     allowPrivateNetworks: options.allowPrivateNetworks,
     timeoutMs: options.timeoutMs,
     ca: options.ca,
     connections: concurrency,
   });
 
-  async function attempt(delivery: ClaimedDelivery, lease: AbortSignal): Promise<Outcome> {
-    const { body } = delivery;
-    // One controller per attempt, aborted at its deadline or when its lease is lost: a plain timer
-    // costs less than AbortSignal.any over AbortSignal.timeout, paid on every delivery.
-    const controller = new AbortController();
-    const timer = setTimeout(
-      () => controller.abort(new DOMException('the attempt timed out', 'TimeoutError')),
-      options.timeoutMs,
-    );
-    const leaseLost = () => controller.abort(lease.reason);
-    lease.addEventListener('abort', leaseLost, { once: true });
-    try {
-      const response = await request(delivery.url, {
-        method: 'POST',
-        body,
-        dispatcher: agent,
-        signal: controller.signal,
+  const attempt = (delivery: ClaimedDelivery, lease: AbortSignal) =>
+    sender.send(
+      {
+        url: delivery.url,
+        body: delivery.body,
+        signingSecret: delivery.signing_secret,
         headers: {
           'content-type': 'application/json',
           'user-agent': 'Coffer-Webhooks/1.0',
-          'x-coffer-signature': hmacHex(delivery.signing_secret, body),
           'x-coffer-event': delivery.event,
           'x-coffer-event-id': delivery.event_id,
           'x-coffer-delivery-id': delivery.id,
           'x-coffer-delivery-attempt': String(delivery.attempts),
         },
-      });
-      const { statusCode } = response;
-      if (statusCode >= 200 && statusCode < 300) {
-        await discard(response.body);
-        return { ok: true, status: statusCode, error: null };
-      }
-      if (statusCode >= 300 && statusCode < 400) {
-        await discard(response.body);
-        const location = response.headers.location ?? 'elsewhere';
-        return { ok: false, status: statusCode, error: `redirect to ${location} is not followed` };
-      }
-      const snippet = await readSnippet(response.body);
-      return { ok: false, status: statusCode, error: `HTTP ${statusCode}${snippet ? `: ${snippet}` : ''}` };
-    } catch (error) {
-      const err = error as Error & { code?: unknown };
-      // Node's errors carry a string code (ECONNREFUSED, UND_ERR_…); a DOMException (the
-      // AbortSignal timeout) a legacy number, which says nothing: its name is used instead.
-      const code = typeof err.code === 'string' ? err.code : err.name;
-      const reason = err.name === 'TimeoutError' || code.includes('TIMEOUT') ? 'timed out' : err.message;
-      return { ok: false, status: null, error: `${code}: ${reason}` };
-    } finally {
-      clearTimeout(timer);
-      lease.removeEventListener('abort', leaseLost);
-    }
-  }
+      },
+      lease,
+    );
 
   // Outcomes are recorded in batches, one statement at a time: the outcomes that come in while one
   // is being written wait for it and go together in the next, so under load a statement records
@@ -254,7 +183,7 @@ export function createDispatcher(deps: {
 
     async close(): Promise<void> {
       await runner.close();
-      await agent.close();
+      await sender.close();
     },
   };
 }
