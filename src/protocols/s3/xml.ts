@@ -1,13 +1,46 @@
-import { XMLBuilder, XMLParser } from 'fast-xml-parser';
+import { XMLParser } from 'fast-xml-parser';
 
 const NAMESPACE = 'http://s3.amazonaws.com/doc/2006-03-01/';
 
-const builder = new XMLBuilder({ ignoreAttributes: false, suppressEmptyNode: false, processEntities: true });
+const ENTITIES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&apos;',
+};
+const SPECIAL = /[&<>"']/g;
+const escape = (text: string) => text.replace(SPECIAL, (char) => ENTITIES[char]!);
+
+/**
+ * One element: an object's fields as child elements (`@_name` an attribute, `#text` its text), an
+ * array as the element repeated, null as an empty element, undefined as nothing. Written here rather
+ * than by a general builder, which took a third of the server's time for a page of 1,000 keys.
+ */
+function element(name: string, value: unknown): string {
+  if (value === undefined) return '';
+  if (value === null) return `<${name}/>`;
+  if (Array.isArray(value)) {
+    let repeated = '';
+    for (const item of value) repeated += element(name, item);
+    return repeated;
+  }
+  if (typeof value !== 'object') return `<${name}>${escape(String(value))}</${name}>`;
+  let attributes = '';
+  let children = '';
+  for (const key in value) {
+    const child = (value as Record<string, unknown>)[key];
+    if (key.startsWith('@_')) attributes += ` ${key.slice(2)}="${escape(String(child))}"`;
+    else if (key === '#text') children += escape(String(child));
+    else children += element(key, child);
+  }
+  return `<${name}${attributes}>${children}</${name}>`;
+}
 
 /** An S3 response body: `<Root xmlns="…">fields</Root>`, arrays as repeated elements, undefined left out. */
 export function s3Xml(root: string, fields: Record<string, unknown>, namespaced = true): string {
   const body = namespaced ? { '@_xmlns': NAMESPACE, ...fields } : fields;
-  return `<?xml version="1.0" encoding="UTF-8"?>\n${builder.build({ [root]: body })}`;
+  return `<?xml version="1.0" encoding="UTF-8"?>\n${element(root, body)}`;
 }
 
 const parser = new XMLParser({
