@@ -4,6 +4,8 @@
  * what a real project holds spread realistically:
  *   - created_at over the two years before now, ids in the same order (a ULID of that moment);
  *   - statuses: ready 92%, uploading 3%, failed 3%, processing 1%, quarantined 1%; 2% deleted;
+ *   - in the steady state a running Coffer keeps: uploads under way until their URLs expire, the objects
+ *     of deleted files collected (else the collector starts on a backlog of 50,000 at a million);
  *   - categories by content type: image 45%, document 25%, other 12%, video 8%, audio 5%, archive 5%;
  *   - sizes log-uniform from 1 KiB to 100 MiB; filenames from a few dozen words, a number and an extension;
  *   - 0 to 3 tags of 40 (the first ones more frequent), 40% without; metadata {customer, source}, and
@@ -60,7 +62,7 @@ WITH n AS (
   FROM typed
 )
 INSERT INTO files (id, project_id, folder_id, status, filename, s3_key, content_type, size_bytes, category,
-  storage_key, checksum_sha256, metadata, tags, created_at, updated_at, upload_expires_at, deleted_at)
+  storage_key, checksum_sha256, metadata, tags, created_at, updated_at, upload_expires_at, deleted_at, purged_at)
 SELECT id, $4, folder,
   CASE WHEN r_status < 0.92 THEN 'ready' WHEN r_status < 0.95 THEN 'uploading' WHEN r_status < 0.98 THEN 'failed'
        WHEN r_status < 0.99 THEN 'processing' ELSE 'quarantined' END,
@@ -80,8 +82,10 @@ SELECT id, $4, folder,
        ELSE (SELECT array_agg(DISTINCT ($6::text[])[1 + floor(power(random(), 2) * ${TAGS.length})::int])
              FROM generate_series(1, 1 + floor((r_tags - 0.4) / 0.6 * 3)::int) AS t WHERE g > 0) END,
   at, at,
-  CASE WHEN r_status >= 0.92 AND r_status < 0.95 THEN at + interval '1 hour' END,
-  CASE WHEN r_deleted < 0.02 THEN at + interval '1 day' END
+  -- As a running Coffer leaves them: uploads still under way, deleted files' objects collected.
+  CASE WHEN r_status >= 0.92 AND r_status < 0.95 THEN now() + interval '1 hour' END,
+  CASE WHEN r_deleted < 0.02 THEN at + interval '1 day' END,
+  CASE WHEN r_deleted < 0.02 THEN at + interval '2 days' END
 FROM named`;
 
 export interface Seeded {
