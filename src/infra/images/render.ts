@@ -1,8 +1,17 @@
-import { constants } from 'node:fs';
-import { access, open } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import type { OutputInfo, Sharp, SharpConstructor } from 'sharp';
 import { ImageError } from './errors.ts';
 import { encodeInChild } from './render-pool.ts';
+
+/** libvips' loaders of the raster formats decoded (JPEG, PNG, GIF, WebP, AVIF/HEIF, TIFF), with their subclasses. */
+const RASTER_LOADERS = [
+  'VipsForeignLoadJpeg',
+  'VipsForeignLoadPng',
+  'VipsForeignLoadNsgif',
+  'VipsForeignLoadWebp',
+  'VipsForeignLoadHeif',
+  'VipsForeignLoadTiff',
+];
 
 let sharpLoaded: Promise<SharpConstructor> | undefined;
 
@@ -15,6 +24,11 @@ function loadSharp(): Promise<SharpConstructor> {
     // libvips' operation cache keeps decoded images around between renders: a renderer of many
     // different sources gains nothing from it and would hold their memory.
     sharp.cache(false);
+    // Only the raster formats served are decoded: libvips' other loaders (SVG, PDF, PPM, FITS, CSV, its
+    // own format, …) refuse, so a file of another kind is never parsed, and a source needs no check of
+    // its leading bytes (nor opening for it) before a render.
+    sharp.block({ operation: ['VipsForeignLoad'] });
+    sharp.unblock({ operation: RASTER_LOADERS });
     return sharp;
   });
   return sharpLoaded;
@@ -56,51 +70,6 @@ export interface RenderLimits {
   maxPixels: number;
   /** A render still running after this is stopped. */
   timeoutSeconds: number;
-}
-
-/** The raster formats decoded, by their leading bytes; anything else (SVG, PDF, text) is refused unread. */
-const SIGNATURES: { format: string; matches: (head: Buffer) => boolean }[] = [
-  { format: 'jpeg', matches: (h) => h[0] === 0xff && h[1] === 0xd8 && h[2] === 0xff },
-  { format: 'png', matches: (h) => h.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')) },
-  { format: 'gif', matches: (h) => h.subarray(0, 4).toString('latin1') === 'GIF8' },
-  {
-    format: 'webp',
-    matches: (h) =>
-      h.subarray(0, 4).toString('latin1') === 'RIFF' && h.subarray(8, 12).toString('latin1') === 'WEBP',
-  },
-  {
-    format: 'avif',
-    matches: (h) =>
-      h.subarray(4, 8).toString('latin1') === 'ftyp' &&
-      /^(avif|avis|heic|heix|mif1)$/.test(h.subarray(8, 12).toString('latin1')),
-  },
-  {
-    format: 'tiff',
-    matches: (h) => ['49492a00', '4d4d002a'].includes(h.subarray(0, 4).toString('hex')),
-  },
-];
-
-/** The most leading bytes a signature looks at. */
-const SIGNATURE_BYTES = 12;
-
-export function rasterFormatOf(head: Buffer): string | undefined {
-  return SIGNATURES.find((signature) => signature.matches(head))?.format;
-}
-
-/**
- * The leading bytes of a source, for its signature. A file that cannot be read is the server's
- * failure, not the image's: its error passes unchanged (an answer of 500, a thumbnail tried again).
- */
-async function headOf(source: ImageSource): Promise<Buffer> {
-  if (typeof source !== 'string') return source;
-  const handle = await open(source);
-  try {
-    const head = Buffer.alloc(SIGNATURE_BYTES);
-    const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return head.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
 }
 
 /**
@@ -162,8 +131,6 @@ export async function renderImage(
   limits: RenderLimits,
 ): Promise<Rendered> {
   const started = performance.now();
-  if (!rasterFormatOf(await headOf(source)))
-    throw new ImageError('NotAnImage', 'The file is not a raster image');
   const pipeline = await resized(source, spec, limits);
   const run = (output: Sharp) => runPipeline(output, source, spec, limits);
   if (spec.format !== 'avif') {
@@ -212,6 +179,19 @@ async function resized(source: ImageSource, spec: RenderSpec, limits: RenderLimi
     .timeout({ seconds: limits.timeoutSeconds });
 }
 
+/**
+ * Throws the error of reading `path` when it cannot be read (gone, not a file, no permission): the
+ * server's failure, not the image's, which passes unchanged (an answer of 500, a thumbnail tried again).
+ */
+async function assertReadable(path: string): Promise<void> {
+  const handle = await open(path);
+  try {
+    await handle.read(Buffer.alloc(1), 0, 1, 0);
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Runs the pipeline of `source`: its output, or the ImageError of its failure. */
 async function runPipeline(
   pipeline: Sharp,
@@ -225,8 +205,10 @@ async function runPipeline(
     const message = error instanceof Error ? error.message : String(error);
     if (/timeout/i.test(message)) throw pastDeadline(limits);
     if (/pixel limit/i.test(message)) throw await pastPixelBound(source, spec, limits.maxPixels);
-    // A source file gone or unreadable meanwhile fails with its own error (see headOf).
-    if (typeof source === 'string') await access(source, constants.R_OK);
+    if (typeof source === 'string') await assertReadable(source);
+    if (/unsupported image format/i.test(message)) {
+      throw new ImageError('NotAnImage', 'The file is not a raster image', undefined, { cause: error });
+    }
     throw new ImageError('NotAnImage', 'The image cannot be decoded', undefined, { cause: error });
   }
 }
