@@ -11,20 +11,20 @@ export interface RenditionRow {
 /** How long a rendition's last use may lag: serving it writes at most once per this many seconds. */
 const TOUCH_SECONDS = 60;
 
-export async function findRendition(q: Queryable, key: string): Promise<RenditionRow | undefined> {
+/**
+ * A stored rendition, marked used (at most once per TOUCH_SECONDS, so that serving it seldom writes)
+ * in the same statement: the least recently used go first when the store is over its budget.
+ */
+export async function useRendition(q: Queryable, key: string): Promise<RenditionRow | undefined> {
   const [row] = await q.query<RenditionRow>(
-    'SELECT key, file_id, project_id, content_type, size_bytes FROM renditions WHERE key = $1',
-    [key],
-  );
-  return row;
-}
-
-export async function touchRendition(q: Queryable, key: string): Promise<void> {
-  await q.query(
-    `UPDATE renditions SET last_used_at = now()
-     WHERE key = $1 AND last_used_at < now() - make_interval(secs => $2)`,
+    `WITH touched AS (
+       UPDATE renditions SET last_used_at = now()
+       WHERE key = $1 AND last_used_at < now() - make_interval(secs => $2)
+     )
+     SELECT key, file_id, project_id, content_type, size_bytes FROM renditions WHERE key = $1`,
     [key, TOUCH_SECONDS],
   );
+  return row;
 }
 
 /** Records a stored rendition; another process that stored the same one first keeps its row. */

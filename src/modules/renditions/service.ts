@@ -229,10 +229,9 @@ export function createRenditionService(deps: {
   ): Promise<Rendition> {
     const { key, etag } = identify(file, spec);
     const contentType = CONTENT_TYPE_OF[spec.format];
-    const row = await repo.findRendition(db, key);
+    // Touched as it is found: once the stream is open, nothing may fail before it is handed on.
+    const row = await repo.useRendition(db, key);
     if (row) {
-      // Touched first: once the stream is open, nothing may fail before it is handed on.
-      await repo.touchRendition(db, key);
       try {
         const body = await store.read(key);
         return { body, size: row.size_bytes, contentType, etag, negotiated };
