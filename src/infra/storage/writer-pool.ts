@@ -1,12 +1,20 @@
+import { fdatasync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { WriterReply, WriterRequest } from './write-worker.ts';
 
 /** Bytes of one upload that may be on their way to the worker before reading pauses. */
 const MAX_IN_FLIGHT = 4 * 1024 * 1024;
+/**
+ * Bytes an upload writes between two syncs started in the background, from this thread (idle while
+ * the worker hashes): the sync that ends the upload, which its answer waits for, then finds little to flush.
+ */
+const SYNC_STEP = 2 * 1024 * 1024;
 
 interface Job {
   inFlight: number;
+  /** Bytes the worker has written. */
+  written?: (bytes: number) => void;
   drained?: () => void;
   /** A digest's files on their way, answered in order. */
   files?: { resolve(file: HashedFile): void; reject(error: Error): void }[];
@@ -70,6 +78,7 @@ export class WriterThread {
       job.files?.shift()?.resolve({ size: reply.size, identity: reply.identity });
     } else if (reply.type === 'ack') {
       job.inFlight -= reply.bytes;
+      job.written?.(reply.bytes);
       if (job.inFlight <= MAX_IN_FLIGHT) job.drained?.();
     } else if (reply.type === 'done') {
       this.#jobs.delete(reply.id);
@@ -131,6 +140,27 @@ export class WriterThread {
   open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
     const job: Job = { inFlight: 0 };
     const id = this.#start(job, { type: 'open', id: this.#nextId++, fd, algorithm });
+    let unsynced = 0;
+    let syncing: Promise<void> | undefined;
+    // A failed sync fails the upload: its error is reported once, maybe not to the worker's own sync.
+    let syncFailure: Error | undefined;
+    job.written = (bytes) => {
+      unsynced += bytes;
+      if (unsynced < SYNC_STEP || syncing || syncFailure) return;
+      unsynced = 0;
+      syncing = new Promise<void>((resolve) =>
+        fdatasync(fd, (error) => {
+          syncFailure ??= error ?? undefined;
+          syncing = undefined;
+          resolve();
+        }),
+      );
+    };
+    /** The descriptor is the caller's again once no background sync uses it. */
+    const settled = async () => {
+      await syncing;
+      if (syncFailure) throw syncFailure;
+    };
     return {
       write: async (chunk) => {
         if (job.failure) throw job.failure;
@@ -161,8 +191,18 @@ export class WriterThread {
         }
         if (job.failure) throw job.failure;
       },
-      finish: () => this.#finish(id, job),
-      abort: () => this.#abort(id, job),
+      finish: async () => {
+        const digest = await this.#finish(id, job).catch(async (error: unknown) => {
+          await syncing;
+          throw error;
+        });
+        await settled();
+        return digest;
+      },
+      abort: async () => {
+        await this.#abort(id, job);
+        await syncing;
+      },
     };
   }
 

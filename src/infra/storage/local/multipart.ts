@@ -12,7 +12,14 @@ import {
 } from '../object-store.ts';
 import { writers } from '../writer-pool.ts';
 import { entries, isMissing, makeFolder, syncFolder, writeAtomic, writeStream } from './files.ts';
-import { dropOlderVersions, PartLedger, partFiles, storedParts } from './parts.ts';
+import {
+  checkPartSize,
+  dropOlderVersions,
+  MAX_TRACKED_UPLOADS,
+  PartLedger,
+  partFiles,
+  storedParts,
+} from './parts.ts';
 import { RunningDigests } from './running-digest.ts';
 import type { SignedUrl } from './signed-urls.ts';
 import { isStaleUpload } from './stale.ts';
@@ -24,6 +31,13 @@ import { isStaleUpload } from './stale.ts';
 
 const UPLOAD_ID = /^[A-Za-z0-9_-]{16,64}$/;
 const MANIFEST = 'upload.json';
+
+/** What an upload's manifest holds. */
+interface Manifest {
+  key: string;
+  /** Unknown for uploads started before totals were recorded. */
+  totalSize?: number;
+}
 
 export function checkUploadId(uploadId: string): void {
   if (!UPLOAD_ID.test(uploadId)) throw new StoreError('InvalidArgument', 'Invalid upload id');
@@ -46,6 +60,11 @@ export class LocalMultipart {
   readonly #objects: ObjectSide;
   readonly #digests = new RunningDigests((uploadId) => this.#forget(uploadId));
   readonly #parts = new PartLedger();
+  /**
+   * The manifests of uploads this process wrote parts of lately (a manifest never changes), so that a
+   * part's write reads none: the part's placing still finds an upload that ended meanwhile gone.
+   */
+  readonly #manifests = new Map<string, Manifest>();
 
   constructor(options: { dir: string; tmp: string; objects: ObjectSide }) {
     this.#root = join(options.dir, '.multipart');
@@ -75,17 +94,19 @@ export class LocalMultipart {
 
   /** Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag. */
   async receivePart(url: Extract<SignedUrl, { kind: 'part' }>, body: AsyncIterable<Buffer>): Promise<string> {
-    const { folder, totalSize } = await this.#upload(url.key, url.uploadId);
+    const { folder, totalSize } = await this.#upload(url.key, url.uploadId, true);
+    if (url.size !== undefined) checkPartSize(url.size, totalSize);
     const partFolder = join(folder, String(url.partNumber));
     const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
     // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
     const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
+    let first = false;
     const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
       const part = { partNumber: url.partNumber, md5, size, tmp };
-      await this.#parts.place(url.uploadId, folder, part, totalSize);
+      first = await this.#parts.place(url.uploadId, folder, part, totalSize);
       await syncFolder(partFolder);
     });
-    await dropOlderVersions(partFolder, digest);
+    if (!first) await dropOlderVersions(partFolder, digest);
     this.#digests.advance(url.uploadId, dirname(partFolder));
     return `"${digest}"`;
   }
@@ -156,6 +177,7 @@ export class LocalMultipart {
     // The object exists. The upload ends with its manifest (no part is accepted after that); what is
     // left of it (stray parts) is only tidied up.
     this.#parts.forget(uploadId);
+    this.#manifests.delete(uploadId);
     await rm(join(folder, MANIFEST), { force: true }).catch(() => undefined);
     await rm(folder, { recursive: true, force: true }).catch(() => undefined);
     return info;
@@ -194,6 +216,7 @@ export class LocalMultipart {
 
   /** Drops what this process keeps in memory for an upload that is over. */
   async #forget(uploadId: string): Promise<void> {
+    this.#manifests.delete(uploadId);
     await (await this.#digests.stop(uploadId))?.digest.abort();
     this.#parts.forget(uploadId);
   }
@@ -204,17 +227,26 @@ export class LocalMultipart {
 
   /**
    * The folder of the live upload `uploadId` of `key` and the total it declared (unknown for uploads
-   * started before totals were recorded); NoSuchUpload when unknown, finished or aborted.
+   * started before totals were recorded); NoSuchUpload when unknown, finished or aborted. `known`:
+   * as this process last read it, when it did (an upload finished elsewhere is then found gone later).
    */
-  async #upload(key: string, uploadId: string): Promise<{ folder: string; totalSize?: number }> {
+  async #upload(
+    key: string,
+    uploadId: string,
+    known = false,
+  ): Promise<{ folder: string; totalSize?: number }> {
     assertKey(key);
     const folder = this.#uploadPath(uploadId);
     if (UPLOAD_ID.test(uploadId)) {
       try {
-        const manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as {
-          key: string;
-          totalSize?: number;
-        };
+        let manifest = known ? this.#manifests.get(uploadId) : undefined;
+        if (!manifest) {
+          manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as Manifest;
+          // The most recently read last: past the cap, the least recently read goes.
+          this.#manifests.set(uploadId, manifest);
+          if (this.#manifests.size > MAX_TRACKED_UPLOADS)
+            this.#manifests.delete(this.#manifests.keys().next().value!);
+        }
         if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
       } catch (error) {
         if (!isMissing(error)) throw error;

@@ -141,23 +141,25 @@ export class PartLedger {
    * Moves the written part file `tmp` into the upload's `folder` as the version `md5` of part
    * `partNumber`, within the stored-bytes bound of `totalSize` (unknown for uploads started before
    * totals were recorded). Checked and placed one part at a time per upload, so that parallel parts
-   * cannot all pass.
+   * cannot all pass. Answers whether it is the part number's first version (no older one to drop).
    */
   place(
     uploadId: string,
     folder: string,
     part: { partNumber: number; md5: string; size: number; tmp: string },
     totalSize: number | undefined,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const partFolder = join(folder, String(part.partNumber));
     return this.#serially(uploadId, async () => {
       const sizes = await this.#partSizes(uploadId, folder);
       if (totalSize !== undefined) checkStoredBytes(sizes, part.partNumber, part.size, totalSize);
+      let first = true;
       try {
         await mkdir(partFolder); // not recursive: a finished or aborted upload must stay gone
       } catch (error) {
         if (isMissing(error)) throw new StoreError('NoSuchUpload', 'Upload not found');
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        first = false;
       }
       try {
         await rename(part.tmp, join(partFolder, part.md5));
@@ -167,6 +169,7 @@ export class PartLedger {
         throw error;
       }
       sizes.set(part.partNumber, part.size);
+      return first;
     });
   }
 
