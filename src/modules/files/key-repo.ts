@@ -37,7 +37,9 @@ const FILE_FIELDS = COLUMNS.split(',').map((name) => name.trim());
  * `fileAtKey` reads back from a row of the statement.
  */
 export const joinFileAtKey = (projectId: string, key: string) => ({
-  join: `LEFT JOIN LATERAL (${newestAt(projectId, key)}) at_key ON true`,
+  // files.project_id has the default collation and ids elsewhere "C": compared in the column's own,
+  // or files_s3_key could not serve the comparison.
+  join: `LEFT JOIN LATERAL (${newestAt(`${projectId} COLLATE "default"`, key)}) at_key ON true`,
   columns: FILE_FIELDS.map((name) => `at_key.${name} AS at_key_${name}`).join(', '),
 });
 
