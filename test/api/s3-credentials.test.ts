@@ -1,9 +1,10 @@
 import { Writable } from 'node:stream';
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import type { Principal } from '../../src/domain/principal.ts';
+import { findByKey } from '../../src/modules/files/key-repo.ts';
 import { backend } from '../support/backends.ts';
 import {
   ADMIN_KEY,
@@ -37,10 +38,10 @@ function usable(found: Resolved) {
   return found === 'expired' ? undefined : found;
 }
 
-const resolveAny = (accessKeyId: string, sessionToken?: string) =>
-  coffer.services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken);
-const resolve = async (accessKeyId: string, sessionToken?: string) =>
-  usable(await resolveAny(accessKeyId, sessionToken));
+const resolveAny = (accessKeyId: string, sessionToken?: string, key?: string) =>
+  coffer.services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken, key);
+const resolve = async (accessKeyId: string, sessionToken?: string, key?: string) =>
+  usable(await resolveAny(accessKeyId, sessionToken, key));
 
 async function createCredential(
   scopes: string[] = ['files:read', 'files:upload'],
@@ -200,6 +201,39 @@ describe('long-lived S3 credentials', () => {
     // A session token does not go with a long-lived key; an empty one is none.
     expect(await resolve(created.access_key_id, 'anything')).toBeUndefined();
     expect((await resolve(created.access_key_id, ''))?.secretAccessKey).toBe(created.secret_access_key);
+  });
+
+  it('bring the file S3 shows at a key when read from the database, as the key lookup finds it', async () => {
+    const writer = await createCredential(['files:read', 'files:upload', 'files:delete']);
+    const { bucket } = (await resolve(writer.access_key_id))!.project;
+    const client = s3ClientOf(coffer, writer);
+    // A credential's first lookup reads the database on every backend: each check takes a new one.
+    const atKey = async (key: string) =>
+      (await resolve((await createCredential()).access_key_id, undefined, key))!.atKey;
+    const key = 'joined/a.txt';
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'first' }));
+    const first = await findByKey(coffer.services.db, project.id, key);
+    expect(first).toBeDefined();
+    expect(await atKey(key)).toEqual({ file: first });
+    // New content: the newest, with its own storage key.
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'second' }));
+    const second = await findByKey(coffer.services.db, project.id, key);
+    expect(second!.storage_key).not.toBe(first!.storage_key);
+    expect(await atKey(key)).toEqual({ file: second });
+    // Deleted, or never there: none.
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+    expect(await atKey(key)).toEqual({ file: undefined });
+    expect(await atKey('joined/missing.txt')).toEqual({ file: undefined });
+    // Another project's file at the same key is not this credential's.
+    const other = await coffer.newProject();
+    const stranger = await createCredential(['files:read', 'files:upload'], other);
+    const strangerBucket = (await resolve(stranger.access_key_id))!.project.bucket;
+    await s3ClientOf(coffer, stranger).send(
+      new PutObjectCommand({ Bucket: strangerBucket, Key: 'joined/b.txt', Body: 'theirs' }),
+    );
+    expect(await atKey('joined/b.txt')).toEqual({ file: undefined });
+    // Without a key, no file is looked up.
+    expect(await resolve((await createCredential()).access_key_id)).not.toHaveProperty('atKey');
   });
 
   it('resolve to nothing for unknown or malformed access key ids', async () => {

@@ -19,13 +19,37 @@ export type KeyEntry =
 const shown = (alias = 'files') =>
   `${alias}.deleted_at IS NULL AND ${alias}.status IN ('processing', 'ready')`;
 
+/** The newest file S3 shows at the key `key` of the project `projectId` (both SQL expressions). */
+const newestAt = (projectId: string, key: string) =>
+  `SELECT ${COLUMNS} FROM files WHERE project_id = ${projectId} AND s3_key = ${key} AND ${shown()} ORDER BY id DESC LIMIT 1`;
+
 /** The newest file S3 shows at `key`, when there is one. */
 export async function findByKey(q: Queryable, projectId: string, key: string): Promise<FileRow | undefined> {
-  const [row] = await q.query<FileRow>(
-    `SELECT ${COLUMNS} FROM files WHERE project_id = $1 AND s3_key = $2 AND ${shown()} ORDER BY id DESC LIMIT 1`,
-    [projectId, key],
-  );
+  const [row] = await q.query<FileRow>(newestAt('$1', '$2'), [projectId, key]);
   return row;
+}
+
+const FILE_FIELDS = COLUMNS.split(',').map((name) => name.trim());
+
+/**
+ * The newest file S3 shows at a key, joined to another lookup of the same project so that both come
+ * in one round trip: `join` the lateral join, `columns` its columns (`at_key_<column>`), which
+ * `fileAtKey` reads back from a row of the statement.
+ */
+export const joinFileAtKey = (projectId: string, key: string) => ({
+  // files.project_id has the default collation and ids elsewhere "C": compared in the column's own,
+  // or files_s3_key could not serve the comparison.
+  join: `LEFT JOIN LATERAL (${newestAt(`${projectId} COLLATE "default"`, key)}) at_key ON true`,
+  columns: FILE_FIELDS.map((name) => `at_key.${name} AS at_key_${name}`).join(', '),
+});
+
+/** The file of a row that `joinFileAtKey` joined, undefined when the key shows none. */
+export function fileAtKey(row: object): FileRow | undefined {
+  const columns = row as Record<string, unknown>;
+  if (columns.at_key_id === null) return undefined;
+  return Object.fromEntries(
+    FILE_FIELDS.map((name) => [name, columns[`at_key_${name}`]]),
+  ) as unknown as FileRow;
 }
 
 /** Bounds of a walk in binary key order: keys after `after` (exclusive), from `from` on, below `below`. */

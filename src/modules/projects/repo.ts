@@ -8,7 +8,7 @@ import {
   type Settings,
 } from './schemas.ts';
 
-interface ProjectRow {
+export interface ProjectRow {
   id: string;
   organization_id: string;
   name: string;
@@ -18,7 +18,7 @@ interface ProjectRow {
   updated_at: Date;
 }
 
-const toProject = (row: ProjectRow): Project => ({
+export const toProject = (row: ProjectRow): Project => ({
   ...row,
   // Settings added since the project was stored read as their defaults.
   settings: { ...DEFAULT_SETTINGS, ...row.settings },

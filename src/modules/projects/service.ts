@@ -160,6 +160,13 @@ export function createProjectService(db: Db, cache: Cache) {
     },
 
     /** The project, served from the cache when possible (every authenticated request needs it). */
+    /** Caches a project read along with something else (a key's lookup), as getProject would. */
+    async rememberProject(project: Project): Promise<void> {
+      await cache
+        .set(projectCacheKey(project.id), JSON.stringify(project), PROJECT_TTL_SECONDS)
+        .catch(() => {});
+    },
+
     getProject(id: string): Promise<Project | undefined> {
       return readThrough(cache, projectCacheKey(id), PROJECT_TTL_SECONDS, () => repo.findProject(db, id));
     },
@@ -295,9 +302,7 @@ export function createProjectService(db: Db, cache: Cache) {
           const row = await repo.findActiveApiKeyWithProject(db, hash);
           if (!row) return undefined;
           joined = row.project;
-          await cache
-            .set(projectCacheKey(row.project.id), JSON.stringify(row.project), PROJECT_TTL_SECONDS)
-            .catch(() => {});
+          await this.rememberProject(row.project);
           return { keyId: row.key.id, projectId: row.key.project_id, scopes: row.key.scopes };
         },
       );

@@ -1,4 +1,8 @@
 import type { Queryable } from '../../infra/db.ts';
+import { fileAtKey, joinFileAtKey } from '../files/key-repo.ts';
+import type { FileRow } from '../files/repo.ts';
+import { type ProjectRow, toProject } from '../projects/repo.ts';
+import type { Project } from '../projects/schemas.ts';
 import type { S3Credential, S3Scope } from './schemas.ts';
 
 interface CredentialRow {
@@ -75,17 +79,32 @@ export interface ActiveCredential {
   secretSealed: string;
 }
 
-/** The credential with this access key id, unless revoked. */
-export async function findActiveCredential(
+/**
+ * The credential with this access key id, unless revoked, and its project, in one round trip; with
+ * `key`, the newest file S3 shows at that key of the project too (`atKey`).
+ */
+export async function findActiveCredentialWithProject(
   q: Queryable,
   accessKeyId: string,
-): Promise<ActiveCredential | undefined> {
-  const [row] = await q.query<{ id: string; project_id: string; scopes: S3Scope[]; secret_sealed: string }>(
-    `SELECT id, project_id, scopes, secret_sealed FROM s3_credentials
-     WHERE access_key_id = $1 AND revoked_at IS NULL`,
-    [accessKeyId],
+  key?: string,
+): Promise<
+  { credential: ActiveCredential; project: Project; atKey?: { file: FileRow | undefined } } | undefined
+> {
+  const file = key === undefined ? undefined : joinFileAtKey('p.id', '$2');
+  const [row] = await q.query<
+    ProjectRow & { credential_id: string; scopes: S3Scope[]; secret_sealed: string }
+  >(
+    `SELECT c.id AS credential_id, c.scopes, c.secret_sealed, p.id, p.organization_id, p.name, p.bucket,
+       p.settings, p.created_at, p.updated_at${file ? `, ${file.columns}` : ''}
+     FROM s3_credentials c JOIN projects p ON p.id = c.project_id${file ? ` ${file.join}` : ''}
+     WHERE c.access_key_id = $1 AND c.revoked_at IS NULL`,
+    key === undefined ? [accessKeyId] : [accessKeyId, key],
   );
-  return (
-    row && { id: row.id, projectId: row.project_id, scopes: row.scopes, secretSealed: row.secret_sealed }
-  );
+  if (!row) return undefined;
+  const { id, organization_id, name, bucket, settings, created_at, updated_at } = row;
+  return {
+    credential: { id: row.credential_id, projectId: id, scopes: row.scopes, secretSealed: row.secret_sealed },
+    project: toProject({ id, organization_id, name, bucket, settings, created_at, updated_at }),
+    ...(file ? { atKey: { file: fileAtKey(row) } } : {}),
+  };
 }

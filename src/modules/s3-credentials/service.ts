@@ -10,6 +10,7 @@ import { hmac, seal, subkey, unseal } from '../../lib/encryption.ts';
 import { newId } from '../../lib/ids.ts';
 import type { AuditContext } from '../audit/schemas.ts';
 import { recordAudit } from '../audit/service.ts';
+import type { FileRow } from '../files/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { ProjectService } from '../projects/service.ts';
@@ -78,6 +79,8 @@ export interface ResolvedS3Credential {
   secretAccessKey: string;
   principal: Principal;
   project: Project;
+  /** The newest file S3 shows at the key asked for, when it came with the credential (not cached). */
+  atKey?: { file: FileRow | undefined };
 }
 
 export interface S3CredentialDeps {
@@ -124,10 +127,17 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
   const derivedSecret = (id: string) =>
     hmac(derivationKey, id).subarray(0, SECRET_BYTES).toString('base64url');
 
-  async function resolveLongLived(id: string): Promise<ResolvedS3Credential | undefined> {
-    const credential = await readThrough(cache, credentialCacheKey(id), CREDENTIAL_TTL_SECONDS, () =>
-      repo.findActiveCredential(db, id),
-    );
+  async function resolveLongLived(id: string, key?: string): Promise<ResolvedS3Credential | undefined> {
+    // Where neither is cached (PostgreSQL without Redis reads both for every request), the credential
+    // and its project come in one round trip, with the file at `key`, and are cached as their own
+    // lookups would cache them.
+    let joined: Awaited<ReturnType<typeof repo.findActiveCredentialWithProject>>;
+    const credential = await readThrough(cache, credentialCacheKey(id), CREDENTIAL_TTL_SECONDS, async () => {
+      joined = await repo.findActiveCredentialWithProject(db, id, key);
+      if (!joined) return undefined;
+      await projects.rememberProject(joined.project);
+      return joined.credential;
+    });
     if (!credential) return undefined;
     const secret = openSecret(id, credential.secretSealed);
     if (secret === undefined) {
@@ -141,7 +151,7 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
       }
       return undefined;
     }
-    const project = await projects.getProject(credential.projectId);
+    const project = joined?.project ?? (await projects.getProject(credential.projectId));
     if (!project) return undefined;
     return {
       secretAccessKey: secret,
@@ -152,6 +162,7 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
         scopes: credential.scopes,
       },
       project,
+      ...(joined?.atKey ? { atKey: joined.atKey } : {}),
     };
   }
 
@@ -290,15 +301,17 @@ export function createS3CredentialService(deps: S3CredentialDeps) {
      * token that is missing (temporary), present (long-lived), altered, or not the key's own.
      * A temporary credential's upload token or API key is resolved afresh: it fails once the key was
      * revoked, and is 'expired' past its expiration or its upload token's (clients then ask for new
-     * credentials).
+     * credentials). With `key`, a long-lived credential read from the database brings the newest
+     * file S3 shows at that key of its project in the same round trip (`atKey`).
      */
     async resolveS3Credential(
       accessKeyId: string,
       sessionToken: string | undefined,
+      key?: string,
     ): Promise<ResolvedS3Credential | 'expired' | undefined> {
       const token = sessionToken === '' ? undefined : sessionToken;
       if (LONG_LIVED_ID.test(accessKeyId)) {
-        return token === undefined ? resolveLongLived(accessKeyId) : undefined;
+        return token === undefined ? resolveLongLived(accessKeyId, key) : undefined;
       }
       if (TEMPORARY_ID.test(accessKeyId) && token !== undefined) return resolveTemporary(accessKeyId, token);
       return undefined;

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
+import type { FileRow } from '../../modules/files/repo.ts';
 import { accessDenied, S3Error } from './errors.ts';
 import { verifiedBody } from './sigv4.ts';
 import type { Authenticated } from './types.ts';
@@ -20,6 +21,8 @@ export interface S3Call {
   auth: Authenticated;
   target: Required<Target>;
   query: URLSearchParams;
+  /** The newest file S3 shows at the target's key, when it was read with the credential. */
+  atKey?: { file: FileRow | undefined };
 }
 
 /** An operation of the endpoint, by `METHOD target[?subresource]` (see operationOf in routes.ts). */

@@ -1,4 +1,3 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
 import { auditContext } from '../../modules/audit/service.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -11,7 +10,7 @@ import {
   type Operation,
   readAll,
   requireScope,
-  type Target,
+  type S3Call,
   xml,
 } from './call.ts';
 import { asS3Error, malformedXml, noSuchBucket, noSuchVersion, notImplemented } from './errors.ts';
@@ -65,15 +64,9 @@ export function objectOperations(services: Services): Record<string, Operation> 
     };
   }
 
-  async function getObject(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    caller: Caller,
-    target: Required<Target>,
-    query: URLSearchParams,
-  ) {
+  async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
-    const file = await fileAt(services, caller, target.key);
+    const file = await fileAt(services, caller, target.key, atKey);
     requireReadable(file);
     const content = await contentOf(caller, file, query.get('versionId'));
     checkConditions(request.headers, content.etag, content.modified);
@@ -105,10 +98,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
   }
 
   return {
-    'GET object': ({ request, reply, caller, target, query }) =>
-      getObject(request, reply, caller, target, query),
-    'HEAD object': ({ request, reply, caller, target, query }) =>
-      getObject(request, reply, caller, target, query),
+    'GET object': getObject,
+    'HEAD object': getObject,
 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');

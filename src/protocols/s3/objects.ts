@@ -86,19 +86,25 @@ export function checkConditions(
 /** The services an S3 object operation works through. */
 export type ObjectServices = Pick<Services, 'db' | 'store' | 'ingest' | 'files' | 'folders'>;
 
-/** The newest file S3 shows at `key`, when the caller may see it. */
+/** The newest file S3 shows at `key`, when the caller may see it; `atKey`: that file, already read. */
 export async function shownAt(
   services: Pick<ObjectServices, 'db'>,
   caller: Caller,
   key: string,
+  atKey?: { file: FileRow | undefined },
 ): Promise<FileRow | undefined> {
-  const file = await findByKey(services.db, caller.project.id, key);
+  const file = atKey ? atKey.file : await findByKey(services.db, caller.project.id, key);
   return file && isVisible(caller, file) ? file : undefined;
 }
 
 /** The newest file S3 shows at `key` that the caller may see; NoSuchKey otherwise. */
-export async function fileAt(services: ObjectServices, caller: Caller, key: string): Promise<FileRow> {
-  const file = await shownAt(services, caller, key);
+export async function fileAt(
+  services: ObjectServices,
+  caller: Caller,
+  key: string,
+  atKey?: { file: FileRow | undefined },
+): Promise<FileRow> {
+  const file = await shownAt(services, caller, key, atKey);
   if (!file) throw noSuchKey();
   return file;
 }

@@ -119,12 +119,15 @@ export function s3Routes(deps: {
   const { services, region } = deps;
   const operations = s3Operations(services, region);
 
-  /** Checks the signature, then that the credential may use this bucket; answers the caller. */
-  async function authorize(request: FastifyRequest, target: Target, reply: FastifyReply) {
+  /**
+   * Checks the signature, then that the credential may use this bucket; answers the caller, and the
+   * file at `fileKey` when it came with the credential (see resolveS3Credential).
+   */
+  async function authorize(request: FastifyRequest, target: Target, reply: FastifyReply, fileKey?: string) {
     const [path, query = ''] = request.url.split('?') as [string, string?];
     let resolved: ResolvedS3Credential | undefined;
     const lookup = async (accessKeyId: string, sessionToken: string | undefined) => {
-      const found = await services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken);
+      const found = await services.s3Credentials.resolveS3Credential(accessKeyId, sessionToken, fileKey);
       // As S3 answers an expired session: clients (Uppy, the SDKs) then fetch new credentials.
       if (found === 'expired') throw new SigV4Error('ExpiredToken');
       resolved = found;
@@ -151,7 +154,7 @@ export function s3Routes(deps: {
           await deps.limits.countAuthFailure(request);
         throw error;
       });
-    const { principal, project } = resolved!;
+    const { principal, project, atKey } = resolved!;
     request.principal = principal;
     request.project = project;
     const allowlist = project.settings.ip_allowlist;
@@ -161,7 +164,7 @@ export function s3Routes(deps: {
     await deps.limits.chargeCaller(request, reply);
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
     if (target.bucket !== undefined && target.bucket !== project.bucket) throw noSuchBucket();
-    return { auth, caller: { principal, project } satisfies Caller };
+    return { auth, caller: { principal, project } satisfies Caller, atKey };
   }
 
   return async function plugin(app: FastifyInstance): Promise<void> {
@@ -190,10 +193,12 @@ export function s3Routes(deps: {
       const operation = operationOf(request.method, target, query);
       named.set(request, operationName(operation, request, query));
       const handler = operations[operation];
-      const { auth, caller } = await authorize(request, target, reply);
+      // A read of an object looks its file up with the credential: one round trip where neither is cached.
+      const reads = operation === 'GET object' || operation === 'HEAD object';
+      const { auth, caller, atKey } = await authorize(request, target, reply, reads ? target.key : undefined);
       if (!handler) throw notImplemented(`The operation ${operation}`);
       reply.header('x-amz-request-id', request.id);
-      return handler({ request, reply, caller, auth, target: target as Required<Target>, query });
+      return handler({ request, reply, caller, auth, target: target as Required<Target>, query, atKey });
     };
     // Counted per client address with the object URLs' budget before the signature is known, then per
     // credential once it is (deps.limits).
