@@ -159,7 +159,6 @@ export function createProjectService(db: Db, cache: Cache) {
       return repo.listProjects(db, organizationId);
     },
 
-    /** The project, served from the cache when possible (every authenticated request needs it). */
     /** Caches a project read along with something else (a key's lookup), as getProject would. */
     async rememberProject(project: Project): Promise<void> {
       await cache
@@ -167,6 +166,7 @@ export function createProjectService(db: Db, cache: Cache) {
         .catch(() => {});
     },
 
+    /** The project, served from the cache when possible (every authenticated request needs it). */
     getProject(id: string): Promise<Project | undefined> {
       return readThrough(cache, projectCacheKey(id), PROJECT_TTL_SECONDS, () => repo.findProject(db, id));
     },
