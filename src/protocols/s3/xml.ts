@@ -10,7 +10,7 @@ const ENTITIES: Record<string, string> = {
   "'": '&apos;',
 };
 const SPECIAL = /[&<>"']/g;
-const escape = (text: string) => text.replace(SPECIAL, (char) => ENTITIES[char]!);
+const escaped = (text: string) => text.replace(SPECIAL, (char) => ENTITIES[char]!);
 
 /**
  * One element: an object's fields as child elements (`@_name` an attribute, `#text` its text), an
@@ -25,13 +25,13 @@ function element(name: string, value: unknown): string {
     for (const item of value) repeated += element(name, item);
     return repeated;
   }
-  if (typeof value !== 'object') return `<${name}>${escape(String(value))}</${name}>`;
+  if (typeof value !== 'object') return `<${name}>${escaped(String(value))}</${name}>`;
   let attributes = '';
   let children = '';
   for (const key in value) {
     const child = (value as Record<string, unknown>)[key];
-    if (key.startsWith('@_')) attributes += ` ${key.slice(2)}="${escape(String(child))}"`;
-    else if (key === '#text') children += escape(String(child));
+    if (key.startsWith('@_')) attributes += ` ${key.slice(2)}="${escaped(String(child))}"`;
+    else if (key === '#text') children += escaped(String(child));
     else children += element(key, child);
   }
   return `<${name}${attributes}>${children}</${name}>`;
