@@ -239,7 +239,7 @@ describe('the coffer command', () => {
       });
       const pid = server.child.pid!;
       const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-      expect(environ).toContain('MALLOC_TRIM_THRESHOLD_=131072');
+      expect(environ).toContain(`MALLOC_TRIM_THRESHOLD_=${1024 * 1024}`);
       expect(environ).toContain('MALLOC_MMAP_THRESHOLD_=65536');
       expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--max-semi-space-size=8');
     },

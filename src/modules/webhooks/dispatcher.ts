@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../../infra/db.ts';
 import { createJobRunner, type JobHandler } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
+import { currentTraceparent, inSpan, type SpanAttributes, spansEnabled } from '../../infra/spans.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import {
@@ -16,6 +17,18 @@ import {
 import { createSender, type Outcome } from './sender.ts';
 
 const MAX_ATTEMPTS = 5;
+
+/** What a delivery's client span says of its request: never the URL's path or query (they may hold a token). */
+function requestAttributes(url: string): SpanAttributes {
+  const { protocol, hostname, port } = new URL(url);
+  const scheme = protocol.slice(0, -1);
+  return {
+    'http.request.method': 'POST',
+    'url.scheme': scheme,
+    'server.address': hostname,
+    'server.port': Number(port) || (scheme === 'https' ? 443 : 80),
+  };
+}
 
 export interface DispatcherOptions {
   /** Seconds before attempt 1 (after the event) and before attempts 2..5 (after a failure). */
@@ -62,22 +75,32 @@ export function createDispatcher(deps: {
     connections: concurrency,
   });
 
+  /** One attempt, as a client span of the delivery's job: its traceparent goes with the request. */
   const attempt = (delivery: ClaimedDelivery, lease: AbortSignal) =>
-    sender.send(
-      {
-        url: delivery.url,
-        body: delivery.body,
-        signingSecret: delivery.signing_secret,
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'Coffer-Webhooks/1.0',
-          'x-coffer-event': delivery.event,
-          'x-coffer-event-id': delivery.event_id,
-          'x-coffer-delivery-id': delivery.id,
-          'x-coffer-delivery-attempt': String(delivery.attempts),
-        },
+    inSpan(
+      'POST',
+      spansEnabled() ? requestAttributes(delivery.url) : {},
+      () => {
+        const traceparent = currentTraceparent();
+        return sender.send(
+          {
+            url: delivery.url,
+            body: delivery.body,
+            signingSecret: delivery.signing_secret,
+            headers: {
+              'content-type': 'application/json',
+              'user-agent': 'Coffer-Webhooks/1.0',
+              'x-coffer-event': delivery.event,
+              'x-coffer-event-id': delivery.event_id,
+              'x-coffer-delivery-id': delivery.id,
+              'x-coffer-delivery-attempt': String(delivery.attempts),
+              ...(traceparent ? { traceparent } : {}),
+            },
+          },
+          lease,
+        );
       },
-      lease,
+      { kind: 'client' },
     );
 
   // Outcomes are recorded in batches, one statement at a time: the outcomes that come in while one
