@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { request, type Dispatcher as UndiciDispatcher } from 'undici';
 import { createSafeAgent, type SafeAgentOptions } from '../../infra/http/safe-agent.ts';
+import { perTurn } from '../../lib/per-turn.ts';
 import { hmacHex } from '../../lib/secrets.ts';
 
 /** Messages of sender.ts: a signed POST to send, or the abort of one (its lease lost). */
@@ -98,11 +99,7 @@ async function attempt(send: Extract<SendRequest, { type: 'send' }>, controller:
 }
 
 // Outcomes go back together once per turn of the event loop: one message for many deliveries.
-const finished: SendReply = [];
-function reply(id: number, outcome: Outcome): void {
-  if (finished.length === 0) setImmediate(() => port.postMessage(finished.splice(0)));
-  finished.push({ id, outcome });
-}
+const reply = perTurn<SendReply[number]>((finished) => port.postMessage(finished));
 
 port.on('message', (requests: SendRequest[]) => {
   for (const message of requests) {
@@ -114,7 +111,7 @@ port.on('message', (requests: SendRequest[]) => {
     inFlight.set(message.id, controller);
     void attempt(message, controller).then((outcome) => {
       inFlight.delete(message.id);
-      reply(message.id, outcome);
+      reply({ id: message.id, outcome });
     });
   }
 });

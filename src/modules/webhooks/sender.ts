@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { SafeAgentOptions } from '../../infra/http/safe-agent.ts';
+import { perTurn } from '../../lib/per-turn.ts';
 import type { Outcome, SendReply, SendRequest } from './send-worker.ts';
 
 export type { Outcome } from './send-worker.ts';
@@ -21,7 +22,6 @@ export function createSender(options: SafeAgentOptions) {
   let worker: Worker | undefined;
   let nextId = 1;
   const waiting = new Map<number, (outcome: Outcome) => void>();
-  let outgoing: SendRequest[] = [];
 
   function settleAll(error: string): void {
     for (const [id, settle] of waiting) {
@@ -49,16 +49,7 @@ export function createSender(options: SafeAgentOptions) {
     return thread;
   }
 
-  function post(message: SendRequest): void {
-    if (outgoing.length === 0) {
-      setImmediate(() => {
-        const batch = outgoing;
-        outgoing = [];
-        started().postMessage(batch);
-      });
-    }
-    outgoing.push(message);
-  }
+  const post = perTurn<SendRequest>((batch) => started().postMessage(batch));
 
   return {
     /** Sends one attempt; `signal` aborts it (its lease lost). Never rejects: a failure is an outcome. */
