@@ -13,7 +13,7 @@ import { versionKeysOf } from '../versions/repo.ts';
 import * as repo from './repo.ts';
 import { removeStaleUploads } from './stale-uploads.ts';
 
-/** Files a pass takes at most of each kind of garbage. */
+/** What a pass takes at most of each kind of garbage. */
 const PER_PASS = 100;
 /**
  * Files one statement takes: on the embedded engine a statement holds the server's one thread for as
@@ -39,17 +39,27 @@ export function createCollector(deps: {
   const { db, store, graceSeconds, uploadUrlTtlSeconds, logger, metrics } = deps;
   const batch = PER_STATEMENT[db.kind];
 
-  /** Takes files with `take` and purges them, `batch` at a time, up to PER_PASS; answers how many. */
-  async function purgeEach(take: (limit: number) => Promise<{ id: string; storage_key: string }[]>) {
+  /**
+   * Runs `step` (which collects up to `limit` and answers how many it found) `batch` at a time while it
+   * finds a full batch, up to PER_PASS; answers how many in all.
+   */
+  async function inBatches(step: (limit: number) => Promise<number>): Promise<number> {
     let count = 0;
     while (count < PER_PASS) {
-      const rows = await take(batch);
-      await purge(rows);
-      count += rows.length;
-      if (rows.length < batch) break;
+      const found = await step(batch);
+      count += found;
+      if (found < batch) break;
     }
     return count;
   }
+
+  /** Files taken by `take`, purged: how many. */
+  const purgeTaken =
+    (take: (limit: number) => Promise<{ id: string; storage_key: string }[]>) => async (limit: number) => {
+      const rows = await take(limit);
+      await purge(rows);
+      return rows.length;
+    };
 
   /** Deletes every object the files refer to (current content, versions, new content, renditions) and marks them collected. */
   async function purge(rows: { id: string; storage_key: string }[]): Promise<void> {
@@ -70,33 +80,39 @@ export function createCollector(deps: {
   /** New content that never became current (abandoned, failed or quarantined) is garbage after the grace period. */
   async function purgeRejectedContent(): Promise<number> {
     await failAbandonedContents(db, graceSeconds);
-    const rejected = await rejectedUncollected(db, graceSeconds, batch);
-    for (const row of rejected) await store.delete(row.storage_key);
-    if (rejected.length > 0)
-      await markContentsCollected(
-        db,
-        rejected.map((row) => row.id),
-      );
-    return rejected.length;
+    return inBatches(async (limit) => {
+      const rejected = await rejectedUncollected(db, graceSeconds, limit);
+      for (const row of rejected) await store.delete(row.storage_key);
+      if (rejected.length > 0)
+        await markContentsCollected(
+          db,
+          rejected.map((row) => row.id),
+        );
+      return rejected.length;
+    });
   }
 
   /** Objects whose content was replaced where versioning is off, after the grace period. */
   async function purgeRetired(): Promise<number> {
-    const keys = await repo.retiredUncollected(db, graceSeconds, batch);
-    for (const key of keys) await store.delete(key);
-    if (keys.length > 0) await repo.forgetRetired(db, keys);
-    return keys.length;
+    return inBatches(async (limit) => {
+      const keys = await repo.retiredUncollected(db, graceSeconds, limit);
+      for (const key of keys) await store.delete(key);
+      if (keys.length > 0) await repo.forgetRetired(db, keys);
+      return keys.length;
+    });
   }
 
   return {
     /** One pass; returns how many files it failed (abandoned) and purged, and the leftovers it removed. */
     async sweep(): Promise<{ abandoned: number; purged: number; rejected: number; stale: number }> {
-      const abandoned = await purgeEach(async (limit) => {
-        const failed = await repo.failAbandonedUploads(db, graceSeconds, limit);
-        if (failed.length > 0) metrics?.uploads.inc({ outcome: 'expired' }, failed.length);
-        return failed;
-      });
-      const purged = await purgeEach((limit) => repo.deletedUncollected(db, graceSeconds, limit));
+      const abandoned = await inBatches(
+        purgeTaken(async (limit) => {
+          const failed = await repo.failAbandonedUploads(db, graceSeconds, limit);
+          if (failed.length > 0) metrics?.uploads.inc({ outcome: 'expired' }, failed.length);
+          return failed;
+        }),
+      );
+      const purged = await inBatches(purgeTaken((limit) => repo.deletedUncollected(db, graceSeconds, limit)));
       const rejected = (await purgeRejectedContent()) + (await purgeRetired());
       // Bytes of uploads whose process died (temp files, parts, incomplete store uploads).
       const stale = await removeStaleUploads(db, store, uploadUrlTtlSeconds + graceSeconds);
