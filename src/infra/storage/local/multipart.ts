@@ -1,5 +1,6 @@
 import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { randomSecret } from '../../../lib/secrets.ts';
 import { fileIdentity } from '../file-identity.ts';
 import {
@@ -64,7 +65,7 @@ export class LocalMultipart {
    * The manifests of uploads this process wrote parts of lately (a manifest never changes), so that a
    * part's write reads none: the part's placing still finds an upload that ended meanwhile gone.
    */
-  readonly #manifests = new Map<string, Manifest>();
+  readonly #manifests = new LRUCache<string, Manifest>({ max: MAX_TRACKED_UPLOADS });
 
   constructor(options: { dir: string; tmp: string; objects: ObjectSide }) {
     this.#root = join(options.dir, '.multipart');
@@ -242,10 +243,7 @@ export class LocalMultipart {
         let manifest = known ? this.#manifests.get(uploadId) : undefined;
         if (!manifest) {
           manifest = JSON.parse(await readFile(join(folder, MANIFEST), 'utf8')) as Manifest;
-          // The most recently read last: past the cap, the least recently read goes.
           this.#manifests.set(uploadId, manifest);
-          if (this.#manifests.size > MAX_TRACKED_UPLOADS)
-            this.#manifests.delete(this.#manifests.keys().next().value!);
         }
         if (manifest.key === key) return { folder, totalSize: manifest.totalSize };
       } catch (error) {
