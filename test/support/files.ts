@@ -1,7 +1,18 @@
-import { createHash } from 'node:crypto';
+import { createCipheriv, createHash } from 'node:crypto';
 import type { Reply, TestCoffer, TestProject } from './coffer.ts';
 
 export const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * Incompressible bytes that are the same on every run. Random bytes look like a zlib stream or an
+ * executable to libmagic about one time in a hundred, and clients that guess a type from content
+ * (s3cmd) would then send a type the extension does not match; these were checked to sniff as
+ * application/octet-stream.
+ */
+export function opaqueBytes(size: number, seed = 'coffer'): Buffer {
+  const key = createHash('sha256').update(seed).digest();
+  return createCipheriv('aes-256-ctr', key, Buffer.alloc(16)).update(Buffer.alloc(size));
+}
 
 export interface UploadInput {
   filename?: string;

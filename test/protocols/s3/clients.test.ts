@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { opaqueBytes, sha256 } from '../../support/files.ts';
 import { drain } from '../../support/pipeline.ts';
 
 // The S3 clients users already run, as Debian ships them (.ci/s3-clients.sh installs them in CI and
@@ -25,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(() => coffer.close());
 
-const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 const MiB = 1024 * 1024;
 
 interface Setup {
@@ -88,8 +87,8 @@ const clientEnv = (s: Setup, vars: Record<string, string> = {}) => ({
 function localTree(root: string): Record<string, Buffer> {
   const tree = {
     'a.txt': Buffer.from('alpha'),
-    'sub/b.bin': randomBytes(4096),
-    'sub/deep/large.bin': randomBytes(12 * MiB + 3),
+    'sub/b.bin': opaqueBytes(4096, 'b'),
+    'sub/deep/large.bin': opaqueBytes(12 * MiB + 3, 'large'),
   };
   for (const [path, data] of Object.entries(tree)) {
     mkdirSync(join(root, path, '..'), { recursive: true });
@@ -211,7 +210,7 @@ describe.skipIf(!clients.s3cmd)('s3cmd', () => {
 describe.skipIf(!clients.python)('boto3', () => {
   it('uploads with upload_file (in parts past its threshold), lists, downloads and presigns', async () => {
     const s = await setup();
-    const data = randomBytes(9 * MiB + 1);
+    const data = opaqueBytes(9 * MiB + 1, 'big');
     writeFileSync(join(s.dir, 'big.bin'), data);
     const script = `
 import sys, boto3, urllib.request
