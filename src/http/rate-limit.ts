@@ -1,5 +1,6 @@
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { LRUCache } from 'lru-cache';
 import type { RateLimitConfig } from '../config.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { Principal } from '../domain/principal.ts';
@@ -143,9 +144,10 @@ export async function createRateLimits(
     });
   }
 
-  // Addresses past their failed-authentication limit, until when (ms). Kept in each process so that
-  // the check costs no round trip: with Redis, a node learns of it at the first failure it sees itself.
-  const refused = new Map<string, number>();
+  // Addresses past their failed-authentication limit, each until its window ends. Kept in each process
+  // so that the check costs no round trip: with Redis, a node learns of it at the first failure it sees
+  // itself.
+  const refused = new LRUCache<string, true>({ max: REMEMBERED_ADDRESSES, ttlAutopurge: false });
   const failures = (address: string): Counter => ({
     source: 'failed_auth',
     key: `auth-failures:${address}`,
@@ -155,13 +157,8 @@ export async function createRateLimits(
   function refuseGuesser(request: FastifyRequest, reply: FastifyReply): DomainError | undefined {
     if (refused.size === 0) return undefined;
     const address = clientAddress(request);
-    const until = refused.get(address);
-    if (until === undefined) return undefined;
-    const left = until - Date.now();
-    if (left <= 0) {
-      refused.delete(address);
-      return undefined;
-    }
+    if (!refused.get(address)) return undefined;
+    const left = refused.getRemainingTTL(address);
     closeIfUnread(request, reply);
     return refusal(failures(address), left);
   }
@@ -171,8 +168,7 @@ export async function createRateLimits(
     const address = clientAddress(request);
     const state = await count(request, failures(address));
     if (!state || state.remaining > 0) return;
-    if (refused.size >= REMEMBERED_ADDRESSES) refused.delete(refused.keys().next().value!);
-    refused.set(address, Date.now() + state.ttl);
+    refused.set(address, true, { ttl: state.ttl });
   }
 
   // Every 401 counts against the client address.
