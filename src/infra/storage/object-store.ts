@@ -149,9 +149,17 @@ export interface ObjectStore {
   /**
    * Writes `body`, exactly `size` bytes, as part `partNumber` of the multipart upload (replacing an
    * earlier one of that number): the server-side way in for parts, as `write` is for objects.
-   * Answers the part's quoted MD5 ETag.
+   * Answers the part's quoted MD5 ETag; with `md5: false`, for a caller that never shows it and only
+   * completes the upload with it, a store may answer another quoted token that names the part.
    */
-  writePart(key: string, uploadId: string, partNumber: number, body: Readable, size: number): Promise<string>;
+  writePart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: Readable,
+    size: number,
+    options?: { md5?: boolean },
+  ): Promise<string>;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
   completeMultipart(

@@ -299,15 +299,25 @@ export function createMultipartService(deps: {
       return openUploads(db, caller.project.id, range, limit);
     },
 
-    /** Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag. */
-    async writePart(caller: Caller, uploadId: string, partNumber: number, body: Readable, size: number) {
+    /**
+     * Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag
+     * (with `md5: false`, what names the part for finish, maybe not its MD5: see ObjectStore.writePart).
+     */
+    async writePart(
+      caller: Caller,
+      uploadId: string,
+      partNumber: number,
+      body: Readable,
+      size: number,
+      options?: { md5?: boolean },
+    ) {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       checkPartNumber(partNumber);
       await grant(session, partNumber, size);
       // The first part holds the file's head: checked against its type like a single upload's.
       const bytes = partNumber === 1 ? await ingest.screen(caller, await typeOf(session, file), body) : body;
-      return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size);
+      return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size, options);
     },
 
     /**

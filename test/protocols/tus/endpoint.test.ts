@@ -15,8 +15,8 @@ const b64 = (text: string) => Buffer.from(text).toString('base64');
 let a: TestCoffer;
 let b: TestCoffer;
 let project: TestProject;
+const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
 beforeAll(async () => {
-  const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
   a = await startCoffer(shared);
   b = await startCoffer(shared);
   project = await a.newProject();
@@ -301,6 +301,26 @@ describe('tus 1.0 endpoint', () => {
           'content-length': String(size),
         },
       });
+
+    it('completes with the right SHA-256 an upload whose server restarted between PATCHes', async () => {
+      const data = randomBytes(12 * MiB + 5);
+      const { path, fileId } = await created(data.length);
+      const before = await startCoffer(shared);
+      try {
+        expect((await patchAt(before, path, 0, data.subarray(0, 6 * MiB))).status).toBe(204);
+      } finally {
+        await before.close();
+      }
+      // A new process: nothing of the upload in memory, its first part only on disk.
+      const after = await startCoffer(shared);
+      try {
+        expect((await patchAt(after, path, 6 * MiB, data.subarray(6 * MiB, 12 * MiB))).status).toBe(204);
+        expect((await patchAt(after, path, 12 * MiB, data.subarray(12 * MiB))).status).toBe(204);
+      } finally {
+        await after.close();
+      }
+      await expectStored(fileId, data);
+    });
 
     it('keeps the whole parts of a long PATCH whose connection drops', async () => {
       const size = 40 * MiB;

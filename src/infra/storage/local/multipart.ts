@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { LRUCache } from 'lru-cache';
@@ -93,30 +94,41 @@ export class LocalMultipart {
     return (await this.#upload(key, uploadId)).totalSize;
   }
 
-  /** Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag. */
-  async receivePart(url: Extract<SignedUrl, { kind: 'part' }>, body: AsyncIterable<Buffer>): Promise<string> {
+  /**
+   * Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag.
+   * `md5: false`: for a caller that only completes with what this answers, the part is named by a
+   * random id of an MD5's form instead of its MD5, which then spares hashing its bytes.
+   */
+  async receivePart(
+    url: Extract<SignedUrl, { kind: 'part' }>,
+    body: AsyncIterable<Buffer>,
+    options: { md5?: boolean } = {},
+  ): Promise<string> {
     const { folder, totalSize } = await this.#upload(url.key, url.uploadId, true);
     if (url.size !== undefined) checkPartSize(url.size, totalSize);
     const partFolder = join(folder, String(url.partNumber));
     const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
     // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
     const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
+    const hashed = options.md5 !== false;
     let first = false;
-    const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
-      const part = { partNumber: url.partNumber, md5, size, tmp };
+    let name = '';
+    await writeStream(this.#tmp, body, limits, hashed ? 'md5' : null, async (tmp, md5, size) => {
+      name = hashed ? md5 : randomBytes(16).toString('hex');
+      const part = { partNumber: url.partNumber, name, size, tmp };
       first = await this.#parts.place(url.uploadId, folder, part, totalSize);
       await syncFolder(partFolder);
     });
-    if (!first) await dropOlderVersions(partFolder, digest);
+    if (!first) await dropOlderVersions(partFolder, name);
     this.#digests.advance(url.uploadId, dirname(partFolder));
-    return `"${digest}"`;
+    return `"${name}"`;
   }
 
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
     const { folder } = await this.#upload(key, uploadId);
-    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
+    return (await storedParts(folder)).map(({ partNumber, name, size }) => ({
       partNumber,
-      etag: `"${md5}"`,
+      etag: `"${name}"`,
       size,
     }));
   }
@@ -154,7 +166,7 @@ export class LocalMultipart {
           index < running.parts.length &&
           running.parts[index]!.identity !== fileIdentity(stats)
         ) {
-          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
+          await running.digest.abort(); // replaced after it was hashed, by a version of the same name
           running = undefined;
         }
       }
