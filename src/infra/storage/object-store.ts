@@ -97,6 +97,12 @@ export interface StoreCapabilities {
  * nothing after its expiry; an object, once sealed (or assembled from parts), never changes
  * while it exists, whatever URL is still valid; deleting is idempotent. Failures are StoreErrors.
  */
+/** A part's bytes on their way in before its number is known (see ObjectStore.stagePart). */
+export interface StagedPart {
+  place(partNumber: number): Promise<string>;
+  discard(): Promise<void>;
+}
+
 export interface ObjectStore {
   readonly kind: 'local' | 's3';
   readonly capabilities: StoreCapabilities;
@@ -160,6 +166,18 @@ export interface ObjectStore {
     size: number,
     options?: { md5?: boolean },
   ): Promise<string>;
+  /**
+   * Starts receiving `body`, exactly `size` bytes, for a part of the upload whose number is not known
+   * yet (a store may also wait for it): `place` stores it as writePart would and answers the same;
+   * `discard` drops what was received (a discarded body is no longer read, but not destroyed).
+   */
+  stagePart(
+    key: string,
+    uploadId: string,
+    body: Readable,
+    size: number,
+    options?: { md5?: boolean },
+  ): StagedPart;
   listParts(key: string, uploadId: string): Promise<PartInfo[]>;
   /** Assembles the listed parts, in order, into `key` and discards the upload's parts. */
   completeMultipart(

@@ -321,6 +321,31 @@ export function createMultipartService(deps: {
     },
 
     /**
+     * Starts receiving a part of `session`'s upload (of exactly `size` bytes) before its number is
+     * known; `place` then checks and grants it as writePart does, and stores it (a failed check drops
+     * the bytes). Not for a first part, whose head writePart checks against the file's type.
+     */
+    stagePart(session: SessionRow, body: Readable, size: number, options?: { md5?: boolean }) {
+      const staged = store.stagePart(session.storage_key, session.store_upload_id, body, size, options);
+      return {
+        async place(caller: Caller, partNumber: number): Promise<string> {
+          try {
+            if (partNumber === 1) throw new Error('A first part is written by writePart');
+            const { session: current } = await load(caller, session.id);
+            requireOpen(current);
+            checkPartNumber(partNumber);
+            await grant(current, partNumber, size);
+          } catch (error) {
+            await staged.discard();
+            throw error;
+          }
+          return staged.place(partNumber);
+        },
+        discard: () => staged.discard(),
+      };
+    },
+
+    /**
      * A presigned PUT URL for one part; the caller's TTL unless the project requires signed URL
      * lifetimes. With `size`, the URL takes exactly that many bytes (required where the store signs sizes).
      */

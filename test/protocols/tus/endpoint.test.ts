@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -357,6 +358,26 @@ describe('tus 1.0 endpoint', () => {
       const rest = randomBytes(half);
       expect((await patchAt(b, path, half, rest)).status).toBe(204);
       await expectStored(fileId, Buffer.concat([winner, rest]));
+    });
+
+    it('drops the bytes of a PATCH refused once they were being written', async () => {
+      const part = 6 * MiB;
+      const { path, fileId } = await created(3 * part);
+      const head = randomBytes(part);
+      expect((await patchAt(a, path, 0, head)).status).toBe(204);
+      // Both are second parts, written while their lock is awaited: one wins, the other is refused.
+      const first = randomBytes(part);
+      const second = randomBytes(part);
+      const replies = await Promise.all([patchAt(a, path, part, first), patchAt(b, path, part, second)]);
+      const statuses = replies.map((reply) => reply.status);
+      expect(statuses.filter((status) => status === 204)).toHaveLength(1);
+      expect([409, 423]).toContain(statuses.find((status) => status !== 204));
+      const temps = join(shared.COFFER_DATA_DIR, 'objects', '.tmp');
+      await expect.poll(() => readdir(temps), { timeout: 5000 }).toEqual([]);
+      const winner = statuses[0] === 204 ? first : second;
+      const rest = randomBytes(part);
+      expect((await patchAt(b, path, 2 * part, rest)).status).toBe(204);
+      await expectStored(fileId, Buffer.concat([head, winner, rest]));
     });
 
     it('releases a stalled PATCH when a HEAD or PATCH of the upload comes from another node', async () => {

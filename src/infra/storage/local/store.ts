@@ -11,6 +11,7 @@ import {
   type ObjectInfo,
   type ObjectStore,
   type PartInfo,
+  type StagedPart,
   StoreError,
 } from '../object-store.ts';
 import { DeleteHold } from './delete-hold.ts';
@@ -339,6 +340,32 @@ class LocalStore implements LocalObjectStore {
       const url = { kind: 'part', key, expires: 0, uploadId, partNumber, size } as const;
       return this.#multipart.receivePart(url, body, options);
     });
+  }
+
+  stagePart(
+    key: string,
+    uploadId: string,
+    body: Readable,
+    size: number,
+    options: { md5?: boolean } = {},
+  ): StagedPart {
+    assertKey(key);
+    checkUploadId(uploadId);
+    checkPartSize(size, undefined);
+    const staged = this.#multipart.stagePart(key, uploadId, body, size, options);
+    return {
+      place: (partNumber) =>
+        failing(async () => {
+          try {
+            checkPartNumber(partNumber);
+          } catch (error) {
+            await staged.discard();
+            throw error;
+          }
+          return staged.place(partNumber);
+        }),
+      discard: () => staged.discard(),
+    };
   }
 
   listParts(key: string, uploadId: string): Promise<PartInfo[]> {
