@@ -24,6 +24,7 @@ import { createMultipartReaper } from './multipart-reaper.ts';
 import {
   extendSession,
   findSession,
+  grantOpenPart,
   insertSession,
   lockGrants,
   openUploads,
@@ -322,8 +323,9 @@ export function createMultipartService(deps: {
 
     /**
      * Starts receiving a part of `session`'s upload (of exactly `size` bytes) before its number is
-     * known; `place` then checks and grants it as writePart does, and stores it (a failed check drops
-     * the bytes). Not for a first part, whose head writePart checks against the file's type.
+     * known; `place` then checks that the session is still open and grants the part as writePart does
+     * (the session and its file were loaded by the caller), and stores it (a failed check drops the
+     * bytes). Not for a first part, whose head writePart checks against the file's type.
      */
     stagePart(session: SessionRow, body: Readable, size: number, options?: { md5?: boolean }) {
       const staged = store.stagePart(session.storage_key, session.store_upload_id, body, size, options);
@@ -331,10 +333,13 @@ export function createMultipartService(deps: {
         async place(caller: Caller, partNumber: number): Promise<string> {
           try {
             if (partNumber === 1) throw new Error('A first part is written by writePart');
-            const { session: current } = await load(caller, session.id);
-            requireOpen(current);
             checkPartNumber(partNumber);
-            await grant(current, partNumber, size);
+            // The usual case in one statement; a refusal goes the way of writePart, which tells why.
+            if (!(await grantOpenPart(db, session.id, partNumber, size, STORED_PER_DECLARED_BYTE))) {
+              const { session: current } = await load(caller, session.id);
+              requireOpen(current);
+              await grant(current, partNumber, size);
+            }
           } catch (error) {
             await staged.discard();
             throw error;

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
 import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 
 const MiB = 1024 * 1024;
@@ -358,6 +359,31 @@ describe('tus 1.0 endpoint', () => {
       const rest = randomBytes(half);
       expect((await patchAt(b, path, half, rest)).status).toBe(204);
       await expectStored(fileId, Buffer.concat([winner, rest]));
+    });
+
+    it('grants a part in one statement only to an open session, within twice its total, never shrinking', async () => {
+      const { path } = await created(10 * MiB);
+      const sessionId = path.split('/').pop()!;
+      const grant = (partNumber: number, size: number) =>
+        grantOpenPart(a.services.db, sessionId, partNumber, size, 2);
+      const grants = async () =>
+        (
+          await a.services.db.query<{ part_grants: Record<string, number> }>(
+            'SELECT part_grants FROM multipart_sessions WHERE id = $1',
+            [sessionId],
+          )
+        )[0]!.part_grants;
+      expect(await grant(2, 8 * MiB)).toBe(true);
+      expect(await grant(2, 6 * MiB)).toBe(true);
+      expect(await grants()).toEqual({ '2': 8 * MiB });
+      expect(await grant(3, 10 * MiB + 1)).toBe(false); // more than the total
+      expect(await grant(3, 10 * MiB)).toBe(true);
+      expect(await grant(4, 2 * MiB + 1)).toBe(false); // past twice the total with the others
+      expect(await grants()).toEqual({ '2': 8 * MiB, '3': 10 * MiB });
+      expect((await request(`${a.url}${path}`, 'DELETE', { headers: tusHeaders(project.key) })).status).toBe(
+        204,
+      );
+      expect(await grant(4, MiB)).toBe(false);
     });
 
     it('drops the bytes of a PATCH refused once they were being written', async () => {
