@@ -369,7 +369,7 @@ describe.each(backends)('object store contract: $name', (backend) => {
         etags.map((etag, index) => ({ partNumber: index + 1, etag })),
       );
       expect(sha256(await collect(await store.read(key)))).toBe(expected);
-      expect((await store.head(key))?.sha256).toBe(expected);
+      if (store.capabilities.sha256OnUpload) expect((await store.head(key))?.sha256).toBe(expected);
     });
 
     it('refuses a part stream of another length than declared, keeping no part', async () => {
