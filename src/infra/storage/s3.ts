@@ -377,6 +377,14 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       );
     },
 
+    // S3 takes a part's number with its bytes: they are sent once it is known.
+    stagePart(key, uploadId, body, size) {
+      return {
+        place: (partNumber) => store.writePart(key, uploadId, partNumber, body, size),
+        discard: async () => undefined,
+      };
+    },
+
     async writePart(key, uploadId, partNumber, body, size) {
       assertKey(key);
       checkPartNumber(partNumber);

@@ -8,7 +8,8 @@ import { fileIdentity } from './file-identity.ts';
  * A digest of files is a `digest`, its `file`s in order, then `end` (answering the digest) or `abort`.
  */
 export type WriterRequest =
-  | { type: 'open'; id: number; fd: number; algorithm: 'sha256' | 'md5' }
+  /** `algorithm` null: the bytes are only written (their digest is answered empty). */
+  | { type: 'open'; id: number; fd: number; algorithm: 'sha256' | 'md5' | null }
   | { type: 'chunk'; id: number; data: Uint8Array }
   | { type: 'digest'; id: number; algorithm: 'sha256' | 'md5' }
   | { type: 'file'; id: number; path: string }
@@ -25,7 +26,7 @@ export type WriterReply =
 
 const READ_SIZE = 1024 * 1024;
 /** An upload writes into its descriptor; a digest only reads files (fd -1). */
-const jobs = new Map<number, { fd: number; hash: Hash; position: number }>();
+const jobs = new Map<number, { fd: number; hash?: Hash; position: number }>();
 const port = parentPort!;
 let readBuffer: Buffer | undefined;
 
@@ -49,7 +50,8 @@ function hashFile(hash: Hash, path: string): { size: number; identity: string } 
 function handle(message: WriterRequest): void {
   if (message.type === 'open' || message.type === 'digest') {
     const fd = message.type === 'open' ? message.fd : -1;
-    jobs.set(message.id, { fd, hash: createHash(message.algorithm), position: 0 });
+    const hash = message.algorithm ? createHash(message.algorithm) : undefined;
+    jobs.set(message.id, { fd, hash, position: 0 });
     return;
   }
   if (message.type === 'abort') {
@@ -67,18 +69,22 @@ function handle(message: WriterRequest): void {
       offset += written;
       job.position += written;
     }
-    job.hash.update(data);
+    job.hash?.update(data);
     port.postMessage({ type: 'ack', id: message.id, bytes: data.length } satisfies WriterReply);
   } else if (message.type === 'file') {
     port.postMessage({
       type: 'hashed',
       id: message.id,
-      ...hashFile(job.hash, message.path),
+      ...hashFile(job.hash!, message.path),
     } satisfies WriterReply);
   } else if (message.type === 'end') {
     if (job.fd >= 0) fdatasyncSync(job.fd);
     jobs.delete(message.id);
-    port.postMessage({ type: 'done', id: message.id, digest: job.hash.digest('hex') } satisfies WriterReply);
+    port.postMessage({
+      type: 'done',
+      id: message.id,
+      digest: job.hash?.digest('hex') ?? '',
+    } satisfies WriterReply);
   }
 }
 

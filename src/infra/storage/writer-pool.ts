@@ -26,7 +26,7 @@ interface Job {
 export interface FileSink {
   /** Hands a chunk over (its memory is moved to the worker: do not use it afterwards). */
   write(chunk: Buffer): Promise<void>;
-  /** Waits for every chunk to be written and synced to disk; returns the hex digest. */
+  /** Waits for every chunk to be written and synced to disk; returns the hex digest (empty unhashed). */
   finish(): Promise<string>;
   /** Stops the upload; once this resolves the worker no longer touches the descriptor, which the caller closes. */
   abort(): Promise<void>;
@@ -137,7 +137,7 @@ export class WriterThread {
     return aborted;
   }
 
-  open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
+  open(fd: number, algorithm: 'sha256' | 'md5' | null): FileSink {
     const job: Job = { inFlight: 0 };
     const id = this.#start(job, { type: 'open', id: this.#nextId++, fd, algorithm });
     let unsynced = 0;
@@ -232,7 +232,7 @@ const digester = new WriterThread();
  * Uploads are spread over them in turn, so that parallel uploads (parts) hash in parallel.
  */
 export const writers = {
-  open(fd: number, algorithm: 'sha256' | 'md5'): FileSink {
+  open(fd: number, algorithm: 'sha256' | 'md5' | null): FileSink {
     const thread = threads[next++ % threads.length]!;
     return thread.open(fd, algorithm);
   },

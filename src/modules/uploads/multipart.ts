@@ -24,6 +24,7 @@ import { createMultipartReaper } from './multipart-reaper.ts';
 import {
   extendSession,
   findSession,
+  grantOpenPart,
   insertSession,
   lockGrants,
   openUploads,
@@ -299,15 +300,54 @@ export function createMultipartService(deps: {
       return openUploads(db, caller.project.id, range, limit);
     },
 
-    /** Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag. */
-    async writePart(caller: Caller, uploadId: string, partNumber: number, body: Readable, size: number) {
+    /**
+     * Writes part `partNumber` of an open upload from a stream of exactly `size` bytes; answers its ETag
+     * (with `md5: false`, what names the part for finish, maybe not its MD5: see ObjectStore.writePart).
+     */
+    async writePart(
+      caller: Caller,
+      uploadId: string,
+      partNumber: number,
+      body: Readable,
+      size: number,
+      options?: { md5?: boolean },
+    ) {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       checkPartNumber(partNumber);
       await grant(session, partNumber, size);
       // The first part holds the file's head: checked against its type like a single upload's.
       const bytes = partNumber === 1 ? await ingest.screen(caller, await typeOf(session, file), body) : body;
-      return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size);
+      return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size, options);
+    },
+
+    /**
+     * Starts receiving a part of `session`'s upload (of exactly `size` bytes) before its number is
+     * known; `place` then checks that the session is still open and grants the part as writePart does
+     * (the session and its file were loaded by the caller), and stores it (a failed check drops the
+     * bytes). Not for a first part, whose head writePart checks against the file's type.
+     */
+    stagePart(session: SessionRow, body: Readable, size: number, options?: { md5?: boolean }) {
+      const staged = store.stagePart(session.storage_key, session.store_upload_id, body, size, options);
+      return {
+        async place(caller: Caller, partNumber: number): Promise<string> {
+          try {
+            if (partNumber === 1) throw new Error('A first part is written by writePart');
+            checkPartNumber(partNumber);
+            // The usual case in one statement; a refusal goes the way of writePart, which tells why.
+            if (!(await grantOpenPart(db, session.id, partNumber, size, STORED_PER_DECLARED_BYTE))) {
+              const { session: current } = await load(caller, session.id);
+              requireOpen(current);
+              await grant(current, partNumber, size);
+            }
+          } catch (error) {
+            await staged.discard();
+            throw error;
+          }
+          return staged.place(partNumber);
+        },
+        discard: () => staged.discard(),
+      };
     },
 
     /**

@@ -49,6 +49,20 @@ const partSize = (limit: number) =>
   Math.min(MAX_PART_SIZE, Math.max(SEGMENT_BYTES, Math.ceil(limit / (MAX_PART_NUMBER - 1000))));
 const SEGMENT_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Whether a PATCH of `body` at `offset`, as `upload` stood before its lock, makes exactly one part
+ * that is not the first (whose head is checked against the file's type): its length known, nothing
+ * waiting before it, and at least the store's minimum unless it ends the upload.
+ */
+function stageable(upload: TusUploadRow, offset: number, body: Body, declaredLength: number | undefined) {
+  const length = upload.upload_length;
+  if (length === null || declaredLength !== undefined || upload.next_part === 1) return false;
+  if (offset !== upload.upload_offset || upload.tail.length > 0 || body.size === 0) return false;
+  const end = offset + body.size;
+  if (end > length || body.size > partSize(length)) return false;
+  return end === length || body.size >= MIN_PART_SIZE;
+}
+
 /** Who may continue an upload: the credential that created it, or an upload token of the same owner. */
 const creatorOf = (caller: Caller) => {
   const { principal } = caller;
@@ -132,11 +146,21 @@ export function createTusUploads(deps: {
     body: Body,
     declaredLength: number | undefined,
   ): Promise<UploadState> {
-    const lock = await lockUpload(db, upload.id, body);
+    // The usual PATCH, one whole part, has its bytes written while the lock is taken and the part
+    // granted: its number matters only once it is placed. Whatever fails on the way drops them.
+    let staged = stageable(upload, offset, body, declaredLength)
+      ? multipart.stagePart(session.session, body.stream, body.size, { md5: false })
+      : undefined;
+    const lock = await lockUpload(db, upload.id, body).catch((error: unknown) => {
+      void staged?.discard();
+      throw error;
+    });
     let held = true;
     try {
       const current = lock.upload;
       if (offset !== current.upload_offset) throw offsetMismatch(current.upload_offset);
+      // Unreachable while the offset stands (it moves with every part and tail), but never guessed.
+      if (staged && (current.next_part !== upload.next_part || current.tail.length > 0)) throw uploadLocked();
       let length = current.upload_length;
       if (declaredLength !== undefined) {
         if (length !== null && length !== declaredLength) {
@@ -189,7 +213,11 @@ export function createTusUploads(deps: {
         const stream = last && at.offset === offset ? source : cutter.next(size);
         let part: StoredPart | undefined;
         if (size > 0 || at.parts.length === 0) {
-          const etag = await multipart.writePart(caller, session.session.id, at.nextPart, stream, size);
+          // The client never sees a part's ETag: the store may spare the MD5 it costs.
+          const placing = staged?.place(caller, at.nextPart);
+          staged = undefined;
+          const etag = await (placing ??
+            multipart.writePart(caller, session.session.id, at.nextPart, stream, size, { md5: false }));
           part = { part_number: at.nextPart, etag, size };
         }
         const parts = part ? [...at.parts, part] : at.parts;
@@ -226,6 +254,7 @@ export function createTusUploads(deps: {
       const expiresAt = await multipart.prolong(session.session);
       return stateOf({ ...current, upload_length: length }, end, expiresAt);
     } finally {
+      void staged?.discard();
       await lock.release(held);
     }
   }

@@ -1,10 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
+import { storage } from '../../support/backends.ts';
 import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 
 const MiB = 1024 * 1024;
@@ -15,8 +18,8 @@ const b64 = (text: string) => Buffer.from(text).toString('base64');
 let a: TestCoffer;
 let b: TestCoffer;
 let project: TestProject;
+const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
 beforeAll(async () => {
-  const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
   a = await startCoffer(shared);
   b = await startCoffer(shared);
   project = await a.newProject();
@@ -302,6 +305,26 @@ describe('tus 1.0 endpoint', () => {
         },
       });
 
+    it('completes with the right SHA-256 an upload whose server restarted between PATCHes', async () => {
+      const data = randomBytes(12 * MiB + 5);
+      const { path, fileId } = await created(data.length);
+      const before = await startCoffer(shared);
+      try {
+        expect((await patchAt(before, path, 0, data.subarray(0, 6 * MiB))).status).toBe(204);
+      } finally {
+        await before.close();
+      }
+      // A new process: nothing of the upload in memory, its first part only on disk.
+      const after = await startCoffer(shared);
+      try {
+        expect((await patchAt(after, path, 6 * MiB, data.subarray(6 * MiB, 12 * MiB))).status).toBe(204);
+        expect((await patchAt(after, path, 12 * MiB, data.subarray(12 * MiB))).status).toBe(204);
+      } finally {
+        await after.close();
+      }
+      await expectStored(fileId, data);
+    });
+
     it('keeps the whole parts of a long PATCH whose connection drops', async () => {
       const size = 40 * MiB;
       const { path, fileId } = await created(size);
@@ -337,6 +360,54 @@ describe('tus 1.0 endpoint', () => {
       const rest = randomBytes(half);
       expect((await patchAt(b, path, half, rest)).status).toBe(204);
       await expectStored(fileId, Buffer.concat([winner, rest]));
+    });
+
+    it('grants a part in one statement only to an open session, within twice its total, never shrinking', async () => {
+      const { path } = await created(10 * MiB);
+      const sessionId = path.split('/').pop()!;
+      const grant = (partNumber: number, size: number) =>
+        grantOpenPart(a.services.db, sessionId, partNumber, size, 2);
+      const grants = async () =>
+        (
+          await a.services.db.query<{ part_grants: Record<string, number> }>(
+            'SELECT part_grants FROM multipart_sessions WHERE id = $1',
+            [sessionId],
+          )
+        )[0]!.part_grants;
+      expect(await grant(2, 8 * MiB)).toBe(true);
+      expect(await grant(2, 6 * MiB)).toBe(true);
+      expect(await grants()).toEqual({ '2': 8 * MiB });
+      expect(await grant(3, 10 * MiB + 1)).toBe(false); // more than the total
+      expect(await grant(3, 10 * MiB)).toBe(true);
+      expect(await grant(4, 2 * MiB + 1)).toBe(false); // past twice the total with the others
+      expect(await grants()).toEqual({ '2': 8 * MiB, '3': 10 * MiB });
+      expect((await request(`${a.url}${path}`, 'DELETE', { headers: tusHeaders(project.key) })).status).toBe(
+        204,
+      );
+      expect(await grant(4, MiB)).toBe(false);
+    });
+
+    it('drops the bytes of a PATCH refused once they were being written', async () => {
+      const part = 6 * MiB;
+      const { path, fileId } = await created(3 * part);
+      const head = randomBytes(part);
+      expect((await patchAt(a, path, 0, head)).status).toBe(204);
+      // Both are second parts, written while their lock is awaited: one wins, the other is refused.
+      const first = randomBytes(part);
+      const second = randomBytes(part);
+      const replies = await Promise.all([patchAt(a, path, part, first), patchAt(b, path, part, second)]);
+      const statuses = replies.map((reply) => reply.status);
+      expect(statuses.filter((status) => status === 204)).toHaveLength(1);
+      expect([409, 423]).toContain(statuses.find((status) => status !== 204));
+      if (storage === 'local') {
+        // Only the local store writes a part before its number is known (S3 takes both at once).
+        const temps = join(shared.COFFER_DATA_DIR, 'objects', '.tmp');
+        await expect.poll(() => readdir(temps), { timeout: 5000 }).toEqual([]);
+      }
+      const winner = statuses[0] === 204 ? first : second;
+      const rest = randomBytes(part);
+      expect((await patchAt(b, path, 2 * part, rest)).status).toBe(204);
+      await expectStored(fileId, Buffer.concat([head, winner, rest]));
     });
 
     it('releases a stalled PATCH when a HEAD or PATCH of the upload comes from another node', async () => {

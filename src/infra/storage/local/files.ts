@@ -164,7 +164,7 @@ export async function gather(source: AsyncIterable<Buffer>, limits: Limits): Pro
  * A small body, gathered and then written, synced and hashed from this thread: handing it to a
  * writer thread (three messages there and three back) cost more than all of that.
  */
-function smallSink(file: FileHandle, algorithm: 'sha256' | 'md5'): FileSink {
+function smallSink(file: FileHandle, algorithm: 'sha256' | 'md5' | null): FileSink {
   const chunks: Buffer[] = [];
   return {
     async write(chunk) {
@@ -174,7 +174,7 @@ function smallSink(file: FileHandle, algorithm: 'sha256' | 'md5'): FileSink {
       const data = Buffer.concat(chunks);
       await file.writeFile(data);
       await file.datasync();
-      return createHash(algorithm).update(data).digest('hex');
+      return algorithm ? createHash(algorithm).update(data).digest('hex') : '';
     },
     async abort() {},
   };
@@ -195,8 +195,8 @@ export async function syncFolder(folder: string): Promise<void> {
 }
 
 /**
- * Streams `source` into a temp file in `tmpFolder`, counting on the way, and hashing and writing on
- * the writer thread; stops reading as soon as it is longer than allowed. Once complete and fsynced,
+ * Streams `source` into a temp file in `tmpFolder`, counting on the way, and hashing (with `algorithm`,
+ * unless null) and writing on the writer thread; stops reading as soon as it is longer than allowed. Once complete and fsynced,
  * `place` moves the temp file where it belongs. On any failure the temp file is removed and nothing
  * is placed.
  */
@@ -204,7 +204,7 @@ export async function writeStream(
   tmpFolder: string,
   source: AsyncIterable<Buffer>,
   limits: Limits,
-  algorithm: 'sha256' | 'md5',
+  algorithm: 'sha256' | 'md5' | null,
   place: (tmp: string, digest: string, size: number) => Promise<void>,
 ): Promise<{ size: number; digest: string }> {
   const tmp = join(tmpFolder, randomSecret(12));
@@ -220,7 +220,7 @@ async function writeTemp(
   tmp: string,
   source: AsyncIterable<Buffer>,
   limits: Limits,
-  algorithm: 'sha256' | 'md5',
+  algorithm: 'sha256' | 'md5' | null,
   place: (tmp: string, digest: string, size: number) => Promise<void>,
 ): Promise<{ size: number; digest: string }> {
   // Created before anything can fail, so that the cleanup below always finds it.

@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import { randomSecret } from '../../../lib/secrets.ts';
 import { fileIdentity } from '../file-identity.ts';
@@ -9,6 +11,7 @@ import {
   MAX_PART_SIZE,
   type ObjectInfo,
   type PartInfo,
+  type StagedPart,
   StoreError,
 } from '../object-store.ts';
 import { writers } from '../writer-pool.ts';
@@ -93,30 +96,94 @@ export class LocalMultipart {
     return (await this.#upload(key, uploadId)).totalSize;
   }
 
-  /** Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag. */
-  async receivePart(url: Extract<SignedUrl, { kind: 'part' }>, body: AsyncIterable<Buffer>): Promise<string> {
-    const { folder, totalSize } = await this.#upload(url.key, url.uploadId, true);
-    if (url.size !== undefined) checkPartSize(url.size, totalSize);
-    const partFolder = join(folder, String(url.partNumber));
+  /**
+   * Stores the body of a verified part URL as the newest version of its part; answers the quoted ETag.
+   * `md5: false`: for a caller that only completes with what this answers, the part is named by a
+   * random id of an MD5's form instead of its MD5, which then spares hashing its bytes.
+   */
+  receivePart(
+    url: Extract<SignedUrl, { kind: 'part' }>,
+    body: AsyncIterable<Buffer>,
+    options: { md5?: boolean } = {},
+  ): Promise<string> {
+    return this.#storePart(url.key, url.uploadId, url.size, body, options, url.partNumber);
+  }
+
+  /**
+   * Receives exactly `size` bytes of `body` for a part whose number comes later (see
+   * ObjectStore.stagePart): written and synced to a temp file meanwhile, placed once numbered.
+   */
+  stagePart(
+    key: string,
+    uploadId: string,
+    body: Readable,
+    size: number,
+    options: { md5?: boolean },
+  ): StagedPart {
+    let numbered!: (partNumber: number) => void;
+    let dropped!: (error: Error) => void;
+    const partNumber = new Promise<number>((resolve, reject) => {
+      numbered = resolve;
+      dropped = reject;
+    });
+    let discarded = false;
+    // Not destroyed when a discard stops the reading: the request still gets its answer.
+    const chunks = body.iterator({ destroyOnReturn: false });
+    async function* unlessDiscarded() {
+      for await (const chunk of chunks) {
+        if (discarded) throw new StoreError('InvalidArgument', 'The part was discarded');
+        yield chunk;
+      }
+    }
+    const stored = this.#storePart(key, uploadId, size, unlessDiscarded(), options, partNumber);
+    stored.catch(() => undefined);
+    return {
+      place: (number) => {
+        numbered(number);
+        return stored;
+      },
+      discard: async () => {
+        discarded = true;
+        dropped(new StoreError('InvalidArgument', 'The part was discarded'));
+        await stored.catch(() => undefined);
+      },
+    };
+  }
+
+  async #storePart(
+    key: string,
+    uploadId: string,
+    size: number | undefined,
+    body: AsyncIterable<Buffer>,
+    options: { md5?: boolean },
+    numbered: number | Promise<number>,
+  ): Promise<string> {
+    const { folder, totalSize } = await this.#upload(key, uploadId, true);
+    if (size !== undefined) checkPartSize(size, totalSize);
     const max = Math.min(totalSize ?? MAX_PART_SIZE, MAX_PART_SIZE);
     // A part URL signed for a size takes exactly that many bytes, as a whole-object URL does.
-    const limits = url.size === undefined ? { max } : { exact: url.size, max: url.size };
+    const limits = size === undefined ? { max } : { exact: size, max: size };
+    const hashed = options.md5 !== false;
     let first = false;
-    const { digest } = await writeStream(this.#tmp, body, limits, 'md5', async (tmp, md5, size) => {
-      const part = { partNumber: url.partNumber, md5, size, tmp };
-      first = await this.#parts.place(url.uploadId, folder, part, totalSize);
+    let name = '';
+    let partFolder = '';
+    await writeStream(this.#tmp, body, limits, hashed ? 'md5' : null, async (tmp, md5, written) => {
+      const partNumber = await numbered;
+      partFolder = join(folder, String(partNumber));
+      name = hashed ? md5 : randomBytes(16).toString('hex');
+      first = await this.#parts.place(uploadId, folder, { partNumber, name, size: written, tmp }, totalSize);
       await syncFolder(partFolder);
     });
-    if (!first) await dropOlderVersions(partFolder, digest);
-    this.#digests.advance(url.uploadId, dirname(partFolder));
-    return `"${digest}"`;
+    if (!first) await dropOlderVersions(partFolder, name);
+    this.#digests.advance(uploadId, folder);
+    return `"${name}"`;
   }
 
   async listParts(key: string, uploadId: string): Promise<PartInfo[]> {
     const { folder } = await this.#upload(key, uploadId);
-    return (await storedParts(folder)).map(({ partNumber, md5, size }) => ({
+    return (await storedParts(folder)).map(({ partNumber, name, size }) => ({
       partNumber,
-      etag: `"${md5}"`,
+      etag: `"${name}"`,
       size,
     }));
   }
@@ -154,7 +221,7 @@ export class LocalMultipart {
           index < running.parts.length &&
           running.parts[index]!.identity !== fileIdentity(stats)
         ) {
-          await running.digest.abort(); // replaced after it was hashed, by bytes of the same MD5
+          await running.digest.abort(); // replaced after it was hashed, by a version of the same name
           running = undefined;
         }
       }

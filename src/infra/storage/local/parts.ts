@@ -4,8 +4,11 @@ import { join } from 'node:path';
 import { MAX_PART_SIZE, MIN_PART_SIZE, STORED_PER_DECLARED_BYTE, StoreError } from '../object-store.ts';
 import { entries, isMissing } from './files.ts';
 
-/** The name of a part's file in its part folder: the MD5 hex of its bytes. */
-const MD5_HEX = /^[0-9a-f]{32}$/;
+/**
+ * The name of a part's file in its part folder: the MD5 hex of its bytes, or a random id of the same
+ * form for a part written without its MD5 (see LocalMultipart.receivePart); either is its ETag.
+ */
+const PART_NAME = /^[0-9a-f]{32}$/;
 /**
  * Multipart uploads a store keeps state for in memory at once (a running digest, the part sizes);
  * past that, the least recently used lose it (complete then hashes from scratch, sizes are read again).
@@ -35,21 +38,21 @@ export function checkPartSize(size: number, totalSize: number | undefined): void
 export async function newestPart(
   folder: string,
   partNumber: number,
-): Promise<{ md5: string; size: number } | undefined> {
+): Promise<{ name: string; size: number } | undefined> {
   const partFolder = join(folder, String(partNumber));
-  let newest: { md5: string; size: number; mtimeMs: number } | undefined;
-  for (const md5 of await readdir(partFolder).catch(() => [])) {
-    const info = MD5_HEX.test(md5) ? await stat(join(partFolder, md5)).catch(() => undefined) : undefined;
+  let newest: { name: string; size: number; mtimeMs: number } | undefined;
+  for (const name of await readdir(partFolder).catch(() => [])) {
+    const info = PART_NAME.test(name) ? await stat(join(partFolder, name)).catch(() => undefined) : undefined;
     if (info && (!newest || info.mtimeMs > newest.mtimeMs))
-      newest = { md5, size: info.size, mtimeMs: info.mtimeMs };
+      newest = { name, size: info.size, mtimeMs: info.mtimeMs };
   }
-  return newest && { md5: newest.md5, size: newest.size };
+  return newest && { name: newest.name, size: newest.size };
 }
 
 /** The newest version of every part in an upload's `folder`, by ascending part number. */
 export async function storedParts(
   folder: string,
-): Promise<{ partNumber: number; md5: string; size: number }[]> {
+): Promise<{ partNumber: number; name: string; size: number }[]> {
   const numbers = (await readdir(folder)).filter((name) => /^\d+$/.test(name)).map(Number);
   const parts = await Promise.all(
     numbers.map(async (partNumber) => {
@@ -70,22 +73,22 @@ export async function partFiles(
 ): Promise<{ files: string[]; etag: string }> {
   if (parts.length === 0) throw new StoreError('InvalidPart', 'A multipart upload needs at least one part');
   const files: string[] = [];
-  const md5s: Buffer[] = [];
+  const names: Buffer[] = [];
   for (const [index, { partNumber, etag }] of parts.entries()) {
     if (index > 0 && !(partNumber > parts[index - 1]!.partNumber)) {
       throw new StoreError('InvalidPart', 'Parts must be listed in ascending order, each once', {
         part_number: partNumber,
       });
     }
-    const md5 = String(etag).replace(/^"|"$/g, '').toLowerCase();
+    const name = String(etag).replace(/^"|"$/g, '').toLowerCase();
     const versions = Number.isInteger(partNumber)
       ? await readdir(join(folder, String(partNumber))).catch(() => [])
       : [];
-    if (!MD5_HEX.test(md5) || !versions.includes(md5)) {
+    if (!PART_NAME.test(name) || !versions.includes(name)) {
       const reason = versions.length > 0 ? 'does not match the uploaded part' : 'was not uploaded';
       throw new StoreError('InvalidPart', `Part ${partNumber} ${reason}`, { part_number: partNumber, etag });
     }
-    const file = join(folder, String(partNumber), md5);
+    const file = join(folder, String(partNumber), name);
     if (index < parts.length - 1 && (await stat(file)).size < MIN_PART_SIZE) {
       throw new StoreError(
         'InvalidPart',
@@ -96,19 +99,19 @@ export async function partFiles(
       );
     }
     files.push(file);
-    md5s.push(Buffer.from(md5, 'hex'));
+    names.push(Buffer.from(name, 'hex'));
   }
   return {
     files,
-    etag: `"${createHash('md5').update(Buffer.concat(md5s)).digest('hex')}-${parts.length}"`,
+    etag: `"${createHash('md5').update(Buffer.concat(names)).digest('hex')}-${parts.length}"`,
   };
 }
 
-/** A re-upload replaces the part: older versions than `md5` go (a concurrent newer one stays). */
-export async function dropOlderVersions(partFolder: string, md5: string): Promise<void> {
-  const newest = await stat(join(partFolder, md5)).catch(() => undefined);
+/** A re-upload replaces the part: older versions than `kept` go (a concurrent newer one stays). */
+export async function dropOlderVersions(partFolder: string, kept: string): Promise<void> {
+  const newest = await stat(join(partFolder, kept)).catch(() => undefined);
   for (const name of await readdir(partFolder).catch(() => [])) {
-    if (name === md5 || !newest) continue;
+    if (name === kept || !newest) continue;
     const other = await stat(join(partFolder, name)).catch(() => undefined);
     if (other && other.mtimeMs <= newest.mtimeMs) await rm(join(partFolder, name), { force: true });
   }
@@ -138,7 +141,7 @@ export class PartLedger {
   readonly #queues = new Map<string, Promise<void>>();
 
   /**
-   * Moves the written part file `tmp` into the upload's `folder` as the version `md5` of part
+   * Moves the written part file `tmp` into the upload's `folder` as the version `name` of part
    * `partNumber`, within the stored-bytes bound of `totalSize` (unknown for uploads started before
    * totals were recorded). Checked and placed one part at a time per upload, so that parallel parts
    * cannot all pass. Answers whether it is the part number's first version (no older one to drop).
@@ -146,7 +149,7 @@ export class PartLedger {
   place(
     uploadId: string,
     folder: string,
-    part: { partNumber: number; md5: string; size: number; tmp: string },
+    part: { partNumber: number; name: string; size: number; tmp: string },
     totalSize: number | undefined,
   ): Promise<boolean> {
     const partFolder = join(folder, String(part.partNumber));
@@ -162,7 +165,7 @@ export class PartLedger {
         first = false;
       }
       try {
-        await rename(part.tmp, join(partFolder, part.md5));
+        await rename(part.tmp, join(partFolder, part.name));
       } catch (error) {
         // Aborted or completed meanwhile.
         if (isMissing(error)) throw new StoreError('NoSuchUpload', 'Upload not found');

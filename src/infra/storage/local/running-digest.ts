@@ -76,7 +76,7 @@ export class RunningDigests {
     }
     running.advance(async (partNumber) => {
       const part = await newestPart(folder, partNumber);
-      return part && join(folder, String(partNumber), part.md5);
+      return part && join(folder, String(partNumber), part.name);
     });
   }
 

@@ -11,6 +11,7 @@ import {
   type ObjectInfo,
   type ObjectStore,
   type PartInfo,
+  type StagedPart,
   StoreError,
 } from '../object-store.ts';
 import { DeleteHold } from './delete-hold.ts';
@@ -40,7 +41,8 @@ import { removeStaleTemps } from './stale.ts';
  *                                inline: true}, then its bytes (one file, so one write and sync instead of two)
  *   .tmp/<random>                uploads and assemblies in progress (same filesystem, so renames are atomic)
  *   .multipart/<id>/upload.json  a multipart upload's manifest {key, contentType}
- *   .multipart/<id>/<n>/<md5>    its part n (the newest file wins while a re-upload replaces it)
+ *   .multipart/<id>/<n>/<md5>    its part n (the newest file wins while a re-upload replaces it); a part
+ *                                written without its MD5 (writePart's `md5: false`) has a random id of that form
  *
  * ETags: a whole object PUT answers the quoted SHA-256 hex of its bytes (already computed for `sha256`);
  * a part answers its quoted MD5 hex and an assembled object `"md5(part md5s)-N"`, as S3 does.
@@ -327,6 +329,7 @@ class LocalStore implements LocalObjectStore {
     partNumber: number,
     body: Readable,
     size: number,
+    options?: { md5?: boolean },
   ): Promise<string> {
     return failing(async () => {
       assertKey(key);
@@ -334,8 +337,35 @@ class LocalStore implements LocalObjectStore {
       checkPartNumber(partNumber);
       checkPartSize(size, undefined);
       // receivePart holds the size to the upload's total, from the manifest it reads anyway.
-      return this.#multipart.receivePart({ kind: 'part', key, expires: 0, uploadId, partNumber, size }, body);
+      const url = { kind: 'part', key, expires: 0, uploadId, partNumber, size } as const;
+      return this.#multipart.receivePart(url, body, options);
     });
+  }
+
+  stagePart(
+    key: string,
+    uploadId: string,
+    body: Readable,
+    size: number,
+    options: { md5?: boolean } = {},
+  ): StagedPart {
+    assertKey(key);
+    checkUploadId(uploadId);
+    checkPartSize(size, undefined);
+    const staged = this.#multipart.stagePart(key, uploadId, body, size, options);
+    return {
+      place: (partNumber) =>
+        failing(async () => {
+          try {
+            checkPartNumber(partNumber);
+          } catch (error) {
+            await staged.discard();
+            throw error;
+          }
+          return staged.place(partNumber);
+        }),
+      discard: () => staged.discard(),
+    };
   }
 
   listParts(key: string, uploadId: string): Promise<PartInfo[]> {
