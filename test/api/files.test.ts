@@ -339,14 +339,18 @@ describe('get and list', () => {
 describe('date filters', () => {
   let project: TestProject;
   const ids: Record<string, string> = {};
+  // Days around today: a file's id is made when it is, and list pages are bounded by id from date_to
+  // (within a day's clock slack), so the dates given to files stay near their ids.
+  const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+  const [yesterday, today, tomorrow] = [day(-1), day(0), day(1)];
 
   beforeAll(async () => {
     project = await coffer.newProject();
     for (const [name, createdAt] of [
-      ['early', '2026-11-26T00:00:00.000Z'],
-      ['morning', '2026-11-26T10:00:00.000Z'],
-      ['late', '2026-11-26T23:59:59.999Z'],
-      ['next', '2026-11-27T00:00:00.000Z'],
+      ['early', `${today}T00:00:00.000Z`],
+      ['morning', `${today}T10:00:00.000Z`],
+      ['late', `${today}T23:59:59.999Z`],
+      ['next', `${tomorrow}T00:00:00.000Z`],
     ]) {
       ids[name!] = (await upload(project)).body.id;
       await coffer.services.db.query('UPDATE files SET created_at = $2 WHERE id = $1', [
@@ -363,27 +367,23 @@ describe('date filters', () => {
   };
 
   it('includes the whole day of a date-only date_to', async () => {
-    expect(await listIds('?date_from=2026-11-26&date_to=2026-11-26')).toEqual([
-      ids.late,
-      ids.morning,
-      ids.early,
-    ]);
-    expect(await listIds('?date_to=2026-11-25')).toEqual([]);
-    expect(await listIds('?date_from=2026-11-27')).toEqual([ids.next]);
+    expect(await listIds(`?date_from=${today}&date_to=${today}`)).toEqual([ids.late, ids.morning, ids.early]);
+    expect(await listIds(`?date_to=${yesterday}`)).toEqual([]);
+    expect(await listIds(`?date_from=${tomorrow}`)).toEqual([ids.next]);
   });
 
   it('reads timestamps without an offset as UTC, whatever the server zone', async () => {
     const zone = process.env.TZ;
     process.env.TZ = 'America/New_York';
     try {
-      expect(await listIds('?date_from=2026-11-26T10:00:00&date_to=2026-11-26T10:00')).toEqual([ids.morning]);
+      expect(await listIds(`?date_from=${today}T10:00:00&date_to=${today}T10:00`)).toEqual([ids.morning]);
     } finally {
       if (zone === undefined) delete process.env.TZ;
       else process.env.TZ = zone;
     }
-    expect(await listIds('?date_from=2026-11-26T11:00:00%2B01:00&date_to=2026-11-26T05:00:00-05:00')).toEqual(
-      [ids.morning],
-    );
+    expect(await listIds(`?date_from=${today}T11:00:00%2B01:00&date_to=${today}T05:00:00-05:00`)).toEqual([
+      ids.morning,
+    ]);
   });
 });
 
