@@ -440,6 +440,20 @@ describe('a stored rendition through its presigned URL', () => {
     await renditions.close(); // what the timer or the next eviction pass does
     expect(await lastUsed()).toBe(true);
 
+    // Once the file was read, its rendition is read with it: one statement per request.
+    const statements: string[] = [];
+    const query = db.query.bind(db);
+    db.query = ((sql: string, params?: unknown[]) => {
+      statements.push(sql);
+      return query(sql, params);
+    }) as typeof db.query;
+    try {
+      expect((await get(url, { accept: '*/*' })).status).toBe(200);
+      expect(statements).toHaveLength(1);
+    } finally {
+      db.query = query;
+    }
+
     // Another content or type of the file is another rendition, though the URL's shape was seen.
     await db.query(`UPDATE files SET etag = '"other"' WHERE id = $1`, [file.id]);
     const otherContent = await get(url, { accept: '*/*' });

@@ -34,8 +34,8 @@ const QUEUED_PER_SLOT = 4;
 const CHECK_EVERY_FRACTION = 100;
 /** Renditions removed per round when the cache is past its budget. */
 const EVICT_BATCH = 100;
-/** Request shapes (file, parameters, Accept for `auto`) whose rendition key this process remembers. */
-const KNOWN_SHAPES = 10_000;
+/** Files whose content this process remembers, to name their renditions before reading them. */
+const KNOWN_FILES = 10_000;
 /** How long the uses of stored renditions are gathered before they are written, in one statement. */
 const USES_FLUSH_MS = 10_000;
 
@@ -65,12 +65,8 @@ interface Target {
   negotiated: boolean;
 }
 
-/** A target as worked out for a file's content and type, which decide it with the request's shape. */
-interface KnownTarget extends Target {
-  storageKey: string;
-  fileEtag: string | null;
-  contentType: string;
-}
+/** What names a file's renditions, with a request's parameters: its content and its type. */
+type Content = Pick<files.FileRow, 'storage_key' | 'etag' | 'content_type'>;
 
 const tooLarge = (limit: number, size?: number) =>
   new ImageError('TooLarge', `The image is larger than ${limit} bytes`, {
@@ -117,8 +113,8 @@ export function createRenditionService(deps: {
   let evicting: Promise<void> | undefined;
   /** Bytes this process stored since it last summed the total. */
   let unchecked = 0;
-  /** The target last worked out per request shape: its key is looked up with the file, in one statement. */
-  const known = new LRUCache<string, KnownTarget>({ max: KNOWN_SHAPES });
+  /** The content last read per file: a request's rendition key is worked out from it and read with the file. */
+  const contents = new LRUCache<string, Content>({ max: KNOWN_FILES });
   /**
    * Stored renditions served since the last flush. Their last use is written in batches, off the
    * request: the order of eviction is least recently used at the flush's granularity (USES_FLUSH_MS,
@@ -134,41 +130,40 @@ export function createRenditionService(deps: {
    * rather than by checksum_sha256, which on S3 is known only after the digest job: a rendition made
    * before it would otherwise be made again after it.
    */
-  function identify(file: SourceFile, spec: RenderSpec) {
+  function identify(file: Pick<SourceFile, 'id' | 'storage_key' | 'etag'>, spec: RenderSpec) {
     const hash = sha256Hex(JSON.stringify([file.storage_key, file.etag, canonical(spec)]));
     return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
   }
 
+  /** The rendition that parameters and an Accept header ask of a file's content. */
+  function targetOf(file: Content & { id: string }, params: RenditionParams, accept?: string): Target {
+    const spec = resolveFormat(params, accept, file.content_type);
+    return { spec, negotiated: params.format === 'auto', ...identify(file, spec) };
+  }
+
   /**
-   * The file and the rendition a request asks of it. When this process saw the same shape of request
-   * before, the key it worked out then is looked up with the file, in one statement, and holds when
-   * the file's content and type are still those it was worked out from; otherwise it is worked out
-   * anew and `stored` is left unknown. The caller checks the file before serving anything.
+   * The file and the rendition a request asks of it. When this process read the file before, the key
+   * is worked out from the content it read then and looked up with the file, in one statement; it
+   * holds when the file's content and type are still those. Otherwise it is worked out from the file
+   * and `stored` is left unknown. The caller checks the file before serving anything.
    */
   async function lookup(projectId: string, fileId: string, params: RenditionParams, accept?: string) {
-    const negotiated = params.format === 'auto';
-    const shape = JSON.stringify([projectId, fileId, canonical(params), negotiated ? (accept ?? '') : '']);
-    const guess = known.get(shape);
+    const seen = contents.get(`${projectId}/${fileId}`);
+    const guess = seen && targetOf({ id: fileId, ...seen }, params, accept);
     const found = await repo.findFileAndRendition(db, projectId, fileId, guess?.key);
     if (!found) return undefined;
     const { file, renditionSize } = found;
     if (
       guess &&
-      guess.storageKey === file.storage_key &&
-      guess.fileEtag === file.etag &&
-      guess.contentType === file.content_type
+      seen.storage_key === file.storage_key &&
+      seen.etag === file.etag &&
+      seen.content_type === file.content_type
     ) {
-      return { file, target: guess as Target, stored: { size: renditionSize } };
+      return { file, target: guess, stored: { size: renditionSize } };
     }
-    const spec = resolveFormat(params, accept, file.content_type);
-    const target = { spec, negotiated, ...identify(file, spec) };
-    known.set(shape, {
-      ...target,
-      storageKey: file.storage_key,
-      fileEtag: file.etag,
-      contentType: file.content_type,
-    });
-    return { file, target, stored: undefined };
+    const { storage_key, etag, content_type } = file;
+    contents.set(`${projectId}/${fileId}`, { storage_key, etag, content_type });
+    return { file, target: targetOf(file, params, accept), stored: undefined };
   }
 
   /** Notes a stored rendition's use; written with the others within USES_FLUSH_MS. */
