@@ -470,6 +470,22 @@ describe('a stored rendition through its presigned URL', () => {
     expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
     expect((await get(url, { accept: '*/*' })).status).toBe(404);
   });
+
+  it('sends a stored rendition past SMALL_BODY whole, from its own file', async () => {
+    const noise = await sharp(randomBytes(300 * 300 * 3), { raw: { width: 300, height: 300, channels: 3 } })
+      .png()
+      .toBuffer();
+    const file = await stored(project, 'noise-large.png', 'image/png', noise);
+    const reply = await project.call('GET', `/files/${file.id}/download?width=299&format=png`);
+    const made = await get(reply.body.url);
+    expect(made.status).toBe(200);
+    expect(made.bytes.length).toBeGreaterThan(SMALL_BODY);
+    await coffer.services.renditions.stored();
+    const again = await get(reply.body.url);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('content-length')).toBe(String(made.bytes.length));
+    expect(again.bytes.equals(made.bytes)).toBe(true);
+  });
 });
 
 describe('bounds', () => {
