@@ -1,6 +1,3 @@
-import type { FileHandle } from 'node:fs/promises';
-import { open } from 'node:fs/promises';
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { badRequest, DomainError, forbidden, notFound, requestTooLarge } from '../domain/errors.ts';
@@ -8,12 +5,7 @@ import type { Metrics } from '../infra/metrics.ts';
 import type { LocalObjectStore } from '../infra/storage/local/store.ts';
 import { assertKey, MAX_PART_SIZE, StoreError } from '../infra/storage/object-store.ts';
 import { parseRange } from './range.ts';
-
-/** The size of each of the two buffers a download is sent through. */
-const BUFFER_SIZE = 1024 * 1024;
-
-/** Adds bytes to the local store's transfer counter (metrics on). */
-type Count = (bytes: number) => void;
+import { type Count, sendSlices } from './send-slices.ts';
 
 function keyOf(request: FastifyRequest): string {
   const key = (request.params as { '*': string })['*'];
@@ -55,68 +47,7 @@ async function download(store: LocalObjectStore, request: FastifyRequest, reply:
     etag: info.etag,
   });
   if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${info.size}`);
-  if (request.method === 'HEAD' || info.size === 0) return reply.send();
-  const slices = info.slices(range);
-  reply.hijack();
-  const response = reply.raw;
-  response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
-  try {
-    for (const slice of slices) {
-      if (slice.bytes) {
-        await send(response, slice.bytes, sent);
-        continue;
-      }
-      const handle = await open(slice.path, 'r');
-      try {
-        await streamFile(handle, response, slice.start, slice.end, sent);
-      } finally {
-        await handle.close();
-      }
-    }
-    response.end();
-  } catch (error) {
-    request.log.warn({ err: error }, 'download interrupted');
-    response.destroy();
-  }
-}
-
-/**
- * Writes bytes `start`..`end` of the file to the response through two buffers used in turn: one
- * is read into while the other is being sent. A large download allocates nothing per chunk, so
- * it leaves no garbage behind (what slows a busy process down is the collector, not the disk).
- */
-async function streamFile(
-  handle: FileHandle,
-  response: ServerResponse,
-  start: number,
-  end: number,
-  sent?: Count,
-): Promise<void> {
-  const size = Math.min(BUFFER_SIZE, end - start + 1);
-  const buffers = [Buffer.allocUnsafeSlow(size), Buffer.allocUnsafeSlow(size)];
-  const sending: (Promise<void> | undefined)[] = [undefined, undefined];
-  let position = start;
-  for (let turn = 0; position <= end; turn ^= 1) {
-    await sending[turn]; // this buffer's previous chunk has reached the socket
-    if (response.destroyed) throw new Error('the client went away');
-    const buffer = buffers[turn]!;
-    const { bytesRead } = await handle.read(buffer, 0, Math.min(size, end - position + 1), position);
-    if (bytesRead === 0) throw new Error('the object is shorter than its recorded size');
-    position += bytesRead;
-    sending[turn] = send(response, buffer.subarray(0, bytesRead), sent);
-  }
-  await Promise.all(sending);
-}
-
-/** Writes `bytes` to the response; settles once they have reached the socket. */
-function send(response: ServerResponse, bytes: Buffer, sent?: Count): Promise<void> {
-  return new Promise((resolve, reject) => {
-    response.write(bytes, (error) => {
-      if (error) return reject(error);
-      sent?.(bytes.length);
-      resolve();
-    });
-  });
+  return sendSlices(request, reply, info.slices(range), sent);
 }
 
 /** Passes the chunks of `source` through, counting them as they are read. */

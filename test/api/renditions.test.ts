@@ -403,6 +403,91 @@ describe('GET …/download with rendition parameters', () => {
   });
 });
 
+describe('a stored rendition through its presigned URL', () => {
+  it('is sent from the store, marked used off the request, and stops with its file at once', async () => {
+    const { db, renditions } = coffer.services;
+    const file = await stored(project, 'served.png', 'image/png', await translucentPng());
+    const reply = await project.call('GET', `/files/${file.id}/download?width=48`);
+    const url = reply.body.url as string;
+    const made = await get(url, { accept: '*/*' });
+    expect(made.status).toBe(200);
+    await renditions.stored();
+    const [row] = await db.query<{ key: string }>('SELECT key FROM renditions WHERE file_id = $1', [file.id]);
+    await db.query(`UPDATE renditions SET last_used_at = now() - interval '2 hours' WHERE key = $1`, [
+      row!.key,
+    ]);
+    const lastUsed = async () =>
+      (
+        await db.query<{ recent: boolean }>(
+          `SELECT last_used_at > now() - interval '1 minute' AS recent FROM renditions WHERE key = $1`,
+          [row!.key],
+        )
+      )[0]!.recent;
+
+    // The same bytes from the store, and the headers alone for HEAD.
+    for (let i = 0; i < 3; i++) {
+      const again = await get(url, { accept: '*/*' });
+      expect(again.status).toBe(200);
+      expect(again.bytes.equals(made.bytes)).toBe(true);
+      expect(again.headers.get('content-length')).toBe(String(made.bytes.length));
+      expect(again.headers.get('etag')).toBe(made.headers.get('etag'));
+    }
+    const head = await fetch(url, { method: 'HEAD', headers: { accept: '*/*' } });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe(String(made.bytes.length));
+    expect(Buffer.from(await head.arrayBuffer()).length).toBe(0);
+    expect(await lastUsed()).toBe(false);
+    await renditions.close(); // what the timer or the next eviction pass does
+    expect(await lastUsed()).toBe(true);
+
+    // Once the file was read, its rendition is read with it: one statement per request.
+    const statements: string[] = [];
+    const query = db.query.bind(db);
+    db.query = ((sql: string, params?: unknown[]) => {
+      statements.push(sql);
+      return query(sql, params);
+    }) as typeof db.query;
+    try {
+      expect((await get(url, { accept: '*/*' })).status).toBe(200);
+      expect(statements).toHaveLength(1);
+    } finally {
+      db.query = query;
+    }
+
+    // Another content or type of the file is another rendition, though the URL's shape was seen.
+    await db.query(`UPDATE files SET etag = '"other"' WHERE id = $1`, [file.id]);
+    const otherContent = await get(url, { accept: '*/*' });
+    expect(otherContent.status).toBe(200);
+    expect(otherContent.headers.get('etag')).not.toBe(made.headers.get('etag'));
+    await db.query(`UPDATE files SET content_type = 'image/jpeg' WHERE id = $1`, [file.id]);
+    expect((await get(url, { accept: '*/*' })).headers.get('content-type')).toBe('image/jpeg');
+
+    // No longer ready, then deleted: refused at once.
+    await db.query(`UPDATE files SET status = 'quarantined' WHERE id = $1`, [file.id]);
+    expect((await get(url, { accept: '*/*' })).status).toBe(409);
+    await db.query(`UPDATE files SET status = 'ready' WHERE id = $1`, [file.id]);
+    expect((await get(url, { accept: '*/*' })).status).toBe(200);
+    expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
+    expect((await get(url, { accept: '*/*' })).status).toBe(404);
+  });
+
+  it('sends a stored rendition past SMALL_BODY whole, from its own file', async () => {
+    const noise = await sharp(randomBytes(300 * 300 * 3), { raw: { width: 300, height: 300, channels: 3 } })
+      .png()
+      .toBuffer();
+    const file = await stored(project, 'noise-large.png', 'image/png', noise);
+    const reply = await project.call('GET', `/files/${file.id}/download?width=299&format=png`);
+    const made = await get(reply.body.url);
+    expect(made.status).toBe(200);
+    expect(made.bytes.length).toBeGreaterThan(SMALL_BODY);
+    await coffer.services.renditions.stored();
+    const again = await get(reply.body.url);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('content-length')).toBe(String(made.bytes.length));
+    expect(again.bytes.equals(made.bytes)).toBe(true);
+  });
+});
+
 describe('bounds', () => {
   let bounded: TestCoffer;
   let boundedProject: TestProject;

@@ -38,7 +38,7 @@ export interface PresignedUrl {
  * Whether an upload token acts for the owner the file was uploaded for: same user (and organization,
  * when the file has one). A replacement token, issued when the first expired, may so finish its upload.
  */
-function sameOwner(principal: UploadTokenPrincipal, file: repo.FileRow): boolean {
+function sameOwner(principal: UploadTokenPrincipal, file: Visibility): boolean {
   return (
     principal.ownerUserId !== null &&
     principal.ownerUserId === file.owner_user_id &&
@@ -46,16 +46,22 @@ function sameOwner(principal: UploadTokenPrincipal, file: repo.FileRow): boolean
   );
 }
 
+/** What decides whether a caller sees a file. */
+export type Visibility = Pick<
+  repo.FileRow,
+  'deleted_at' | 'status' | 'upload_token_id' | 'owner_user_id' | 'owner_org_id'
+>;
+
 /**
  * The file as this caller may see it: 404 when missing, deleted, or (for an upload token) not
  * uploaded with that token, nor with `ofSameOwner` by a token of the same owner; 409 CONFLICT when
  * quarantined, unless `allowQuarantined`.
  */
-export function visibleFile(
+export function visibleFile<F extends Visibility>(
   caller: Caller,
-  file: repo.FileRow | undefined,
+  file: F | undefined,
   options: { allowQuarantined?: boolean; ofSameOwner?: boolean } = {},
-): repo.FileRow {
+): F {
   const { principal } = caller;
   if (!file || file.deleted_at !== null) throw notFound('File');
   if (

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
+import type { FileRow } from '../files/repo.ts';
 
 export interface RenditionRow {
   key: string;
@@ -8,23 +9,52 @@ export interface RenditionRow {
   size_bytes: number;
 }
 
-/** How long a rendition's last use may lag: serving it writes at most once per this many seconds. */
-const TOUCH_SECONDS = 60;
+/** What serving a rendition reads of its file: who may see it, whether it is ready, its content. */
+export type ServableFile = Pick<
+  FileRow,
+  | 'id'
+  | 'project_id'
+  | 'status'
+  | 'deleted_at'
+  | 'upload_token_id'
+  | 'owner_user_id'
+  | 'owner_org_id'
+  | 'storage_key'
+  | 'etag'
+  | 'content_type'
+  | 'size_bytes'
+>;
 
 /**
- * A stored rendition, marked used (at most once per TOUCH_SECONDS, so that serving it seldom writes)
- * in the same statement: the least recently used go first when the store is over its budget.
+ * The file and, when `key` is given and stored, the size of that rendition: one statement for a
+ * request that knows the rendition's key before it has read the file (checked against it afterwards).
  */
-export async function useRendition(q: Queryable, key: string): Promise<RenditionRow | undefined> {
+export async function findFileAndRendition(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  key: string | undefined,
+): Promise<{ file: ServableFile; renditionSize: number | undefined } | undefined> {
+  const [row] = await q.query<ServableFile & { rendition_size: number | null }>(
+    `SELECT id, project_id, status, deleted_at, upload_token_id, owner_user_id, owner_org_id, storage_key, etag,
+       content_type, size_bytes, (SELECT r.size_bytes FROM renditions r WHERE r.key = $3) AS rendition_size
+     FROM files WHERE project_id = $1 AND id = $2`,
+    [projectId, fileId, key ?? null],
+  );
+  return row && { file: row, renditionSize: row.rendition_size ?? undefined };
+}
+
+export async function findRendition(q: Queryable, key: string): Promise<RenditionRow | undefined> {
   const [row] = await q.query<RenditionRow>(
-    `WITH touched AS (
-       UPDATE renditions SET last_used_at = now()
-       WHERE key = $1 AND last_used_at < now() - make_interval(secs => $2)
-     )
-     SELECT key, file_id, project_id, content_type, size_bytes FROM renditions WHERE key = $1`,
-    [key, TOUCH_SECONDS],
+    'SELECT key, file_id, project_id, content_type, size_bytes FROM renditions WHERE key = $1',
+    [key],
   );
   return row;
+}
+
+/** Marks renditions used now: the least recently used go first when the store is over its budget. */
+export async function touchRenditions(q: Queryable, keys: string[]): Promise<void> {
+  await q.query('UPDATE renditions SET last_used_at = now() WHERE key = ANY($1::text[])', [keys]);
 }
 
 /** Records a stored rendition; another process that stored the same one first keeps its row. */

@@ -1,7 +1,9 @@
+import { Readable } from 'node:stream';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../http/error-responses.ts';
 import { Ref } from '../../http/schemas.ts';
+import { sendSlices } from '../../http/send-slices.ts';
 import { CONTENT_TYPE_OF, OUTPUT_FORMATS } from '../../infra/images/render.ts';
 import { FileParams } from '../files/schemas.ts';
 import { RenderQuery, RenditionImage, RenditionParamsPath, SignedRenderQuery } from './schemas.ts';
@@ -24,13 +26,13 @@ function send(request: FastifyRequest, reply: FastifyReply, rendition: Rendition
   });
   if (rendition.negotiated) reply.header('vary', 'Accept');
   if (fresh(request, rendition.etag)) {
-    if (!Buffer.isBuffer(rendition.body)) rendition.body.destroy();
+    if (rendition.body instanceof Readable) rendition.body.destroy();
     return reply.code(304).send();
   }
-  return reply
-    .type(rendition.contentType)
-    .header('content-length', String(rendition.size))
-    .send(rendition.body);
+  reply.type(rendition.contentType).header('content-length', String(rendition.size));
+  // Stored on the local store: written from its files as a download is.
+  if (Array.isArray(rendition.body)) return sendSlices(request, reply, rendition.body);
+  return reply.send(rendition.body);
 }
 
 const imageContent = Object.fromEntries(

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { ImageConfig } from '../../config.ts';
 import { forbidden, notFound } from '../../domain/errors.ts';
@@ -11,7 +12,7 @@ import {
   type RenderSpec,
   renderImage,
 } from '../../infra/images/render.ts';
-import { isLocalStore } from '../../infra/storage/local/store.ts';
+import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import { isStoreError, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
@@ -33,10 +34,15 @@ const QUEUED_PER_SLOT = 4;
 const CHECK_EVERY_FRACTION = 100;
 /** Renditions removed per round when the cache is past its budget. */
 const EVICT_BATCH = 100;
+/** Files whose content this process remembers, to name their renditions before reading them. */
+const KNOWN_FILES = 10_000;
+/** How long the uses of stored renditions are gathered before they are written, in one statement. */
+const USES_FLUSH_MS = 10_000;
 
 /** A rendition ready to send: its bytes (from the store, or just made) and what the headers say of them. */
 export interface Rendition {
-  body: Readable | Buffer;
+  /** Slices: where a stored rendition's bytes lie in the local store's files. */
+  body: Readable | Buffer | Slice[];
   size: number;
   contentType: string;
   /** Quoted; the same for the same source content and parameters, wherever it was made. */
@@ -45,10 +51,22 @@ export interface Rendition {
   negotiated: boolean;
 }
 
-type ServableFile = Pick<
+/** What a render reads of its source's file. */
+type SourceFile = Pick<
   files.FileRow,
   'id' | 'project_id' | 'storage_key' | 'etag' | 'content_type' | 'size_bytes'
 >;
+
+/** The rendition a request asks of a file: the format resolved, its key and ETag. */
+interface Target {
+  spec: RenderSpec;
+  key: string;
+  etag: string;
+  negotiated: boolean;
+}
+
+/** What names a file's renditions, with a request's parameters: its content and its type. */
+type Content = Pick<files.FileRow, 'storage_key' | 'etag' | 'content_type'>;
 
 const tooLarge = (limit: number, size?: number) =>
   new ImageError('TooLarge', `The image is larger than ${limit} bytes`, {
@@ -95,6 +113,16 @@ export function createRenditionService(deps: {
   let evicting: Promise<void> | undefined;
   /** Bytes this process stored since it last summed the total. */
   let unchecked = 0;
+  /** The content last read per file: a request's rendition key is worked out from it and read with the file. */
+  const contents = new LRUCache<string, Content>({ max: KNOWN_FILES });
+  /**
+   * Stored renditions served since the last flush. Their last use is written in batches, off the
+   * request: the order of eviction is least recently used at the flush's granularity (USES_FLUSH_MS,
+   * and across servers), which is what the budget needs; every eviction pass flushes first.
+   */
+  let used = new Set<string>();
+  let flushTimer: NodeJS.Timeout | undefined;
+  let flushing: Promise<void> = Promise.resolve();
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -102,9 +130,67 @@ export function createRenditionService(deps: {
    * rather than by checksum_sha256, which on S3 is known only after the digest job: a rendition made
    * before it would otherwise be made again after it.
    */
-  function identify(file: ServableFile, spec: RenderSpec) {
+  function identify(file: Pick<SourceFile, 'id' | 'storage_key' | 'etag'>, spec: RenderSpec) {
     const hash = sha256Hex(JSON.stringify([file.storage_key, file.etag, canonical(spec)]));
     return { key: `renditions/${file.id}/${hash}`, etag: `"${hash}"` };
+  }
+
+  /** The rendition that parameters and an Accept header ask of a file's content. */
+  function targetOf(file: Content & { id: string }, params: RenditionParams, accept?: string): Target {
+    const spec = resolveFormat(params, accept, file.content_type);
+    return { spec, negotiated: params.format === 'auto', ...identify(file, spec) };
+  }
+
+  /**
+   * The file and the rendition a request asks of it. When this process read the file before, the key
+   * is worked out from the content it read then and looked up with the file, in one statement; it
+   * holds when the file's content and type are still those. Otherwise it is worked out from the file
+   * and `stored` is left unknown. The caller checks the file before serving anything.
+   */
+  async function lookup(projectId: string, fileId: string, params: RenditionParams, accept?: string) {
+    const seen = contents.get(`${projectId}/${fileId}`);
+    const guess = seen && targetOf({ id: fileId, ...seen }, params, accept);
+    const found = await repo.findFileAndRendition(db, projectId, fileId, guess?.key);
+    if (!found) return undefined;
+    const { file, renditionSize } = found;
+    if (
+      guess &&
+      seen.storage_key === file.storage_key &&
+      seen.etag === file.etag &&
+      seen.content_type === file.content_type
+    ) {
+      return { file, target: guess, stored: { size: renditionSize } };
+    }
+    const { storage_key, etag, content_type } = file;
+    contents.set(`${projectId}/${fileId}`, { storage_key, etag, content_type });
+    return { file, target: targetOf(file, params, accept), stored: undefined };
+  }
+
+  /** Notes a stored rendition's use; written with the others within USES_FLUSH_MS. */
+  function markUsed(key: string): void {
+    used.add(key);
+    flushTimer ??= setTimeout(() => void flushUses(), USES_FLUSH_MS).unref();
+  }
+
+  /** Writes the uses gathered so far (a failed write loses them: the order is approximate anyway). */
+  function flushUses(): Promise<void> {
+    clearTimeout(flushTimer);
+    flushTimer = undefined;
+    const keys = [...used];
+    used = new Set();
+    if (keys.length === 0) return flushing;
+    flushing = flushing
+      .then(() => repo.touchRenditions(db, keys))
+      .catch((error) => logger.warn({ err: error }, 'rendition uses not recorded'));
+    return flushing;
+  }
+
+  /** The bytes of a stored rendition: where they lie on the local store (sent from there), else a stream. */
+  async function readStored(key: string): Promise<Readable | Slice[]> {
+    if (!isLocalStore(store)) return store.read(key);
+    const object = await store.locate(key);
+    if (!object) throw new StoreError('NoSuchKey', 'Object not found');
+    return object.slices();
   }
 
   /**
@@ -112,7 +198,7 @@ export function createRenditionService(deps: {
    * own (the renderer reads it in pieces: no copy of a source of megabytes in memory, nor the time
    * taken to make one); otherwise its bytes.
    */
-  async function sourceOf(file: ServableFile): Promise<ImageSource> {
+  async function sourceOf(file: SourceFile): Promise<ImageSource> {
     const own = isLocalStore(store) ? await store.ownFile(file.storage_key) : undefined;
     if (!own) return readBounded(await store.read(file.storage_key), images.maxSourceBytes);
     if (own.size > images.maxSourceBytes) throw tooLarge(images.maxSourceBytes, own.size);
@@ -120,7 +206,7 @@ export function createRenditionService(deps: {
   }
 
   /** Reads the source (bounded) and renders it, in a render slot. */
-  async function make(file: ServableFile, spec: RenderSpec): Promise<Buffer> {
+  async function make(file: SourceFile, spec: RenderSpec): Promise<Buffer> {
     if (file.size_bytes > images.maxSourceBytes) throw tooLarge(images.maxSourceBytes, file.size_bytes);
     return limiter.run(async () => {
       const source = await sourceOf(file);
@@ -138,7 +224,7 @@ export function createRenditionService(deps: {
   }
 
   /** Stores a rendition and records it (its size counts towards the budget from then on). */
-  async function keep(file: ServableFile, spec: RenderSpec, key: string, data: Buffer): Promise<void> {
+  async function keep(file: SourceFile, spec: RenderSpec, key: string, data: Buffer): Promise<void> {
     const contentType = CONTENT_TYPE_OF[spec.format];
     try {
       await store.write(key, Readable.from([data]), { size: data.length, contentType });
@@ -162,7 +248,7 @@ export function createRenditionService(deps: {
    * shares these bytes too. A rendition that could not be stored is made again on the next request.
    */
   function makeOnce(
-    file: ServableFile,
+    file: SourceFile,
     spec: RenderSpec,
     key: string,
   ): Promise<{ data: Buffer; kept: Promise<void> }> {
@@ -196,6 +282,7 @@ export function createRenditionService(deps: {
     if (evicting || unchecked < images.renditionCacheBytes / CHECK_EVERY_FRACTION) return;
     unchecked = 0;
     evicting = (async () => {
+      await flushUses();
       for (;;) {
         const excess = (await repo.totalRenditionBytes(db)) - images.renditionCacheBytes;
         if (excess <= 0) return;
@@ -219,22 +306,23 @@ export function createRenditionService(deps: {
 
   /**
    * The rendition of a ready file: from the store when made before, else rendered once (per key) and
-   * kept; with `stored`, only once it is kept.
+   * kept; with `stored`, only once it is kept. `found` is what the file's statement found of it,
+   * when it looked.
    */
-  async function serve(
-    file: ServableFile,
-    spec: RenderSpec,
-    negotiated: boolean,
+  async function deliver(
+    file: SourceFile,
+    target: Target,
+    found: { size: number | undefined } | undefined,
     options: { stored?: boolean } = {},
   ): Promise<Rendition> {
-    const { key, etag } = identify(file, spec);
+    const { key, etag, spec, negotiated } = target;
     const contentType = CONTENT_TYPE_OF[spec.format];
-    // Touched as it is found: once the stream is open, nothing may fail before it is handed on.
-    const row = await repo.useRendition(db, key);
-    if (row) {
+    const size = found ? found.size : (await repo.findRendition(db, key))?.size_bytes;
+    if (size !== undefined) {
       try {
-        const body = await store.read(key);
-        return { body, size: row.size_bytes, contentType, etag, negotiated };
+        const body = await readStored(key);
+        markUsed(key);
+        return { body, size, contentType, etag, negotiated };
       } catch (error) {
         // Evicted meanwhile (by another server): made again below.
         if (!isStoreError(error, 'NoSuchKey')) throw error;
@@ -246,6 +334,10 @@ export function createRenditionService(deps: {
     return { body: data, size: data.length, contentType, etag, negotiated };
   }
 
+  /** The rendition `spec` of a ready file (see deliver). */
+  const serve = (file: SourceFile, spec: RenderSpec, negotiated: boolean, options?: { stored?: boolean }) =>
+    deliver(file, { spec, negotiated, ...identify(file, spec) }, undefined, options);
+
   /** The signed fields of a rendition URL, in one unambiguous spelling. */
   const signature = (projectId: string, fileId: string, params: RenditionParams, expires: number) =>
     hmacHex(urlKey, JSON.stringify(['rendition', projectId, fileId, canonical(params), expires]));
@@ -254,6 +346,8 @@ export function createRenditionService(deps: {
     serve,
     /** Renders running and waiting for a slot in this process. */
     load: () => limiter.load,
+    /** Writes the uses of stored renditions not written yet (before the database closes). */
+    close: flushUses,
     /** Resolves once every rendition made so far is stored (or failed to be). */
     async stored(): Promise<void> {
       while (storing.size > 0) await Promise.all(storing);
@@ -261,12 +355,11 @@ export function createRenditionService(deps: {
 
     /** GET …/render: the rendition of a ready file the caller may read. */
     async render(caller: Caller, fileId: string, query: RenditionQuery, accept: string | undefined) {
-      const file = visibleFile(caller, await files.findFile(db, caller.project.id, fileId), {
-        allowQuarantined: true,
-      });
-      requireReady(file);
       const params = normalize(query);
-      return serve(file, resolveFormat(params, accept, file.content_type), params.format === 'auto');
+      const found = await lookup(caller.project.id, fileId, params, accept);
+      const file = visibleFile(caller, found?.file, { allowQuarantined: true });
+      requireReady(file);
+      return deliver(file, found!.target, found!.stored);
     },
 
     /** A URL of the rendition that needs no key: it binds the file, the parameters and the expiry. */
@@ -304,14 +397,10 @@ export function createRenditionService(deps: {
         throw forbidden('The URL signature is invalid');
       }
       if (Date.now() >= query.exp * 1000) throw forbidden('The URL has expired');
-      const file = await files.findFile(db, projectId, fileId);
-      if (!file || file.deleted_at !== null) throw notFound('File');
-      requireReady(file);
-      const rendition = await serve(
-        file,
-        resolveFormat(params, accept, file.content_type),
-        params.format === 'auto',
-      );
+      const found = await lookup(projectId, fileId, params, accept);
+      if (!found || found.file.deleted_at !== null) throw notFound('File');
+      requireReady(found.file);
+      const rendition = await deliver(found.file, found.target, found.stored);
       return { ...rendition, expires: query.exp };
     },
   };
