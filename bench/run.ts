@@ -32,6 +32,8 @@
  *                              of 1 KiB, with B1 and the REST small upload), COFFER_BENCH_SIZE_MB (one multipart
  *                              upload and GetObject, no quarter-size run), COFFER_BENCH_PARTS_IN_FLIGHT,
  *                              COFFER_BENCH_ROUNDS, COFFER_BENCH_LIST_REQUESTS and --files (ListObjectsV2 walk)
+ *                              COFFER_BENCH_S3API_SECTIONS  the sections of `s3api` to run, comma-separated: small
+ *                              (Put/GetObject 1 KiB), multipart, list (default all three)
  *   `sdk` (@coffer/client against the hand-written clients, rounds in A B B A order) uses COFFER_BENCH_SIZE_MB (one
  *                              multipart upload of that size from a Buffer, no quarter-size run), COFFER_BENCH_ROUNDS,
  *                              COFFER_BENCH_PART_MB, COFFER_BENCH_PARTS_IN_FLIGHT, COFFER_BENCH_SMALL_COUNT and

@@ -45,6 +45,7 @@ import {
   pool,
   progress,
   purgeFiles,
+  type Section,
   startCoffer,
   startInsertServer,
 } from './lib.ts';
@@ -333,6 +334,20 @@ async function seedListing(c: BenchContext, dataDir: string, server: CofferServe
 
 // ----------------------------------------------------------------------------------------------- bench
 
+const SECTIONS = ['small', 'multipart', 'list'] as const;
+
+/** COFFER_BENCH_S3API_SECTIONS: the sections to run, comma-separated (default all of SECTIONS). */
+function sectionsToRun(): Set<string> {
+  const named = process.env.COFFER_BENCH_S3API_SECTIONS?.split(',').map((name) => name.trim());
+  if (!named) return new Set(SECTIONS);
+  const unknown = named.filter((name) => !(SECTIONS as readonly string[]).includes(name));
+  if (unknown.length > 0 || named.length === 0)
+    throw new Error(
+      `COFFER_BENCH_S3API_SECTIONS: expected some of ${SECTIONS.join(', ')}, got ${unknown.join(', ')}`,
+    );
+  return new Set(named);
+}
+
 export const s3api: Bench = {
   name: 's3api',
   description:
@@ -341,6 +356,7 @@ export const s3api: Bench = {
     const files = Number(context.options.get('files') ?? 1_000_000);
     if (!Number.isSafeInteger(files) || files < 1)
       throw new Error(`--files: expected a count ≥ 1, got ${files}`);
+    const parts = sectionsToRun();
     const mib = context.sizeMib;
     const p = plan(mib, envInteger('COFFER_BENCH_PARTS_IN_FLIGHT', 4));
     const target =
@@ -365,62 +381,68 @@ export const s3api: Bench = {
           },
         }) as unknown as S3Client;
 
-      const smallProject = await createProject(server);
-      const smallBucket = await s3Bucket(server, smallProject.id);
-      clients.push(smallBucket.client);
-      const sides: Sides = {
-        coffer: { client: smallBucket.client, bucket: smallBucket.name },
-        sdk: { ...sdkSide, client: prefixed(rgw) },
-      };
-      const body = data.subarray(0, KiB);
-      const small = await smallRounds(context, server, sides, body);
-      const rest = await restBaselines(
-        context,
-        smallProject,
-        body,
-        envInteger('COFFER_BENCH_SMALL_COUNT', 2000),
-        envInteger('COFFER_BENCH_CONCURRENCY', 16),
-      );
-      await purge(rgw, target, prefix);
-
-      const largeProject = await createProject(server);
-      const largeBucket = await s3Bucket(server, largeProject.id);
-      clients.push(largeBucket.client);
-      const large = await multipartRounds(
-        context,
-        {
-          coffer: { client: largeBucket.client, bucket: largeBucket.name },
+      const sections: Section[] = [];
+      if (parts.has('small')) {
+        const smallProject = await createProject(server);
+        const smallBucket = await s3Bucket(server, smallProject.id);
+        clients.push(smallBucket.client);
+        const sides: Sides = {
+          coffer: { client: smallBucket.client, bucket: smallBucket.name },
           sdk: { ...sdkSide, client: prefixed(rgw) },
-        },
-        { coffer: () => checksummed(largeProject), sdk: async () => undefined },
-        {
-          coffer: async () => void (await purgeFiles(server, largeProject)),
-          sdk: () => purge(rgw, target, prefix),
-        },
-        data,
-        p,
-      );
+        };
+        const body = data.subarray(0, KiB);
+        const small = await smallRounds(context, server, sides, body);
+        const rest = await restBaselines(
+          context,
+          smallProject,
+          body,
+          envInteger('COFFER_BENCH_SMALL_COUNT', 2000),
+          envInteger('COFFER_BENCH_CONCURRENCY', 16),
+        );
+        await purge(rgw, target, prefix);
+        sections.push(smallSection(context, small, rest));
+      }
 
-      const listed = await seedListing(context, dataDir, server, files);
-      server = listed.server;
-      const listBucket = await s3Bucket(server, listed.project.id);
-      clients.push(listBucket.client);
-      const requests = envInteger('COFFER_BENCH_LIST_REQUESTS', 100);
-      const times = (send: () => Promise<unknown>) => latencies(requests, Math.min(10, requests), send);
-      progress('s3api: HeadBucket and the first page of ListObjectsV2');
-      const { client, name } = listBucket;
-      const head = await times(() => client.send(new HeadBucketCommand({ Bucket: name })));
-      const first = await times(() =>
-        client.send(new ListObjectsV2Command({ Bucket: name, MaxKeys: PAGE_KEYS })),
-      );
-      progress('s3api: walking every page of ListObjectsV2');
-      const pages = await walk(client, name);
+      if (parts.has('multipart')) {
+        const largeProject = await createProject(server);
+        const largeBucket = await s3Bucket(server, largeProject.id);
+        clients.push(largeBucket.client);
+        const large = await multipartRounds(
+          context,
+          {
+            coffer: { client: largeBucket.client, bucket: largeBucket.name },
+            sdk: { ...sdkSide, client: prefixed(rgw) },
+          },
+          { coffer: () => checksummed(largeProject), sdk: async () => undefined },
+          {
+            coffer: async () => void (await purgeFiles(server, largeProject)),
+            sdk: () => purge(rgw, target, prefix),
+          },
+          data,
+          p,
+        );
+        sections.push(multipartSection(mib, p, large));
+      }
 
-      return [
-        smallSection(context, small, rest),
-        multipartSection(mib, p, large),
-        listingSection(files, listed.seeded, head, first, pages),
-      ].map((section, i) =>
+      if (parts.has('list')) {
+        const listed = await seedListing(context, dataDir, server, files);
+        server = listed.server;
+        const listBucket = await s3Bucket(server, listed.project.id);
+        clients.push(listBucket.client);
+        const requests = envInteger('COFFER_BENCH_LIST_REQUESTS', 100);
+        const times = (send: () => Promise<unknown>) => latencies(requests, Math.min(10, requests), send);
+        progress('s3api: HeadBucket and the first page of ListObjectsV2');
+        const { client, name } = listBucket;
+        const head = await times(() => client.send(new HeadBucketCommand({ Bucket: name })));
+        const first = await times(() =>
+          client.send(new ListObjectsV2Command({ Bucket: name, MaxKeys: PAGE_KEYS })),
+        );
+        progress('s3api: walking every page of ListObjectsV2');
+        const pages = await walk(client, name);
+        sections.push(listingSection(files, listed.seeded, head, first, pages));
+      }
+
+      return sections.map((section, i) =>
         i === 0
           ? {
               ...section,

@@ -155,6 +155,10 @@ export function createFolderService(db: Db) {
       const names = path.split('/').filter((segment) => segment.length > 0);
       if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
       for (const name of names) checkName(field, name);
+      // Most paths exist already (every S3 PutObject under a prefix names one): one lookup by the whole
+      // path, where the walk below reads each segment's folder in turn.
+      const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
+      if (existing) return existing;
       let parent: Folder | undefined;
       for (const name of names) {
         parent =

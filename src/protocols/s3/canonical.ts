@@ -1,4 +1,4 @@
-import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type Hash, type Hmac, type KeyObject } from 'node:crypto';
 import querystring from 'node:querystring';
 import { getCanonicalHeaders, SignatureV4 } from '@smithy/signature-v4';
 import { LRUCache } from 'lru-cache';
@@ -99,9 +99,10 @@ const SIGNING_KEYS_KEPT = 10_000;
  * Signing keys by credential, day and region: deriving one costs four HMACs, and a client signs every
  * request of a day with the same. Keyed by the secret as the credential lookup answered it, so a
  * rotated secret derives anew and a revoked credential, which the lookup no longer answers, is never
- * asked for.
+ * asked for. Kept as KeyObjects: an HMAC under a Buffer imports the key anew each time, which cost
+ * several times the HMAC of a request's string to sign.
  */
-const signingKeys = new LRUCache<string, Buffer>({ max: SIGNING_KEYS_KEPT });
+const signingKeys = new LRUCache<string, KeyObject>({ max: SIGNING_KEYS_KEPT });
 
 /** The derived key (date, region, s3, aws4_request) that SigV4 signatures, chunks' too, are made with. */
 export function signingKeyOf(
@@ -109,13 +110,14 @@ export function signingKeyOf(
   secretAccessKey: string,
   shortDate: string,
   region: string,
-): Buffer {
+): KeyObject {
   const id = `${accessKeyId}\n${secretAccessKey}\n${shortDate}\n${region}`;
   let key = signingKeys.get(id);
   if (!key) {
-    key = Buffer.from(`AWS4${secretAccessKey}`);
+    let bytes = Buffer.from(`AWS4${secretAccessKey}`);
     for (const part of [shortDate, region, 's3', 'aws4_request'])
-      key = createHmac('sha256', key).update(part).digest();
+      bytes = createHmac('sha256', bytes).update(part).digest();
+    key = createSecretKey(bytes);
     signingKeys.set(id, key);
   }
   return key;
@@ -149,7 +151,7 @@ export class RequestVerifier extends SignatureV4 {
     payloadHash: string;
     amzDate: string;
     scope: string;
-    signingKey: Buffer;
+    signingKey: KeyObject;
   }): Promise<string> {
     const request = {
       method: input.method,

@@ -1,4 +1,4 @@
-import { createHash, createHmac, type Hash, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, type Hash, type KeyObject, timingSafeEqual } from 'node:crypto';
 import {
   algorithmOfHeader,
   type ChecksumAlgorithm,
@@ -15,13 +15,13 @@ export const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49
  * in a private field: the object can be logged or serialised without exposing it.
  */
 export class SigningKey {
-  readonly #key: Uint8Array;
+  readonly #key: KeyObject | Uint8Array;
   /** The request's X-Amz-Date (yyyyMMddTHHmmssZ). */
   readonly amzDate: string;
   /** The credential scope, `date/region/s3/aws4_request`. */
   readonly scope: string;
 
-  constructor(key: Uint8Array, amzDate: string, scope: string) {
+  constructor(key: KeyObject | Uint8Array, amzDate: string, scope: string) {
     this.#key = key;
     this.amzDate = amzDate;
     this.scope = scope;

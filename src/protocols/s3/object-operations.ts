@@ -24,6 +24,7 @@ import {
   fileAt,
   metadataOf,
   metaHeaders,
+  objectBody,
   putObject,
   rangeOf,
   requireReadable,
@@ -94,7 +95,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
     }
     if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
     if (request.method === 'HEAD' || content.size === 0) return reply.send();
-    return reply.send(await services.store.read(content.storageKey, range));
+    return reply.send(await objectBody(services.store, content.storageKey, range));
   }
 
   return {

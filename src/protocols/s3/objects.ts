@@ -2,6 +2,8 @@ import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
+import { isLocalStore, sliceStream } from '../../infra/storage/local/store.ts';
+import { type ByteRange, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -112,6 +114,24 @@ export async function fileAt(
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
 export function requireReadable(file: FileRow): void {
   if (file.status !== 'ready') throw invalidObjectState(file.status);
+}
+
+/**
+ * What GetObject sends of the object `key`: on the local store, a small object already read with its
+ * sidecar's line as that one buffer (no stream to set up and drain for a few bytes), any other as a
+ * stream of its slices from the same read of its sidecar; the store's stream elsewhere.
+ */
+export async function objectBody(
+  store: ObjectStore,
+  key: string,
+  range: ByteRange | undefined,
+): Promise<Buffer | Readable> {
+  if (!isLocalStore(store)) return store.read(key, range);
+  const located = await store.locate(key);
+  if (!located) throw new StoreError('NoSuchKey', 'Object not found');
+  const slices = located.slices(range);
+  const [only] = slices;
+  return slices.length === 1 && only!.bytes ? only!.bytes : sliceStream(slices);
 }
 
 /** The byte range of a GetObject (`Range: bytes=…`), undefined for the whole object. */

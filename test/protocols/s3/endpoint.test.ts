@@ -172,6 +172,25 @@ describe('the S3 endpoint', () => {
     expect(head).toMatchObject({ ContentLength: 10, ETag: etag, ContentType: 'text/plain' });
   });
 
+  it('serves small objects whole and in ranges, those read with their sidecar and those read after it', async () => {
+    const { client, name } = bucket;
+    // 1 KiB comes whole with the first read of its sidecar (sent as one buffer); 4,000 bytes and 60 KiB
+    // do not (streamed from the sidecar after its line).
+    for (const size of [1, 1024, 4000, 60 * 1024]) {
+      const data = randomBytes(size);
+      const Key = `small/${size}.bin`;
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: data }));
+      const whole = await client.send(new GetObjectCommand({ Bucket: name, Key }));
+      expect(whole.ContentLength).toBe(size);
+      expect((await text(whole.Body)).equals(data)).toBe(true);
+      const last = size - 1;
+      const from = Math.floor(size / 2);
+      const part = await client.send(new GetObjectCommand({ Bucket: name, Key, Range: `bytes=${from}-` }));
+      expect(part.ContentRange).toBe(`bytes ${from}-${last}/${size}`);
+      expect((await text(part.Body)).equals(data.subarray(from))).toBe(true);
+    }
+  });
+
   it('serves presigned GET URLs with response-content-* overrides', async () => {
     const { client, name } = bucket;
     await client.send(

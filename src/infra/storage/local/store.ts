@@ -103,6 +103,18 @@ export interface LocalObjectStore extends ObjectStore {
 
 export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
 
+/** The bytes of `slices` (see Located), in order, as one stream. */
+export function sliceStream(slices: Slice[]): Readable {
+  return Readable.from(
+    (async function* () {
+      for (const { bytes, ...slice } of slices) {
+        if (bytes) yield bytes;
+        else yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
+      }
+    })(),
+  );
+}
+
 function checkContentType(contentType: string): void {
   if (typeof contentType !== 'string' || !CONTENT_TYPE.test(contentType))
     throw new StoreError('InvalidArgument', 'Invalid content type');
@@ -230,15 +242,7 @@ class LocalStore implements LocalObjectStore {
     }
     const object = await this.locate(key);
     if (!object) throw new StoreError('NoSuchKey', 'Object not found');
-    const slices = object.slices(range);
-    return Readable.from(
-      (async function* () {
-        for (const { bytes, ...slice } of slices) {
-          if (bytes) yield bytes;
-          else yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
-        }
-      })(),
-    );
+    return sliceStream(object.slices(range));
   }
 
   async objectFiles(key: string): Promise<string[]> {
