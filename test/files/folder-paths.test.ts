@@ -1,25 +1,22 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Db, openPglite } from '../../src/infra/db.ts';
-import { migrate } from '../../src/infra/migrate.ts';
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../src/infra/db.ts';
 import { createFolderService } from '../../src/modules/folders/service.ts';
+import { testDb } from '../support/backends.ts';
 
-const PROJECT = 'proj_paths';
+const SUFFIX = randomUUID().slice(0, 8);
+const PROJECT = `proj_paths_${SUFFIX}`;
 
-let dir: string;
-let db: Db;
 /** Statements run through `counted` since the last reset. */
 let statements = 0;
 let counted: Db;
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'coffer-paths-'));
-  db = await openPglite(dir);
-  await migrate(db);
-  await db.exec(`INSERT INTO organizations (id, name) VALUES ('org_paths', 'o');
-    INSERT INTO projects (id, organization_id, name, settings, bucket)
-      VALUES ('${PROJECT}', 'org_paths', 'p', '{}', 'paths')`);
+  const db = await testDb();
+  await db.query('INSERT INTO organizations (id, name) VALUES ($1, $2)', [`org_paths_${SUFFIX}`, 'o']);
+  await db.query(
+    'INSERT INTO projects (id, organization_id, name, settings, bucket) VALUES ($1, $2, $3, $4, $5)',
+    [PROJECT, `org_paths_${SUFFIX}`, 'p', '{}', `paths-${SUFFIX}`],
+  );
   counted = {
     ...db,
     query: (sql, params) => {
@@ -27,10 +24,6 @@ beforeAll(async () => {
       return db.query(sql, params);
     },
   };
-});
-afterAll(async () => {
-  await db?.close();
-  await rm(dir, { recursive: true, force: true });
 });
 
 describe('ensurePath', () => {
