@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { rename } from 'node:fs/promises';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
@@ -153,6 +154,47 @@ describe('GET …/render', () => {
         store.ownFile = ownFile;
       }
       expect((await render(project, file.id, { width: 100, format: 'png' })).status).toBe(200);
+    },
+  );
+
+  it.skipIf(storage !== 'local')(
+    "renders again from the source's own file found before, and finds it anew once it is gone",
+    async () => {
+      const store = coffer.services.store;
+      if (!isLocalStore(store)) throw new Error('a local store was expected');
+      const noise = randomBytes(400 * 300 * 3);
+      const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
+        .jpeg()
+        .toBuffer();
+      const file = await stored(project, 'again.jpg', 'image/jpeg', source);
+      const ownFile = store.ownFile.bind(store);
+      const own = (await ownFile(file.storage_key))!;
+      let lookups = 0;
+      let moved: string | undefined;
+      store.ownFile = async (key) => {
+        const found = await ownFile(key);
+        if (key !== file.storage_key) return found;
+        lookups++;
+        return found && moved ? { ...found, path: moved } : found;
+      };
+      const width = async (wide: number) => {
+        const reply = await render(project, file.id, { width: wide, format: 'png' });
+        expect(reply.status).toBe(200);
+        return (await sharp(reply.bytes).metadata()).width;
+      };
+      try {
+        expect([await width(100), await width(101)]).toEqual([100, 101]);
+        expect(lookups).toBe(1);
+        // Its file gone from where it was found (as when another process deleted the object and it was
+        // stored again): looked up anew, not answered as missing.
+        moved = `${own.path}.moved`;
+        await rename(own.path, moved);
+        expect([await width(102), await width(103)]).toEqual([102, 103]);
+        expect(lookups).toBe(2);
+      } finally {
+        store.ownFile = ownFile;
+        if (moved) await rename(moved, own.path);
+      }
     },
   );
 

@@ -36,6 +36,8 @@ const CHECK_EVERY_FRACTION = 100;
 const EVICT_BATCH = 100;
 /** Files whose content this process remembers, to name their renditions before reading them. */
 const KNOWN_FILES = 10_000;
+/** Sources whose own file on the local store this process remembers (a path each). */
+const KNOWN_SOURCES = 1_000;
 /** How long the uses of stored renditions are gathered before they are written, in one statement. */
 const USES_FLUSH_MS = 10_000;
 
@@ -123,6 +125,12 @@ export function createRenditionService(deps: {
   let used = new Set<string>();
   let flushTimer: NodeJS.Timeout | undefined;
   let flushing: Promise<void> = Promise.resolve();
+  /**
+   * The own file of each source rendered from one on the local store, by object key. An object never
+   * changes while it exists, so its next render opens the file straight away instead of reading its
+   * sidecar first (three system calls on libuv's pool, about 0.7 ms of a 30 ms render).
+   */
+  const ownFiles = new LRUCache<string, string>({ max: KNOWN_SOURCES });
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -205,14 +213,34 @@ export function createRenditionService(deps: {
     return own.path;
   }
 
+  /**
+   * Renders the source, from the own file it was rendered from before when there is one. A remembered
+   * file that fails is forgotten; one gone (the object deleted, and perhaps stored again, by another
+   * process) is looked up again, so that the answer is the store's as it is now.
+   */
+  async function renderSource(file: SourceFile, spec: RenderSpec): Promise<Buffer> {
+    const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
+    const remembered = ownFiles.get(file.storage_key);
+    if (remembered) {
+      try {
+        return (await renderImage(remembered, spec, limits)).data;
+      } catch (error) {
+        ownFiles.delete(file.storage_key);
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+    }
+    const source = await sourceOf(file);
+    const { data } = await renderImage(source, spec, limits);
+    if (typeof source === 'string') ownFiles.set(file.storage_key, source);
+    return data;
+  }
+
   /** Reads the source (bounded) and renders it, in a render slot. */
   async function make(file: SourceFile, spec: RenderSpec): Promise<Buffer> {
     if (file.size_bytes > images.maxSourceBytes) throw tooLarge(images.maxSourceBytes, file.size_bytes);
     return limiter.run(async () => {
-      const source = await sourceOf(file);
-      const limits = { maxPixels: images.maxPixels, timeoutSeconds: images.renderTimeoutSeconds };
       try {
-        return (await renderImage(source, spec, limits)).data;
+        return await renderSource(file, spec);
       } catch (error) {
         // The source's own file removed since it was found: the object is gone, as a read would say.
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
