@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { rename } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
@@ -364,6 +365,30 @@ describe('GET …/render', () => {
       expect(sourceReads).toBe(2);
     } finally {
       restore();
+    }
+  });
+
+  it('writes the answer before it stores the rendition', async () => {
+    const file = await stored(project, 'first.png', 'image/png', await translucentPng());
+    const store = coffer.services.store;
+    const events: string[] = [];
+    const write = store.write.bind(store);
+    store.write = (key, body, options) => {
+      if (key.startsWith(`renditions/${file.id}/`)) events.push('stored');
+      return write(key, body, options);
+    };
+    const onRequest = (request: IncomingMessage, response: ServerResponse) => {
+      if (request.url?.includes(`/files/${file.id}/render`))
+        response.on('finish', () => events.push('answered'));
+    };
+    coffer.app.server.on('request', onRequest);
+    try {
+      expect((await render(project, file.id, { width: 20, format: 'png' })).status).toBe(200);
+      await coffer.services.renditions.stored();
+      expect(events).toEqual(['answered', 'stored']);
+    } finally {
+      coffer.app.server.off('request', onRequest);
+      store.write = write;
     }
   });
 
