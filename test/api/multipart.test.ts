@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreError, StoreError } from '../../src/infra/storage/object-store.ts';
+import { findFile } from '../../src/modules/files/repo.ts';
+import { findSession, findSessionAndFile } from '../../src/modules/uploads/session-repo.ts';
 import { storage } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { settledChecksum } from '../support/files.ts';
@@ -329,6 +331,19 @@ describe('multipart upload', () => {
     expect((await project.call('DELETE', `/files/${session.file_id}`)).status).toBe(200);
     const done = await complete(project, session.upload_id, [{ part_number: 1, etag }]);
     expect(done.status).toBe(404);
+  });
+
+  it('loads a session with its file in one query as each is read alone', async () => {
+    const project = await coffer.newProject();
+    const session = await start(project, 3);
+    const { db } = coffer.services;
+    const alone = {
+      session: await findSession(db, project.id, session.upload_id),
+      file: await findFile(db, project.id, session.file_id),
+    };
+    expect(alone.session?.expires_at).toBeInstanceOf(Date);
+    expect(await findSessionAndFile(db, project.id, session.upload_id)).toEqual(alone);
+    expect(await findSessionAndFile(db, project.id, 'session_01J00000000000000000000000')).toBeUndefined();
   });
 
   it('reaps sessions open past COFFER_MULTIPART_EXPIRY_SECONDS', async () => {

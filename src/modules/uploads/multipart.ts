@@ -23,7 +23,7 @@ import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {
   extendSession,
-  findSession,
+  findSessionAndFile,
   grantOpenPart,
   insertSession,
   lockGrants,
@@ -130,12 +130,10 @@ export function createMultipartService(deps: {
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
    */
   async function load(caller: Caller, uploadId: string) {
-    const session = await findSession(db, caller.project.id, uploadId);
-    if (!session) throw notFound('Multipart upload');
-    const file = visibleFile(caller, await files.findFile(db, caller.project.id, session.file_id), {
-      ofSameOwner: true,
-    });
-    return { session, file };
+    const found = await findSessionAndFile(db, caller.project.id, uploadId);
+    if (!found) throw notFound('Multipart upload');
+    const file = visibleFile(caller, found.file, { ofSameOwner: true });
+    return { session: found.session, file };
   }
 
   /** The type the upload's bytes declare: its new content's, or its file's. */

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
+import { COLUMNS as FILE_COLUMNS, type FileRow } from '../files/repo.ts';
 
 /** The only writer of multipart_sessions: a REST multipart upload's record, beside its file's. */
 export const SESSION_STATUSES = ['open', 'completing', 'completed', 'aborted', 'expired'] as const;
@@ -51,6 +52,39 @@ export async function findSession(
     [projectId, id],
   );
   return row;
+}
+
+/** The file's columns as the session's file read with it: prefixed, as no session column is. */
+const FILE_PREFIX = 'f__';
+const FILE_FIELDS = FILE_COLUMNS.split(',').map((column) => column.trim());
+const SESSION_AND_FILE = [
+  ...COLUMNS.split(',').map((column) => `s.${column.trim()}`),
+  ...FILE_FIELDS.map((field) => `f.${field} AS ${FILE_PREFIX}${field}`),
+].join(', ');
+
+/** A session and its file in one round trip (a part's write needs both); the file undefined when gone. */
+export async function findSessionAndFile(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<{ session: SessionRow; file: FileRow | undefined } | undefined> {
+  const [row] = await q.query<Record<string, unknown>>(
+    `SELECT ${SESSION_AND_FILE}
+     FROM multipart_sessions s LEFT JOIN files f ON f.project_id = s.project_id AND f.id = s.file_id
+     WHERE s.project_id = $1 AND s.id = $2`,
+    [projectId, id],
+  );
+  if (!row) return undefined;
+  const session: Record<string, unknown> = {};
+  const file: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(row)) {
+    if (name.startsWith(FILE_PREFIX)) file[name.slice(FILE_PREFIX.length)] = value;
+    else session[name] = value;
+  }
+  return {
+    session: session as unknown as SessionRow,
+    file: file.id === null ? undefined : (file as unknown as FileRow),
+  };
 }
 
 /** Moves a session from `from` to `to`, only while it is still in `from`; false when it was not. */
