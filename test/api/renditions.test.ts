@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { rename } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import sharp from 'sharp';
@@ -8,7 +7,14 @@ import { isLocalStore } from '../../src/infra/storage/local/store.ts';
 import { storage } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, settledChecksum, upload } from '../support/files.ts';
-import { animatedGif, bombPng, hasGps, sidewaysJpegWithGps, translucentPng } from '../support/images.ts';
+import {
+  animatedGif,
+  bombPng,
+  hasGps,
+  noise,
+  sidewaysJpegWithGps,
+  translucentPng,
+} from '../support/images.ts';
 
 let coffer: TestCoffer;
 let project: TestProject;
@@ -112,10 +118,7 @@ describe('GET …/render', () => {
   });
 
   it('renders a source past SMALL_BODY (a file of its own on the local store) from exactly its bytes', async () => {
-    const noise = randomBytes(400 * 300 * 3);
-    const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
-      .jpeg({ quality: 95 })
-      .toBuffer();
+    const source = await noise(400, 300).jpeg({ quality: 95 }).toBuffer();
     expect(source.length).toBeGreaterThan(SMALL_BODY);
     const file = await stored(project, 'noise.jpg', 'image/jpeg', source);
     const reply = await render(project, file.id, { width: 200, format: 'png' });
@@ -130,10 +133,7 @@ describe('GET …/render', () => {
     async () => {
       const store = coffer.services.store;
       if (!isLocalStore(store)) throw new Error('a local store was expected');
-      const noise = randomBytes(400 * 300 * 3);
-      const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
-        .jpeg()
-        .toBuffer();
+      const source = await noise(400, 300).jpeg().toBuffer();
       const file = await stored(project, 'vanishing.jpg', 'image/jpeg', source);
       const ownFile = store.ownFile.bind(store);
       try {
@@ -163,10 +163,7 @@ describe('GET …/render', () => {
     async () => {
       const store = coffer.services.store;
       if (!isLocalStore(store)) throw new Error('a local store was expected');
-      const noise = randomBytes(400 * 300 * 3);
-      const source = await sharp(noise, { raw: { width: 400, height: 300, channels: 3 } })
-        .jpeg()
-        .toBuffer();
+      const source = await noise(400, 300).jpeg().toBuffer();
       const file = await stored(project, 'again.jpg', 'image/jpeg', source);
       const ownFile = store.ownFile.bind(store);
       const own = (await ownFile(file.storage_key))!;
@@ -539,10 +536,8 @@ describe('a stored rendition through its presigned URL', () => {
   });
 
   it('sends a stored rendition past SMALL_BODY whole, from its own file', async () => {
-    const noise = await sharp(randomBytes(300 * 300 * 3), { raw: { width: 300, height: 300, channels: 3 } })
-      .png()
-      .toBuffer();
-    const file = await stored(project, 'noise-large.png', 'image/png', noise);
+    const noisy = await noise(300, 300).png().toBuffer();
+    const file = await stored(project, 'noise-large.png', 'image/png', noisy);
     const reply = await project.call('GET', `/files/${file.id}/download?width=299&format=png`);
     const made = await get(reply.body.url);
     expect(made.status).toBe(200);
@@ -569,11 +564,7 @@ describe('bounds', () => {
   afterAll(() => bounded.close());
 
   it('refuses sources past the byte and pixel bounds with 422 IMAGE_TOO_LARGE', async () => {
-    const noisy = await sharp(randomBytes(100 * 100 * 3), {
-      raw: { width: 100, height: 100, channels: 3 },
-    })
-      .png()
-      .toBuffer();
+    const noisy = await noise(100, 100).png().toBuffer();
     expect(noisy.length).toBeGreaterThan(4000);
     const heavy = await stored(boundedProject, 'heavy.png', 'image/png', noisy);
     const bytes = await render(boundedProject, heavy.id, { width: 10 }, {}, bounded);
@@ -664,10 +655,8 @@ describe('the rendition cache budget', () => {
     const budgeted = await startCoffer({ COFFER_RENDITION_CACHE_BYTES: String((await total()) + 12_000) });
     try {
       const target = await budgeted.newProject();
-      const noise = await sharp(randomBytes(100 * 100 * 3), { raw: { width: 100, height: 100, channels: 3 } })
-        .png()
-        .toBuffer();
-      const file = await stored(target, 'noise.png', 'image/png', noise);
+      const noisy = await noise(100, 100).png().toBuffer();
+      const file = await stored(target, 'noise.png', 'image/png', noisy);
       const keyOf = async (width: number) => {
         const reply = await render(target, file.id, { width, format: 'png' }, {}, budgeted);
         expect(reply.status).toBe(200);

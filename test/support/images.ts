@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 
@@ -67,3 +68,7 @@ export function bombPng(side = 30_000, padding = 0): Buffer {
 export const hasGps = (exif: Buffer | undefined): boolean =>
   exif !== undefined &&
   (exif.includes(Buffer.from([0x25, 0x88])) || exif.includes(Buffer.from([0x88, 0x25])));
+
+/** An image of random pixels, to encode as wanted: it does not compress, so it stays large. */
+export const noise = (width: number, height: number) =>
+  sharp(randomBytes(width * height * 3), { raw: { width, height, channels: 3 } });
