@@ -106,7 +106,7 @@ export async function openRuntime(config: Config, options: RuntimeOptions = {}):
     services,
     generatedAdminKey: admin.generated,
     async close() {
-      await services.renditions.close();
+      await services.renditions.flushUses();
       await store.close();
       if (!options.cache) await cache.close();
       if (!options.db) await db.close();

@@ -168,7 +168,8 @@ export async function createRateLimits(
     const address = clientAddress(request);
     const state = await count(request, failures(address));
     if (!state || state.remaining > 0) return;
-    refused.set(address, true, { ttl: state.ttl });
+    // lru-cache keeps an entry of TTL 0 for good: a window that has just ended refuses nothing.
+    if (state.ttl > 0) refused.set(address, true, { ttl: state.ttl });
   }
 
   // Every 401 counts against the client address.

@@ -71,7 +71,10 @@ async function streamFile(
     const { bytesRead } = await handle.read(buffer, 0, Math.min(size, end - position + 1), position);
     if (bytesRead === 0) throw new Error('the object is shorter than its recorded size');
     position += bytesRead;
-    sending[turn] = send(response, buffer.subarray(0, bytesRead), sent);
+    const write = send(response, buffer.subarray(0, bytesRead), sent);
+    // Awaited in turn; one still in flight when the other fails must not go unhandled.
+    write.catch(() => undefined);
+    sending[turn] = write;
   }
   await Promise.all(sending);
 }

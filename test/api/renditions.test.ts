@@ -501,7 +501,7 @@ describe('a stored rendition through its presigned URL', () => {
     expect(head.headers.get('content-length')).toBe(String(made.bytes.length));
     expect(Buffer.from(await head.arrayBuffer()).length).toBe(0);
     expect(await lastUsed()).toBe(false);
-    await renditions.close(); // what the timer or the next eviction pass does
+    await renditions.flushUses(); // what the timer or the next eviction pass does
     expect(await lastUsed()).toBe(true);
 
     // Once the file was read, its rendition is read with it: one statement per request.

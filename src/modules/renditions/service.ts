@@ -379,8 +379,8 @@ export function createRenditionService(deps: {
     serve,
     /** Renders running and waiting for a slot in this process. */
     load: () => limiter.load,
-    /** Writes the uses of stored renditions not written yet (before the database closes). */
-    close: flushUses,
+    /** Writes the uses of stored renditions not written yet (before the database closes, say). */
+    flushUses,
     /** Resolves once every rendition made so far is stored (or failed to be). */
     async stored(): Promise<void> {
       while (storing.size > 0) await Promise.all(storing);

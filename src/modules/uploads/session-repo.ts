@@ -143,9 +143,10 @@ export async function recordGrant(q: Queryable, id: string, partNumber: number, 
 }
 
 /**
- * Grants part `partNumber` of open, unexpired session `id` up to `size` bytes in one statement, as
- * lockGrants and recordGrant do in a transaction: a grant never shrinks, and all of them stay within
- * `perDeclaredByte` times the total. False when refused (not open, or the bound): the caller tells why.
+ * Grants part `partNumber` of open, unexpired session `id` of a file not deleted up to `size` bytes in
+ * one statement, as lockGrants and recordGrant do in a transaction: a grant never shrinks, and all of
+ * them stay within `perDeclaredByte` times the total. False when refused (not open, the file deleted,
+ * or the bound): the caller tells why.
  */
 export async function grantOpenPart(
   q: Queryable,
@@ -158,6 +159,7 @@ export async function grantOpenPart(
     `UPDATE multipart_sessions
      SET part_grants = part_grants || jsonb_build_object($2::text, greatest($3::bigint, coalesce((part_grants->>$2::text)::bigint, 0)))
      WHERE id = $1 AND status = 'open' AND expires_at > now() AND $3::bigint <= total_size_bytes
+       AND EXISTS (SELECT 1 FROM files f WHERE f.id = multipart_sessions.file_id AND f.deleted_at IS NULL)
        AND (SELECT coalesce(sum(value::bigint), 0) FROM jsonb_each_text(part_grants) WHERE key <> $2::text) + $3::bigint
          <= $4::bigint * total_size_bytes
      RETURNING 1`,

@@ -159,7 +159,8 @@ export function createTusUploads(deps: {
     try {
       const current = lock.upload;
       if (offset !== current.upload_offset) throw offsetMismatch(current.upload_offset);
-      // Unreachable while the offset stands (it moves with every part and tail), but never guessed.
+      // A staged part was judged by the upload as read before the lock: a same offset implies the same
+      // next part and no tail (both move it), checked anyway rather than assumed.
       if (staged && (current.next_part !== upload.next_part || current.tail.length > 0)) throw uploadLocked();
       let length = current.upload_length;
       if (declaredLength !== undefined) {

@@ -126,13 +126,21 @@ export class LocalMultipart {
       numbered = resolve;
       dropped = reject;
     });
+    // Awaited only once every byte is in: a discard before then must not go unhandled.
+    partNumber.catch(() => undefined);
     let discarded = false;
     // Not destroyed when a discard stops the reading: the request still gets its answer.
     const chunks = body.iterator({ destroyOnReturn: false });
     async function* unlessDiscarded() {
-      for await (const chunk of chunks) {
-        if (discarded) throw new StoreError('InvalidArgument', 'The part was discarded');
-        yield chunk;
+      try {
+        for await (const chunk of chunks) {
+          if (discarded) throw new StoreError('InvalidArgument', 'The part was discarded');
+          yield chunk;
+        }
+      } finally {
+        // The rest is read and dropped, as Node does with a body nobody read, so that a client still
+        // sending gets to its answer.
+        if (discarded) body.resume();
       }
     }
     const stored = this.#storePart(key, uploadId, size, unlessDiscarded(), options, partNumber);
@@ -142,10 +150,11 @@ export class LocalMultipart {
         numbered(number);
         return stored;
       },
+      // Not waiting for the temp file's removal: it comes with the body's next bytes (or its end),
+      // which a stalled client may hold back, and the answer must not wait for them.
       discard: async () => {
         discarded = true;
         dropped(new StoreError('InvalidArgument', 'The part was discarded'));
-        await stored.catch(() => undefined);
       },
     };
   }
