@@ -195,10 +195,7 @@ export function createRenditionService(deps: {
 
   /** The bytes of a stored rendition: where they lie on the local store (sent from there), else a stream. */
   async function readStored(key: string): Promise<Readable | Slice[]> {
-    if (!isLocalStore(store)) return store.read(key);
-    const object = await store.locate(key);
-    if (!object) throw new StoreError('NoSuchKey', 'Object not found');
-    return object.slices();
+    return isLocalStore(store) ? store.slicesOf(key) : store.read(key);
   }
 
   /**

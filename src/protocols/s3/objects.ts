@@ -3,7 +3,7 @@ import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
 import { isLocalStore, sliceStream } from '../../infra/storage/local/store.ts';
-import { type ByteRange, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
+import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -127,9 +127,7 @@ export async function objectBody(
   range: ByteRange | undefined,
 ): Promise<Buffer | Readable> {
   if (!isLocalStore(store)) return store.read(key, range);
-  const located = await store.locate(key);
-  if (!located) throw new StoreError('NoSuchKey', 'Object not found');
-  const slices = located.slices(range);
+  const slices = await store.slicesOf(key, range);
   const [only] = slices;
   return slices.length === 1 && only!.bytes ? only!.bytes : sliceStream(slices);
 }

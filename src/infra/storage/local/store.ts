@@ -82,6 +82,8 @@ export interface LocalObjectStore extends ObjectStore {
    * stretches of an assembled object's part files; read from its sidecar once for both.
    */
   locate(key: string): Promise<Located | undefined>;
+  /** Where the bytes of `key` (or of a range of it) lie, as `read` streams them; NoSuchKey when missing. */
+  slicesOf(key: string, range?: ByteRange): Promise<Slice[]>;
   /**
    * Stores the body of a verified upload URL (the whole object, or a part) and returns the quoted ETag.
    * `body` must stop being read, not be destroyed, when the store stops iterating it.
@@ -235,6 +237,10 @@ class LocalStore implements LocalObjectStore {
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
+    return sliceStream(await this.slicesOf(key, range));
+  }
+
+  async slicesOf(key: string, range?: ByteRange): Promise<Slice[]> {
     assertKey(key);
     const { start, end } = range ?? { start: 0, end: 0 };
     if (!(Number.isSafeInteger(start) && Number.isSafeInteger(end) && start >= 0 && end >= start)) {
@@ -242,7 +248,7 @@ class LocalStore implements LocalObjectStore {
     }
     const object = await this.locate(key);
     if (!object) throw new StoreError('NoSuchKey', 'Object not found');
-    return sliceStream(object.slices(range));
+    return object.slices(range);
   }
 
   async objectFiles(key: string): Promise<string[]> {
