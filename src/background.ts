@@ -19,7 +19,8 @@ import { jobWorker, type Worker } from './workers.ts';
  * table is still vacuumed at most once a minute). Often, so that a table's first statistics come
  * seconds after its first rows: before them the planner takes it for empty, and the lookup of an S3
  * key scanned all of a project's files (files_size) instead of reading its own index (files_s3_key).
- * A check that finds nothing due costs about 3 ms.
+ * A check that finds nothing due costs about 3 ms, with the claim and reschedule of its periodic job
+ * (two small updates).
  */
 const VACUUM_CHECK_SECONDS = 5;
 
