@@ -71,10 +71,13 @@ describe('an object stored through S3', () => {
       await coffer.services.dispatcher.runOnce();
       await coffer.services.dispatcher.settle();
     }
-    expect(endpoint.requests.map((request) => [request.json.event, request.json.data.file_id])).toEqual([
-      ['file.uploaded', file.id],
-      ['file.ready', file.id],
+    // Deliveries are sent concurrently: they may arrive in any order.
+    expect(
+      endpoint.requests.map((request) => [request.json.event, request.json.data.file_id]).sort(),
+    ).toEqual([
       ['file.deleted', file.id],
+      ['file.ready', file.id],
+      ['file.uploaded', file.id],
     ]);
 
     const log = await coffer.call('GET', `/v1/projects/${project.id}/audit-log?action=file.delete`, {
