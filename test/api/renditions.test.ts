@@ -357,9 +357,13 @@ describe('GET …/render', () => {
       expect(rows[0]!.size_bytes).toBe(first[0]!.bytes.length);
       expect((await coffer.services.store.head(rows[0]!.key))?.size).toBe(first[0]!.bytes.length);
 
-      // Other parameters are another rendition.
-      expect((await render(project, file.id, { width: 65, format: 'webp' })).status).toBe(200);
-      expect(sourceReads).toBe(2);
+      // Other parameters are another rendition, made and stored apart.
+      const other = await render(project, file.id, { width: 65, format: 'webp' });
+      expect(other.status).toBe(200);
+      expect(other.headers.get('etag')).not.toBe(etag);
+      await coffer.services.renditions.stored();
+      const both = await coffer.services.db.query('SELECT key FROM renditions WHERE file_id = $1', [file.id]);
+      expect(both).toHaveLength(2);
     } finally {
       restore();
     }
