@@ -2,10 +2,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Slice } from '../infra/storage/local/store.ts';
-
-/** The size of each of the two buffers a file is sent through. */
-const BUFFER_SIZE = 1024 * 1024;
+import { BUFFER_SIZE, type Slice } from '../infra/storage/local/store.ts';
 
 /** Adds bytes to a transfer counter. */
 export type Count = (bytes: number) => void;

@@ -49,7 +49,8 @@ import { removeStaleTemps } from './stale.ts';
  */
 
 const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
-const BUFFER_SIZE = 1024 * 1024;
+/** How much of an object's file is read at a time, streamed or sent. */
+export const BUFFER_SIZE = 1024 * 1024;
 const META = '.meta.json';
 /** Beside an assembled multipart object: its part files, in order. */
 const PARTS = '.parts';
