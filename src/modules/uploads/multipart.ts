@@ -29,6 +29,7 @@ import {
   lockGrants,
   openUploads,
   recordGrant,
+  type SessionAndFile,
   type SessionRow,
   setSessionStatus,
 } from './session-repo.ts';
@@ -130,7 +131,11 @@ export function createMultipartService(deps: {
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
    */
   async function load(caller: Caller, uploadId: string) {
-    const found = await findSessionAndFile(db, caller.project.id, uploadId);
+    return visible(caller, await findSessionAndFile(db, caller.project.id, uploadId));
+  }
+
+  /** load's checks of a session and its file as read (by findSessionAndFile, or with its columns). */
+  function visible(caller: Caller, found: SessionAndFile | undefined) {
     if (!found) throw notFound('Multipart upload');
     const file = visibleFile(caller, found.file, { ofSameOwner: true });
     return { session: found.session, file };
@@ -269,9 +274,12 @@ export function createMultipartService(deps: {
       return { uploadId: uploadId! };
     },
 
-    /** The caller's session, its status as of now, and its file (404 as for every other call). */
-    async find(caller: Caller, uploadId: string) {
-      const { session, file } = await load(caller, uploadId);
+    /**
+     * The caller's session, its status as of now, and its file (404 as for every other call), from
+     * the session and its file as read with SESSION_AND_FILE_COLUMNS (by a protocol, with its own row).
+     */
+    visibleSession(caller: Caller, found: SessionAndFile | undefined) {
+      const { session, file } = visible(caller, found);
       return { session, file, status: statusOf(session) };
     },
 

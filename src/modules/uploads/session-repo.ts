@@ -54,37 +54,65 @@ export async function findSession(
   return row;
 }
 
-/** The file's columns as the session's file read with it: prefixed, as no session column is. */
+/** A session and its file, undefined when gone. */
+export interface SessionAndFile {
+  session: SessionRow;
+  file: FileRow | undefined;
+}
+
+/** The prefixes of a session's and its file's columns read with others in one statement. */
+const SESSION_PREFIX = 's__';
 const FILE_PREFIX = 'f__';
-const FILE_FIELDS = FILE_COLUMNS.split(',').map((column) => column.trim());
-const SESSION_AND_FILE = [
-  ...COLUMNS.split(',').map((column) => `s.${column.trim()}`),
-  ...FILE_FIELDS.map((field) => `f.${field} AS ${FILE_PREFIX}${field}`),
+const fieldsOf = (columns: string) => columns.split(',').map((column) => column.trim());
+
+/**
+ * The columns of a session `s` and its file `f`, for a statement that reads them, maybe with others
+ * (a protocol's own row joined with its session): prefixed, and read back by sessionAndFileOf.
+ */
+export const SESSION_AND_FILE_COLUMNS = [
+  ...fieldsOf(COLUMNS).map((field) => `s.${field} AS ${SESSION_PREFIX}${field}`),
+  ...fieldsOf(FILE_COLUMNS).map((field) => `f.${field} AS ${FILE_PREFIX}${field}`),
 ].join(', ');
+
+/**
+ * The session and the file of a row read with SESSION_AND_FILE_COLUMNS (each undefined when its
+ * outer join found none), and the row's other columns.
+ */
+export function sessionAndFileOf(row: Record<string, unknown>): {
+  session: SessionRow | undefined;
+  file: FileRow | undefined;
+  rest: Record<string, unknown>;
+} {
+  const session: Record<string, unknown> = {};
+  const file: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(row)) {
+    if (name.startsWith(SESSION_PREFIX)) session[name.slice(SESSION_PREFIX.length)] = value;
+    else if (name.startsWith(FILE_PREFIX)) file[name.slice(FILE_PREFIX.length)] = value;
+    else rest[name] = value;
+  }
+  return {
+    session: session.id === null ? undefined : (session as unknown as SessionRow),
+    file: file.id === null ? undefined : (file as unknown as FileRow),
+    rest,
+  };
+}
 
 /** A session and its file in one round trip (a part's write needs both); the file undefined when gone. */
 export async function findSessionAndFile(
   q: Queryable,
   projectId: string,
   id: string,
-): Promise<{ session: SessionRow; file: FileRow | undefined } | undefined> {
+): Promise<SessionAndFile | undefined> {
   const [row] = await q.query<Record<string, unknown>>(
-    `SELECT ${SESSION_AND_FILE}
+    `SELECT ${SESSION_AND_FILE_COLUMNS}
      FROM multipart_sessions s LEFT JOIN files f ON f.project_id = s.project_id AND f.id = s.file_id
      WHERE s.project_id = $1 AND s.id = $2`,
     [projectId, id],
   );
   if (!row) return undefined;
-  const session: Record<string, unknown> = {};
-  const file: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(row)) {
-    if (name.startsWith(FILE_PREFIX)) file[name.slice(FILE_PREFIX.length)] = value;
-    else session[name] = value;
-  }
-  return {
-    session: session as unknown as SessionRow,
-    file: file.id === null ? undefined : (file as unknown as FileRow),
-  };
+  const { session, file } = sessionAndFileOf(row);
+  return { session: session!, file };
 }
 
 /** Moves a session from `from` to `to`, only while it is still in `from`; false when it was not. */

@@ -1,4 +1,10 @@
 import type { Queryable } from '../../infra/db.ts';
+import type { FileRow } from '../../modules/files/repo.ts';
+import {
+  SESSION_AND_FILE_COLUMNS,
+  type SessionRow,
+  sessionAndFileOf,
+} from '../../modules/uploads/session-repo.ts';
 
 /** The only writer of tus_uploads: what a tus upload holds beside its file and multipart session. */
 export interface StoredPart {
@@ -29,6 +35,11 @@ export interface TusUploadRow {
 
 const COLUMNS =
   'id, project_id, file_id, session_id, created_by, upload_length, upload_offset, parts, next_part, tail, metadata';
+
+/** COLUMNS of `u`, for a statement that joins other tables. */
+const UPLOAD_COLUMNS = COLUMNS.split(',')
+  .map((column) => `u.${column.trim()}`)
+  .join(', ');
 
 export async function insertUpload(
   q: Queryable,
@@ -70,6 +81,29 @@ export async function findUpload(
     [projectId, id],
   );
   return row;
+}
+
+/**
+ * The upload with its multipart session and that session's file (its own file when written at once,
+ * with no session), in one statement: what a request checks before it touches the upload. The
+ * session's and the file's tables, which their modules write, are only read.
+ */
+export async function findUploadWithSession(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<{ upload: TusUploadRow; session: SessionRow | undefined; file: FileRow | undefined } | undefined> {
+  const [row] = await q.query<Record<string, unknown>>(
+    `SELECT ${UPLOAD_COLUMNS}, ${SESSION_AND_FILE_COLUMNS}
+     FROM tus_uploads u
+     LEFT JOIN multipart_sessions s ON s.project_id = u.project_id AND s.id = u.session_id
+     LEFT JOIN files f ON f.project_id = u.project_id AND f.id = coalesce(s.file_id, u.file_id)
+     WHERE u.project_id = $1 AND u.id = $2`,
+    [projectId, id],
+  );
+  if (!row) return undefined;
+  const { session, file, rest } = sessionAndFileOf(row);
+  return { upload: rest as unknown as TusUploadRow, session, file };
 }
 
 /**

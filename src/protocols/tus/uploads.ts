@@ -20,6 +20,7 @@ import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import {
   findUpload,
+  findUploadWithSession,
   insertUpload,
   recordProgress,
   type StoredPart,
@@ -96,23 +97,22 @@ export function createTusUploads(deps: {
 
   /** The caller's upload with its session and file; 404 for one of another credential. */
   async function load(caller: Caller, id: string) {
-    const upload = await findUpload(db, caller.project.id, id);
-    if (!upload) throw notFound('Upload');
+    const found = await findUploadWithSession(db, caller.project.id, id);
+    if (!found) throw notFound('Upload');
+    const { upload, file } = found;
     const creator = creatorOf(caller);
     if (upload.session_id === null) {
       // Written at once: the file's own check lets an upload token of the same owner in.
       if (upload.created_by !== creator) {
         if (caller.principal.kind !== 'upload_token') throw notFound('Upload');
-        visibleFile(caller, await files.findFile(db, caller.project.id, upload.file_id), {
-          ofSameOwner: true,
-        });
+        visibleFile(caller, file, { ofSameOwner: true });
       }
       return { upload, session: undefined };
     }
     // The session's own check lets an upload token of the same owner in, and nothing else of a token.
-    const found = await multipart.find(caller, upload.session_id);
+    const session = multipart.visibleSession(caller, found.session && { session: found.session, file });
     if (caller.principal.kind === 'api_key' && upload.created_by !== creator) throw notFound('Upload');
-    return { upload, session: found };
+    return { upload, session };
   }
 
   const stateOf = (upload: TusUploadRow, offset: number, expiresAt?: Date): UploadState => ({

@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
+import { findFile } from '../../../src/modules/files/repo.ts';
+import { findSessionAndFile, grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
+import { findUpload, findUploadWithSession } from '../../../src/protocols/tus/upload-repo.ts';
 import { storage } from '../../support/backends.ts';
 import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 
@@ -360,6 +362,80 @@ describe('tus 1.0 endpoint', () => {
       const rest = randomBytes(half);
       expect((await patchAt(b, path, half, rest)).status).toBe(204);
       await expectStored(fileId, Buffer.concat([winner, rest]));
+    });
+
+    it('reads an upload with its session and file in one statement, as the separate lookups read them', async () => {
+      const { db } = a.services;
+      const separately = async (id: string) => {
+        const upload = await findUpload(db, project.id, id);
+        if (!upload) return undefined;
+        if (upload.session_id === null)
+          return { upload, session: undefined, file: await findFile(db, project.id, upload.file_id) };
+        const found = await findSessionAndFile(db, project.id, upload.session_id);
+        return { upload, session: found?.session, file: found?.file };
+      };
+      const expectSame = async (path: string) => {
+        const id = path.split('/').pop()!;
+        const joined = await findUploadWithSession(db, project.id, id);
+        expect(joined).toBeDefined();
+        expect(joined).toEqual(await separately(id));
+        return joined!;
+      };
+      const open = await created(12 * MiB);
+      expect((await patchAt(a, open.path, 0, randomBytes(6 * MiB))).status).toBe(204);
+      const read = await expectSame(open.path);
+      expect(read.session?.status).toBe('open');
+      expect(read.upload.parts).toHaveLength(1);
+      expect(read.file?.id).toBe(open.fileId);
+      expect((await patchAt(a, open.path, 6 * MiB, randomBytes(6 * MiB))).status).toBe(204);
+      expect((await expectSame(open.path)).session?.status).toBe('completed');
+      const ended = await created(10);
+      expect(
+        (await request(`${a.url}${ended.path}`, 'DELETE', { headers: tusHeaders(project.key) })).status,
+      ).toBe(204);
+      expect((await expectSame(ended.path)).session?.status).toBe('aborted');
+      const atOnce = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, {
+          ...offsetStream,
+          'upload-length': '3',
+          'upload-metadata': `filename ${b64('once.bin')}`,
+        }),
+        body: Buffer.from('abc'),
+      });
+      const once = await expectSame(new URL(atOnce.headers.get('location')!).pathname);
+      expect(once.session).toBeUndefined();
+      expect(once.file?.status).not.toBe('uploading');
+      expect(await findUploadWithSession(db, project.id, 'session_unknown')).toBeUndefined();
+      const other = await a.newProject();
+      expect(await findUploadWithSession(db, other.id, open.path.split('/').pop()!)).toBeUndefined();
+    });
+
+    it('reads the upload, its session and its file in one statement before a PATCH takes its lock', async () => {
+      const { path } = await created(12 * MiB);
+      const id = path.split('/').pop()!;
+      const { db } = a.services;
+      const query = db.query.bind(db);
+      /** The statements of `patching` about the upload (other work of the node aside) before it was locked. */
+      async function beforeLock(patching: Promise<{ status: number }>) {
+        const statements: string[] = [];
+        db.query = ((sql: string, params?: unknown[]) => {
+          if (params?.includes(id)) statements.push(sql);
+          return query(sql, params);
+        }) as typeof db.query;
+        try {
+          expect((await patching).status).toBe(204);
+        } finally {
+          db.query = query;
+        }
+        const locked = statements.findIndex((sql) => sql.startsWith('UPDATE tus_uploads SET lock_id'));
+        expect(locked).toBeGreaterThan(-1);
+        return statements.slice(0, locked);
+      }
+      // The first part, written once locked, and the last, staged while the lock is taken.
+      expect(await beforeLock(patchAt(a, path, 0, randomBytes(6 * MiB)))).toEqual([
+        expect.stringMatching(/FROM tus_uploads u\s+LEFT JOIN multipart_sessions s/),
+      ]);
+      expect(await beforeLock(patchAt(a, path, 6 * MiB, randomBytes(6 * MiB)))).toHaveLength(1);
     });
 
     it('grants a part in one statement only to an open session, within twice its total, never shrinking', async () => {
