@@ -18,7 +18,8 @@ import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import { findContent } from '../ingest/content-repo.ts';
-import type { ByteSource, IngestService, UploadRequest } from '../ingest/service.ts';
+import type { ByteSource } from '../ingest/intake.ts';
+import type { IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {

@@ -4,7 +4,8 @@ import type { Db } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
 import * as files from '../files/repo.ts';
-import { commitContentParts, commitFile, failContent } from '../ingest/service.ts';
+import { commitContentParts, failContent } from '../ingest/content.ts';
+import { commitFile } from '../ingest/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
 

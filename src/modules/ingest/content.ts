@@ -1,0 +1,311 @@
+import type { Readable } from 'node:stream';
+import { invalidState, notFound, validationError } from '../../domain/errors.ts';
+import type { Caller } from '../../domain/principal.ts';
+import type { Queryable } from '../../infra/db.ts';
+import { enqueueJob } from '../../infra/jobs/index.ts';
+import { failpoint } from '../../lib/failpoints.ts';
+import { newId } from '../../lib/ids.ts';
+import { normalizeMimeType } from '../../lib/mime.ts';
+import { recordEvent } from '../events/repo.ts';
+import * as files from '../files/repo.ts';
+import { categoryOf, checkMetadataSize } from '../files/rules.ts';
+import type { Project } from '../projects/schemas.ts';
+import { queueThumbnails } from '../renditions/thumbnails.ts';
+import { enforceQuotas } from '../usage/service.ts';
+import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
+import {
+  findContent,
+  insertContent,
+  type PendingContent,
+  settleContentSize,
+  transitionContent,
+} from './content-repo.ts';
+import type { ByteSource, IngestDeps, Intake, PlannedObject, Sealed } from './intake.ts';
+import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
+import { restrictsTypes, screenHead } from './sniff.ts';
+
+/** What a client declares about new content of a file; `metadata`, when given, replaces the file's as it becomes current. */
+export interface ContentRequest {
+  content_type?: string;
+  size_bytes: number;
+  metadata?: Record<string, unknown>;
+}
+
+/** New content, committed at once (no scan) or waiting for its scan. */
+export interface ContentOutcome {
+  version_id: string;
+  status: 'processing' | 'committed';
+  file: files.FileRow;
+}
+
+/** Makes `snapshot` the file's current content; its metadata, status and folder are untouched. */
+async function replaceContent(
+  q: Queryable,
+  file: files.FileRow,
+  snapshot: Snapshot & { etag: string | null },
+  metadata?: Record<string, unknown>,
+): Promise<files.FileRow> {
+  const updated = await files.updateFile(q, file.project_id, file.id, {
+    metadata,
+    storage_key: snapshot.storage_key,
+    size_bytes: snapshot.size_bytes,
+    content_type: snapshot.content_type,
+    category: categoryOf(snapshot.content_type),
+    checksum_sha256: snapshot.checksum_sha256,
+    etag: snapshot.etag,
+  });
+  return updated!;
+}
+
+/**
+ * Makes committed new content the file's current content, with its file.ready event: a version (its
+ * id is the content's) where the project keeps versions or the file has some already (a file whose
+ * earlier content predates versioning gets that content recorded first, so it can be restored);
+ * otherwise the earlier content is retired, and collected after the grace period.
+ */
+export async function commitContent(
+  q: Queryable,
+  project: Project,
+  content: PendingContent,
+): Promise<files.FileRow> {
+  const file = await files.findFile(q, content.project_id, content.file_id, true);
+  if (!file || file.deleted_at !== null) throw notFound('File');
+  const versioned = await hasVersions(q, file.id);
+  if (project.settings.versioning_enabled || versioned) {
+    if (!versioned) await recordVersion(q, file, file, 'upload');
+    await recordVersion(q, file, content, 'upload', { id: content.id });
+  } else {
+    // Replaced, not kept (an S3 PUT over a key where versioning is off): the old bytes are collected.
+    await files.retireObject(q, file.project_id, file.storage_key);
+  }
+  const updated = await replaceContent(q, file, content, content.metadata ?? undefined);
+  await recordEvent(q, project, 'file.ready', updated);
+  await queueThumbnails(q, project, updated);
+  return updated;
+}
+
+/** Commits new content whose bytes are sealed: at once, or once its scan finds it clean. */
+async function commitNewContent(
+  q: Queryable,
+  project: Project,
+  file: files.FileRow,
+  contentId: string,
+  sealed: Sealed,
+): Promise<ContentOutcome> {
+  const scan = project.settings.virus_scan_enabled;
+  const checksum = sealed.sha256 ?? null;
+  // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
+  const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
+    checksum_sha256: checksum,
+    etag: sealed.etag,
+  });
+  if (!claimed) throw invalidState('The upload is no longer uploading');
+  if (scan) {
+    await enqueueJob(q, 'scan', project.id, file.id, contentId);
+    return { version_id: contentId, status: 'processing', file };
+  }
+  const updated = await commitContent(q, project, claimed);
+  if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
+  return { version_id: contentId, status: 'committed', file: updated };
+}
+
+/**
+ * New content uploaded in parts is complete (commitFile's counterpart for a multipart upload over a
+ * file): its size, learned now, counts against the quota now, and it commits as a PUT's would.
+ */
+export async function commitContentParts(
+  q: Queryable,
+  project: Project,
+  fileId: string,
+  contentId: string,
+  sealed: Sealed & { size: number },
+): Promise<ContentOutcome> {
+  const file = await files.findFile(q, project.id, fileId, true);
+  if (!file || file.deleted_at !== null) throw invalidState('The file is no longer there');
+  await settleContentSize(q, contentId, sealed.size);
+  await enforceQuotas(q, project, { bytes: sealed.size, files: 0 });
+  return commitNewContent(q, project, file, contentId, sealed);
+}
+
+/** New content given up before it was complete (its multipart upload aborted or expired). */
+export async function failContent(q: Queryable, contentId: string, reason: string): Promise<void> {
+  await transitionContent(q, contentId, 'uploading', 'failed', { failure_reason: reason });
+}
+
+/**
+ * New content of an existing file (a new version): declared with a presigned URL or in parts,
+ * confirmed, or written in one request, and an earlier version restored; the file's current
+ * content stays served until the new content commits.
+ */
+export function createContentIngest(deps: IngestDeps, intake: Intake) {
+  const { config, db, store, schemas } = deps;
+  const { tokenOf, fromSource, keepingOnCommit } = intake;
+
+  /**
+   * The checks new content of `file` must pass, an upload token's constraints included (new content
+   * at an S3 key is an upload like any other); answers its normalised content type and the token.
+   */
+  async function admitContent(
+    caller: Caller,
+    file: files.FileRow,
+    request: { content_type?: string; size_bytes: number },
+  ) {
+    if (file.status !== 'ready') {
+      throw invalidState(`New content can be uploaded only for ready files; this file is ${file.status}`, {
+        status: file.status,
+      });
+    }
+    const contentType = normalizeMimeType(request.content_type ?? file.content_type);
+    if (!contentType)
+      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+    checkSingleUploadSize(request.size_bytes);
+    const token = await tokenOf(db, caller);
+    if (token) checkTokenRules(token, contentType, request.size_bytes);
+    checkProjectRules(caller.project, file.filename, contentType, request.size_bytes);
+    return { contentType, token };
+  }
+
+  /** New content of `file`, checked, with its id, key and URL lifetime, before anything is stored. */
+  async function planContent(caller: Caller, file: files.FileRow, request: ContentRequest) {
+    const { contentType, token } = await admitContent(caller, file, request);
+    return {
+      contentType,
+      token,
+      // As on a new file, the upload token's metadata wins over the request's.
+      metadata: request.metadata && { ...request.metadata, ...token?.metadata },
+      id: newId('ver'),
+      storageKey: newObjectKey(caller.project.id, file.id),
+      size: request.size_bytes,
+      expiresAt: new Date(Date.now() + config.uploadUrlTtlSeconds * 1000),
+    };
+  }
+
+  /** Records new content of `file` (uploading) and reserves its bytes, in the caller's transaction. */
+  async function recordContent(
+    q: Queryable,
+    caller: Caller,
+    file: files.FileRow,
+    content: {
+      id: string;
+      storageKey: string;
+      size: number;
+      contentType: string;
+      expiresAt: Date;
+      metadata?: Record<string, unknown>;
+    },
+  ): Promise<void> {
+    if (content.metadata) {
+      checkMetadataSize(content.metadata);
+      await schemas.check(q, caller.project, content.metadata);
+    }
+    await insertContent(q, {
+      id: content.id,
+      project_id: caller.project.id,
+      file_id: file.id,
+      storage_key: content.storageKey,
+      size_bytes: content.size,
+      content_type: content.contentType,
+      upload_expires_at: content.expiresAt,
+      metadata: content.metadata,
+    });
+    await enforceQuotas(q, caller.project, { bytes: content.size, files: 0 });
+  }
+
+  return {
+    /** A presigned URL for new content of a ready file; the current content stays served until it is confirmed. */
+    async declareContent(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; size_bytes: number },
+    ) {
+      const content = await planContent(caller, file, request);
+      // The URL first: one that cannot be made leaves no content behind.
+      const url = await store.presignUpload(content.storageKey, content);
+      await keepingOnCommit(content.storageKey, () => db.tx((q) => recordContent(q, caller, file, content)));
+      return { version_id: content.id, upload_url: url, expires_at: content.expiresAt };
+    },
+
+    /** Seals the bytes of new content; they become current at once, or after the scan when the project scans. */
+    async confirmContent(caller: Caller, file: files.FileRow, contentId: string): Promise<ContentOutcome> {
+      const content = await findContent(db, file.id, contentId);
+      if (!content) throw notFound('Upload');
+      if (content.status !== 'uploading') {
+        throw invalidState(`The upload is ${content.status}, not uploading`, { status: content.status });
+      }
+      const object = await store.seal(content.storage_key);
+      if (object?.size !== content.size_bytes) {
+        throw invalidState('The uploaded object is missing or not of the declared size', {
+          declared_size_bytes: content.size_bytes,
+          uploaded_size_bytes: object?.size ?? null,
+        });
+      }
+      failpoint('version.confirm.sealed');
+      return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object));
+    },
+
+    /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
+    async writeContent(
+      caller: Caller,
+      file: files.FileRow,
+      request: ContentRequest,
+      body: Readable,
+    ): Promise<ContentOutcome> {
+      const content = await planContent(caller, file, request);
+      const bytes = restrictsTypes(caller.project, content.token)
+        ? await screenHead(body, content.contentType)
+        : body;
+      const object = await store.write(content.storageKey, bytes, content);
+      return keepingOnCommit(content.storageKey, () =>
+        db.tx(async (q) => {
+          await recordContent(q, caller, file, content);
+          return commitNewContent(q, caller.project, file, content.id, object);
+        }),
+      );
+    },
+
+    /**
+     * New content of a ready file whose bytes come from `source` (a multipart upload) and whose size
+     * is deferred to completion (`commitContentParts`), held to the caller's limit part by part;
+     * `metadata`, when given, replaces the file's once the content is current.
+     */
+    async declareContentParts<T, U>(
+      caller: Caller,
+      file: files.FileRow,
+      request: { content_type?: string; metadata?: Record<string, unknown> },
+      source: ByteSource<T, U>,
+      expiresAt: Date,
+    ): Promise<{ contentId: string; extra: U | undefined }> {
+      const content = await planContent(caller, file, { ...request, size_bytes: 0 });
+      const planned: PlannedObject = {
+        projectId: caller.project.id,
+        fileId: file.id,
+        contentId: content.id,
+        storageKey: content.storageKey,
+        contentType: content.contentType,
+        size: 0,
+        expiresAt,
+      };
+      return fromSource(source, planned, async (q, made) => {
+        await recordContent(q, caller, file, { ...content, expiresAt });
+        return { contentId: content.id, extra: await source.record?.(q, planned, made) };
+      });
+    },
+
+    /**
+     * Makes an earlier version the file's content again, recorded as a new version (status unchanged);
+     * a version whose digest was lost (its job gave up) is read again, so the file's checksum follows.
+     */
+    async restore(
+      q: Queryable,
+      project: Project,
+      file: files.FileRow,
+      version: Snapshot & { id: string },
+    ): Promise<files.FileRow> {
+      await recordVersion(q, file, version, 'restore', { sourceVersionId: version.id });
+      if (version.checksum_sha256 === null) {
+        await enqueueJob(q, 'digest', project.id, file.id, null, version.storage_key);
+      }
+      return replaceContent(q, file, { ...version, etag: version.etag ?? null });
+    },
+  };
+}
