@@ -10,8 +10,10 @@ export type Count = (bytes: number) => void;
 /**
  * Answers with the reply's status and headers (Content-Length included) and the bytes of `slices`
  * (of the local store), written straight to the socket: no stream between the files and it. A HEAD
- * request gets the headers alone. A failure once the headers are out cuts the
- * connection: the client sees a short body, never a wrong one.
+ * request gets the headers alone. The first file is opened before the headers are written, so an
+ * object removed meanwhile is answered as an error; a failure once they are cuts the connection: the
+ * client sees a short body, never a wrong one. The reply is hijacked: onRequest and onResponse hooks
+ * apply to it, onSend hooks do not.
  */
 export async function sendSlices(
   request: FastifyRequest,
@@ -19,24 +21,37 @@ export async function sendSlices(
   slices: Slice[],
   sent?: Count,
 ): Promise<void> {
-  reply.hijack();
+  const head = request.method === 'HEAD';
+  const [first] = slices;
+  let opened = head || !first || first.bytes ? undefined : await open(first.path, 'r');
   const response = reply.raw;
-  response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
-  if (request.method === 'HEAD') return void response.end();
   try {
-    for (const slice of slices) {
+    // Before the reply is given up: a header Node refuses is answered as an error by Fastify.
+    response.writeHead(reply.statusCode, reply.getHeaders() as OutgoingHttpHeaders);
+  } catch (error) {
+    await opened?.close();
+    throw error;
+  }
+  reply.hijack();
+  if (head) return void response.end();
+  // Bytes already read that end the answer go with its end: headers and body in one write.
+  const tail = slices.at(-1)?.bytes;
+  try {
+    for (const slice of tail ? slices.slice(0, -1) : slices) {
       if (slice.bytes) {
         await send(response, slice.bytes, sent);
         continue;
       }
-      const handle = await open(slice.path, 'r');
+      const handle = opened ?? (await open(slice.path, 'r'));
+      opened = undefined;
       try {
         await streamFile(handle, response, slice.start, slice.end, sent);
       } finally {
         await handle.close();
       }
     }
-    response.end();
+    if (tail) response.end(tail, () => sent?.(tail.length));
+    else response.end();
   } catch (error) {
     request.log.warn({ err: error }, 'download interrupted');
     response.destroy();

@@ -1,7 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storage } from '../support/backends.ts';
 import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, upload } from '../support/files.ts';
+import { newS3Credential, s3ClientOf } from '../support/s3-endpoint.ts';
 
 const APP = 'https://app.example.com';
 const EVIL = 'https://evil.example.com';
@@ -245,6 +249,50 @@ describe('CORS of the S3 endpoint', () => {
     const exposed = list(refused.headers.get('access-control-expose-headers'));
     for (const header of ['etag', 'x-amz-version-id', 'x-coffer-file-id', 'x-amz-checksum-crc32'])
       expect(exposed).toContain(header);
+  });
+
+  it('answers a GetObject with the headers of its HeadObject, CORS and request id included, whole and in a range', async () => {
+    const client = s3ClientOf(
+      coffer,
+      await newS3Credential(coffer, project.id, ['files:read', 'files:upload']),
+    );
+    const { bucket } = (await project.call('GET', '')).body;
+    // Values that change from one request to the next, and the connection's own headers.
+    const varying = new Set([
+      'date',
+      'x-amz-request-id',
+      'x-request-id',
+      'ratelimit-remaining',
+      'ratelimit-reset',
+    ]);
+    const connection = new Set(['connection', 'keep-alive']);
+    const shown = (headers: Headers) =>
+      Object.fromEntries(
+        [...headers]
+          .filter(([name]) => !connection.has(name))
+          .map(([name, value]) => [name, varying.has(name) ? '…' : value]),
+      );
+    // One object kept in its sidecar, one in a file of its own.
+    for (const [Key, data] of [
+      ['small.txt', Buffer.from('0123456789')],
+      ['large.bin', randomBytes(300_000)],
+    ] as const) {
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key, Body: data }));
+      const get = await getSignedUrl(client, new GetObjectCommand({ Bucket: bucket, Key }));
+      const head = await getSignedUrl(client, new HeadObjectCommand({ Bucket: bucket, Key }));
+      for (const range of [undefined, 'bytes=2-5']) {
+        const headers = { origin: APP, ...(range ? { range } : {}) };
+        const got = await fetch(get, { headers });
+        expect(Buffer.from(await got.arrayBuffer()).equals(range ? data.subarray(2, 6) : data)).toBe(true);
+        expect(got.status).toBe(range ? 206 : 200);
+        expect(got.headers.get('access-control-allow-origin')).toBe(APP);
+        expect(list(got.headers.get('access-control-expose-headers'))).toContain('x-amz-request-id');
+        expect(got.headers.get('x-amz-request-id')).toBeTruthy();
+        expect(got.headers.get('x-amz-request-id')).toBe(got.headers.get('x-request-id'));
+        const headed = await fetch(head, { method: 'HEAD', headers });
+        expect(shown(got.headers), `${Key} ${range}`).toEqual(shown(headed.headers));
+      }
+    }
   });
 
   it('keeps the REST API to its own list of headers, and other origins out of both', async () => {

@@ -1,4 +1,5 @@
 import type { Caller } from '../../domain/principal.ts';
+import { sendSlices } from '../../http/send-slices.ts';
 import { auditContext } from '../../modules/audit/service.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { findVersion, listVersions } from '../../modules/versions/repo.ts';
@@ -95,7 +96,9 @@ export function objectOperations(services: Services): Record<string, Operation> 
     }
     if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
     if (request.method === 'HEAD' || content.size === 0) return reply.send();
-    return reply.send(await objectBody(services.store, content.storageKey, range));
+    const body = await objectBody(services.store, content.storageKey, range);
+    // The local store's bytes go from its files to the socket, as a presigned download's do.
+    return Array.isArray(body) ? sendSlices(request, reply, body) : reply.send(body);
   }
 
   return {

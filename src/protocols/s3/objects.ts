@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
-import { isLocalStore, sliceStream } from '../../infra/storage/local/store.ts';
+import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
@@ -117,19 +117,15 @@ export function requireReadable(file: FileRow): void {
 }
 
 /**
- * What GetObject sends of the object `key`: on the local store, a small object already read with its
- * sidecar's line as that one buffer (no stream to set up and drain for a few bytes), any other as a
- * stream of its slices from the same read of its sidecar; the store's stream elsewhere.
+ * What GetObject sends of the object `key`: on the local store, where its bytes lie (a small object's
+ * already read with its sidecar's line), for sendSlices; the store's stream elsewhere.
  */
 export async function objectBody(
   store: ObjectStore,
   key: string,
   range: ByteRange | undefined,
-): Promise<Buffer | Readable> {
-  if (!isLocalStore(store)) return store.read(key, range);
-  const slices = await store.slicesOf(key, range);
-  const [only] = slices;
-  return slices.length === 1 && only!.bytes ? only!.bytes : sliceStream(slices);
+): Promise<Slice[] | Readable> {
+  return isLocalStore(store) ? store.slicesOf(key, range) : store.read(key, range);
 }
 
 /** The byte range of a GetObject (`Range: bytes=…`), undefined for the whole object. */

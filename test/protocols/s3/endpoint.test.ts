@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { unlink } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
@@ -28,7 +29,9 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
+import { storage } from '../../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
@@ -190,6 +193,21 @@ describe('the S3 endpoint', () => {
       expect((await text(part.Body)).equals(data.subarray(from))).toBe(true);
     }
   });
+
+  it.skipIf(storage === 's3')(
+    'answers an error, not a body cut short, when the file of an object is gone from the local store',
+    async () => {
+      const { client, name, project } = bucket;
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'lost.bin', Body: randomBytes(100_000) }));
+      const [file] = (await project.call('GET', '/files?q=lost.bin')).body.items;
+      const own = await (coffer.services.store as LocalObjectStore).ownFile(file.storage_key);
+      await unlink(own!.path);
+      expect(await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'lost.bin' })))).toEqual({
+        code: 'InternalError',
+        status: 500,
+      });
+    },
+  );
 
   it('serves presigned GET URLs with response-content-* overrides', async () => {
     const { client, name } = bucket;

@@ -106,8 +106,8 @@ export interface LocalObjectStore extends ObjectStore {
 
 export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
 
-/** The bytes of `slices` (see Located), in order, as one stream. */
-export function sliceStream(slices: Slice[]): Readable {
+/** The bytes of `slices` (see Located), in order, as one stream: what `read` answers. */
+function sliceStream(slices: Slice[]): Readable {
   return Readable.from(
     (async function* () {
       for (const { bytes, ...slice } of slices) {
