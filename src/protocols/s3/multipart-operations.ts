@@ -10,7 +10,6 @@ import {
   requireScope,
   xml,
 } from './call.ts';
-import { notImplemented } from './errors.ts';
 import { etagOf } from './etag.ts';
 import { urlEncodeKey } from './keys.ts';
 import { maxKeysOf } from './listing.ts';
@@ -24,10 +23,10 @@ import {
   partNumberOf,
   uploadPart,
 } from './multipart.ts';
-import { declaredSize, metadataOf } from './objects.ts';
+import { copyRangeOf, copySource, declaredSize, metadataOf } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
 
-/** Multipart uploads: Create, UploadPart, Complete, Abort, ListParts, ListMultipartUploads. */
+/** Multipart uploads: Create, UploadPart, UploadPartCopy, Complete, Abort, ListParts, ListMultipartUploads. */
 export function multipartOperations(services: Services): Record<string, Operation> {
   return {
     'POST object?uploads': async ({ request, reply, caller, auth, target, query }) => {
@@ -45,13 +44,26 @@ export function multipartOperations(services: Services): Record<string, Operatio
 
     'PUT object?partNumber': async ({ request, reply, caller, auth, query }) => {
       requireScope(caller, 'files:upload');
-      if (request.headers['x-amz-copy-source'] !== undefined) throw notImplemented('UploadPartCopy');
+      const uploadId = query.get('uploadId') ?? '';
+      const partNumber = partNumberOf(query.get('partNumber'));
+      if (request.headers['x-amz-copy-source'] !== undefined) {
+        const { content } = await copySource(services, caller, request.headers);
+        const range = copyRangeOf(request.headers['x-amz-copy-source-range'], content.size);
+        const bytes = await services.store.read(content.storageKey, range);
+        const size = range ? range.end - range.start + 1 : content.size;
+        // A part refused before its bytes are read leaves the store's stream to be closed here.
+        const etag = await uploadPart(services, caller, uploadId, partNumber, bytes, size).finally(() =>
+          bytes.destroy(),
+        );
+        if (content.versionId) reply.header('x-amz-copy-source-version-id', content.versionId);
+        return xml(reply, 'CopyPartResult', { ETag: etag, LastModified: new Date().toISOString() });
+      }
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
       const etag = await uploadPart(
         services,
         caller,
-        query.get('uploadId') ?? '',
-        partNumberOf(query.get('partNumber')),
+        uploadId,
+        partNumber,
         bodyOf(request, auth),
         declaredSize(request.headers, decoded),
       );

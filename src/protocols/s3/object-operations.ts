@@ -1,8 +1,5 @@
-import type { Caller } from '../../domain/principal.ts';
 import { sendSlices } from '../../http/send-slices.ts';
 import { auditContext } from '../../modules/audit/service.ts';
-import type { FileRow } from '../../modules/files/repo.ts';
-import { findVersion, listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import {
   bodyOf,
@@ -14,12 +11,12 @@ import {
   type S3Call,
   xml,
 } from './call.ts';
-import { asS3Error, malformedXml, noSuchBucket, noSuchVersion, notImplemented } from './errors.ts';
-import { etagOf } from './etag.ts';
+import { asS3Error, malformedXml } from './errors.ts';
 import {
   checkConditions,
+  contentOf,
   copyObject,
-  copySourceOf,
+  copySource,
   declaredSize,
   deleteObject,
   fileAt,
@@ -34,43 +31,11 @@ import { parseS3Xml } from './xml.ts';
 
 /** Objects: GetObject, HeadObject, PutObject, CopyObject, DeleteObject, DeleteObjects. */
 export function objectOperations(services: Services): Record<string, Operation> {
-  /**
-   * The bytes GetObject serves: the file's current content, or with `versionId` one of its versions;
-   * where the project keeps versions, the answer names the version it served.
-   */
-  async function contentOf(caller: Caller, file: FileRow, versionId: string | null) {
-    const current = {
-      storageKey: file.storage_key,
-      size: file.size_bytes,
-      contentType: file.content_type,
-      etag: etagOf(file),
-      modified: file.updated_at,
-    };
-    if (!caller.project.settings.versioning_enabled && (versionId === null || versionId === 'null')) {
-      return { ...current, versionId: undefined };
-    }
-    if (versionId === null || versionId === 'null') {
-      const [latest] = await listVersions(services.db, file.id);
-      return { ...current, versionId: latest?.id };
-    }
-    const version = await findVersion(services.db, file.id, versionId);
-    if (!version) throw noSuchVersion();
-    const isCurrent = version.storage_key === file.storage_key;
-    return {
-      storageKey: version.storage_key,
-      size: version.size_bytes,
-      contentType: version.content_type,
-      etag: isCurrent ? current.etag : etagOf(version),
-      modified: new Date(version.created_at),
-      versionId: version.id,
-    };
-  }
-
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
     const file = await fileAt(services, caller, target.key, atKey);
     requireReadable(file);
-    const content = await contentOf(caller, file, query.get('versionId'));
+    const content = await contentOf(services, caller, file, query.get('versionId'));
     checkConditions(request.headers, content.etag, content.modified);
     const range = rangeOf(request.headers.range, content.size);
     const header = (name: string, fallback: string) => query.get(`response-${name}`) ?? fallback;
@@ -108,17 +73,14 @@ export function objectOperations(services: Services): Record<string, Operation> 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
-      const copySource = request.headers['x-amz-copy-source'];
-      if (typeof copySource === 'string') {
-        const source = copySourceOf(copySource);
-        if (source.bucket !== caller.project.bucket) throw noSuchBucket();
-        if (source.versionId !== undefined) throw notImplemented('CopyObject of a version');
-        const copied = await copyObject(services, caller, source.key, target.key, {
+      if (request.headers['x-amz-copy-source'] !== undefined) {
+        const source = await copySource(services, caller, request.headers);
+        const copied = await copyObject(services, caller, source, target.key, {
           replace: request.headers['x-amz-metadata-directive'] === 'REPLACE',
           contentType: request.headers['content-type'],
           metadata,
-          headers: request.headers,
         });
+        if (source.content.versionId) reply.header('x-amz-copy-source-version-id', source.content.versionId);
         if (copied.file) reply.header('x-coffer-file-id', copied.file.id);
         return xml(reply, 'CopyObjectResult', {
           LastModified: (copied.file?.updated_at ?? new Date()).toISOString(),

@@ -8,13 +8,17 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
+import { findVersion, listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
+import { requireScope } from './call.ts';
 import {
   accessDenied,
   invalidArgument,
   invalidObjectState,
   invalidRequest,
+  noSuchBucket,
   noSuchKey,
+  noSuchVersion,
   preconditionFailed,
   S3Error,
 } from './errors.ts';
@@ -101,7 +105,7 @@ export async function shownAt(
 
 /** The newest file S3 shows at `key` that the caller may see; NoSuchKey otherwise. */
 export async function fileAt(
-  services: ObjectServices,
+  services: Pick<ObjectServices, 'db'>,
   caller: Caller,
   key: string,
   atKey?: { file: FileRow | undefined },
@@ -114,6 +118,54 @@ export async function fileAt(
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
 export function requireReadable(file: FileRow): void {
   if (file.status !== 'ready') throw invalidObjectState(file.status);
+}
+
+/** The bytes of an object a read or a copy takes: its current content, or one of its versions. */
+export interface Content {
+  storageKey: string;
+  size: number;
+  contentType: string;
+  etag: string;
+  modified: Date;
+  /** The version these bytes are, where the project keeps versions or one was asked for. */
+  versionId: string | undefined;
+}
+
+/**
+ * The file's current content, or with `versionId` one of its versions (NoSuchVersion when it has no
+ * such version); where the project keeps versions, the version it is.
+ */
+export async function contentOf(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  file: FileRow,
+  versionId: string | null,
+): Promise<Content> {
+  const current = {
+    storageKey: file.storage_key,
+    size: file.size_bytes,
+    contentType: file.content_type,
+    etag: etagOf(file),
+    modified: file.updated_at,
+  };
+  if (!caller.project.settings.versioning_enabled && (versionId === null || versionId === 'null')) {
+    return { ...current, versionId: undefined };
+  }
+  if (versionId === null || versionId === 'null') {
+    const [latest] = await listVersions(services.db, file.id);
+    return { ...current, versionId: latest?.id };
+  }
+  const version = await findVersion(services.db, file.id, versionId);
+  if (!version) throw noSuchVersion();
+  const isCurrent = version.storage_key === file.storage_key;
+  return {
+    storageKey: version.storage_key,
+    size: version.size_bytes,
+    contentType: version.content_type,
+    etag: isCurrent ? current.etag : etagOf(version),
+    modified: new Date(version.created_at),
+    versionId: version.id,
+  };
 }
 
 /**
@@ -259,7 +311,7 @@ export function declaredSize(
 }
 
 /** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, percent-encoded. */
-export function copySourceOf(header: string): { bucket: string; key: string; versionId?: string } {
+function copySourceOf(header: string): { bucket: string; key: string; versionId: string | null } {
   const [path = '', query = ''] = header.split('?');
   const decoded = (() => {
     try {
@@ -270,8 +322,50 @@ export function copySourceOf(header: string): { bucket: string; key: string; ver
   })();
   const slash = decoded.indexOf('/');
   if (slash <= 0 || slash === decoded.length - 1) throw invalidArgument('Invalid copy source object key');
-  const versionId = new URLSearchParams(query).get('versionId') ?? undefined;
+  const versionId = new URLSearchParams(query).get('versionId');
   return { bucket: decoded.slice(0, slash), key: decoded.slice(slash + 1), versionId };
+}
+
+/**
+ * What a CopyObject or UploadPartCopy copies: the object `x-amz-copy-source` names, or the version of it
+ * that it names, when the caller may read it and its `x-amz-copy-source-if-*` conditions hold.
+ */
+export async function copySource(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  headers: Record<string, string | string[] | undefined>,
+): Promise<{ file: FileRow; content: Content }> {
+  requireScope(caller, 'files:read');
+  const header = headers['x-amz-copy-source'];
+  if (typeof header !== 'string') throw invalidArgument('Copy Source must name one object');
+  const named = copySourceOf(header);
+  if (named.bucket !== caller.project.bucket) throw noSuchBucket();
+  const file = await fileAt(services, caller, named.key);
+  requireReadable(file);
+  const content = await contentOf(services, caller, file, named.versionId);
+  const conditions = Object.fromEntries(
+    Object.entries(headers)
+      .filter(([name]) => name.startsWith('x-amz-copy-source-if-'))
+      .map(([name, value]) => [name.replace('x-amz-copy-source-', ''), value]),
+  );
+  checkConditions(conditions, content.etag, content.modified, true);
+  return { file, content };
+}
+
+/** `x-amz-copy-source-range` of an UploadPartCopy: `bytes=first-last`, within the source; undefined for all of it. */
+export function copyRangeOf(header: string | string[] | undefined, size: number): ByteRange | undefined {
+  if (header === undefined) return undefined;
+  const match = typeof header === 'string' ? /^bytes=(\d+)-(\d+)$/.exec(header.trim()) : null;
+  if (!match) {
+    throw invalidArgument(
+      'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy',
+    );
+  }
+  const [start, end] = [Number(match[1]), Number(match[2])];
+  if (start > end || end >= size) {
+    throw new S3Error(416, 'InvalidRange', `The range is not within the source object of size ${size}`);
+  }
+  return { start, end };
 }
 
 /**
@@ -281,29 +375,16 @@ export function copySourceOf(header: string): { bucket: string; key: string; ver
 export async function copyObject(
   services: ObjectServices,
   caller: Caller,
-  sourceKey: string,
+  source: { file: FileRow; content: Content },
   key: string,
-  request: {
-    replace: boolean;
-    contentType: string | undefined;
-    metadata: Record<string, string>;
-    headers: Record<string, string | string[] | undefined>;
-  },
+  request: { replace: boolean; contentType: string | undefined; metadata: Record<string, string> },
 ) {
-  const source = await fileAt(services, caller, sourceKey);
-  requireReadable(source);
-  const conditions = Object.fromEntries(
-    Object.entries(request.headers)
-      .filter(([name]) => name.startsWith('x-amz-copy-source-if-'))
-      .map(([name, value]) => [name.replace('x-amz-copy-source-', ''), value]),
-  );
-  checkConditions(conditions, etagOf(source), source.updated_at, true);
-  const metadata = request.replace ? request.metadata : stringValues(source.metadata);
+  const { file, content } = source;
   return putObject(services, caller, key, {
-    size: source.size_bytes,
-    contentType: request.replace ? (request.contentType ?? source.content_type) : source.content_type,
-    metadata,
-    body: await services.store.read(source.storage_key),
+    size: content.size,
+    contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
+    metadata: request.replace ? request.metadata : stringValues(file.metadata),
+    body: await services.store.read(content.storageKey),
   });
 }
 

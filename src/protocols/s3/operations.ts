@@ -16,13 +16,15 @@ export function s3Operations(services: Services, region: string): Record<string,
   };
 }
 
-/** The S3 name of an operation, for metrics: its API reference's (CopyObject and ListObjectsV2 told apart). */
+/** The S3 name of an operation, for metrics: its API reference's (CopyObject, UploadPartCopy and ListObjectsV2 told apart). */
 export function operationName(
   operation: string,
   request: { headers: Record<string, unknown> },
   query: URLSearchParams,
 ) {
-  if (operation === 'PUT object' && request.headers['x-amz-copy-source'] !== undefined) return 'CopyObject';
+  const copies = request.headers['x-amz-copy-source'] !== undefined;
+  if (operation === 'PUT object' && copies) return 'CopyObject';
+  if (operation === 'PUT object?partNumber' && copies) return 'UploadPartCopy';
   if (operation === 'GET bucket' && query.get('list-type') === '2') return 'ListObjectsV2';
   return NAMES[operation] ?? 'unsupported';
 }

@@ -26,6 +26,8 @@ import {
   type S3ClientConfig,
   S3ServiceException,
   UploadPartCommand,
+  UploadPartCopyCommand,
+  type UploadPartCopyCommandInput,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -795,6 +797,146 @@ describe('the S3 endpoint', () => {
     expect(deleted.Deleted?.map((entry) => entry.Key).sort()).toEqual(['dst.txt', 'none.txt', 'src.txt']);
     const left = await client.send(new ListObjectsV2Command({ Bucket: name }));
     expect(left.Contents?.map((entry) => entry.Key)).toEqual(['dst2.txt']);
+  });
+
+  it('copies ranges and whole objects into a multipart upload (UploadPartCopy), byte for byte', async () => {
+    const { client, name, project } = await bucketWith();
+    const source = randomBytes(6 * 1024 * 1024 + 7);
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'src/big.bin', Body: source }));
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'src/small.txt', Body: 'small' }));
+    const Key = 'assembled.bin';
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
+    const copyPart = (PartNumber: number, CopySource: string, CopySourceRange?: string) =>
+      client.send(
+        new UploadPartCopyCommand({ Bucket: name, Key, UploadId, PartNumber, CopySource, CopySourceRange }),
+      );
+    // All but the first MiB of big.bin, then 5 MiB sent with the request, then all of small.txt.
+    const sent = randomBytes(5 * 1024 * 1024);
+    const first = await copyPart(1, `${name}/src/big.bin`, `bytes=1048576-${source.length - 1}`);
+    expect(first.CopyPartResult?.ETag).toBe(`"${md5(source.subarray(1048576))}"`);
+    expect(Date.parse(first.CopyPartResult?.LastModified?.toISOString() ?? '')).toBeGreaterThan(0);
+    const second = await client.send(
+      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 2, Body: sent }),
+    );
+    const third = await copyPart(3, `/${name}/src/small.txt`);
+    expect(third.CopyPartResult?.ETag).toBe(`"${md5('small')}"`);
+    const listed = await client.send(new ListPartsCommand({ Bucket: name, Key, UploadId }));
+    expect(listed.Parts?.map((part) => part.Size)).toEqual([source.length - 1048576, sent.length, 5]);
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key,
+        UploadId,
+        MultipartUpload: {
+          Parts: [first.CopyPartResult!.ETag!, second.ETag!, third.CopyPartResult!.ETag!].map((ETag, at) => ({
+            ETag,
+            PartNumber: at + 1,
+          })),
+        },
+      }),
+    );
+    const whole = Buffer.concat([source.subarray(1048576), sent, Buffer.from('small')]);
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key }));
+    expect((await text(got.Body)).equals(whole)).toBe(true);
+    expect((await project.call('GET', '/usage')).body.storage.used_bytes).toBe(
+      source.length + 5 + whole.length,
+    );
+  });
+
+  it('refuses an UploadPartCopy as S3 does: source, range, conditions, upload and scope', async () => {
+    const { client, name, project } = await bucketWith();
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'src.txt', Body: 'ten bytes!' }));
+    const Key = 'dst.bin';
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
+    const copyPart = (input: Partial<UploadPartCopyCommandInput>, as = client) =>
+      refusal(
+        as.send(
+          new UploadPartCopyCommand({
+            Bucket: name,
+            Key,
+            UploadId,
+            PartNumber: 1,
+            CopySource: `${name}/src.txt`,
+            ...input,
+          }),
+        ),
+      );
+    expect(await copyPart({ CopySource: `${name}/none.txt` })).toEqual({ code: 'NoSuchKey', status: 404 });
+    expect(await copyPart({ CopySource: 'other-bucket/src.txt' })).toEqual({
+      code: 'NoSuchBucket',
+      status: 404,
+    });
+    expect(await copyPart({ CopySourceRange: '0-3' })).toEqual({ code: 'InvalidArgument', status: 400 });
+    expect(await copyPart({ CopySourceRange: 'bytes=2-' })).toEqual({ code: 'InvalidArgument', status: 400 });
+    expect(await copyPart({ CopySourceRange: 'bytes=5-10' })).toEqual({ code: 'InvalidRange', status: 416 });
+    expect(await copyPart({ CopySourceRange: 'bytes=5-4' })).toEqual({ code: 'InvalidRange', status: 416 });
+    expect(await copyPart({ CopySourceIfMatch: '"nope"' })).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await copyPart({ UploadId: 'upl_none' })).toEqual({ code: 'NoSuchUpload', status: 404 });
+    // Without files:read the source's bytes are not the caller's to copy.
+    const uploadOnly = await newS3Credential(coffer, project.id, ['files:upload']);
+    const writer = clientFor(uploadOnly.access_key_id, uploadOnly.secret_access_key);
+    expect(await copyPart({}, writer)).toEqual({ code: 'AccessDenied', status: 403 });
+    const listed = await client.send(new ListPartsCommand({ Bucket: name, Key, UploadId }));
+    expect(listed.Parts ?? []).toEqual([]);
+  });
+
+  it('copies an old version of an object, by CopyObject and UploadPartCopy; an unknown one is NoSuchVersion', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    const put = (Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body, ContentType: 'text/plain' }));
+    await put('first words');
+    await put('second words');
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: 'doc.txt' }));
+    const old = listed.Versions![1]!;
+    // Restoring the old version: copied over its own key, it becomes the newest.
+    const restored = await client.send(
+      new CopyObjectCommand({
+        Bucket: name,
+        Key: 'doc.txt',
+        CopySource: `${name}/doc.txt?versionId=${old.VersionId}`,
+      }),
+    );
+    expect(restored.CopySourceVersionId).toBe(old.VersionId);
+    expect(restored.CopyObjectResult?.ETag).toBe(`"${md5('first words')}"`);
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt' }));
+    expect((await text(got.Body)).toString()).toBe('first words');
+    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: 'doc.txt' }));
+    expect(versions.Versions).toHaveLength(3);
+    const { UploadId } = await client.send(
+      new CreateMultipartUploadCommand({ Bucket: name, Key: 'part.txt' }),
+    );
+    const part = await client.send(
+      new UploadPartCopyCommand({
+        Bucket: name,
+        Key: 'part.txt',
+        UploadId,
+        PartNumber: 1,
+        CopySource: `${name}/doc.txt?versionId=${old.VersionId}`,
+        CopySourceRange: 'bytes=6-10',
+      }),
+    );
+    expect(part.CopySourceVersionId).toBe(old.VersionId);
+    expect(part.CopyPartResult?.ETag).toBe(`"${md5('words')}"`);
+    const unknown = `${name}/doc.txt?versionId=ver_none`;
+    expect(
+      await refusal(client.send(new CopyObjectCommand({ Bucket: name, Key: 'x.txt', CopySource: unknown }))),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    expect(
+      await refusal(
+        client.send(
+          new UploadPartCopyCommand({
+            Bucket: name,
+            Key: 'part.txt',
+            UploadId,
+            PartNumber: 2,
+            CopySource: unknown,
+          }),
+        ),
+      ),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
   });
 
   it('takes temporary credentials minted from an upload token, with every constraint of the token', async () => {
