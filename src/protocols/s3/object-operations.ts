@@ -29,7 +29,7 @@ import {
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
-/** Objects: GetObject, HeadObject, PutObject, CopyObject, DeleteObject, DeleteObjects. */
+/** Objects: GetObject, HeadObject, PutObject, CopyObject, GetObjectTagging, DeleteObject, DeleteObjects. */
 export function objectOperations(services: Services): Record<string, Operation> {
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
@@ -100,6 +100,14 @@ export function objectOperations(services: Services): Record<string, Operation> 
         reply.header('x-amz-version-id', put.versionId);
       }
       return reply.send();
+    },
+
+    // Objects carry no S3 tags: the aws cli reads them before a copy in parts, to set them again.
+    'GET object?tagging': async ({ reply, caller, target, query }) => {
+      requireScope(caller, 'files:read');
+      const file = await fileAt(services, caller, target.key);
+      await contentOf(services, caller, file, query.get('versionId'));
+      return xml(reply, 'Tagging', { TagSet: null });
     },
 
     'POST bucket?delete': async ({ request, reply, caller, auth }) => {

@@ -42,6 +42,7 @@ const NAMES: Record<string, string> = {
   'GET object': 'GetObject',
   'HEAD object': 'HeadObject',
   'PUT object': 'PutObject',
+  'GET object?tagging': 'GetObjectTagging',
   'DELETE object': 'DeleteObject',
   'POST object?uploads': 'CreateMultipartUpload',
   'PUT object?partNumber': 'UploadPart',

@@ -107,22 +107,27 @@ async function expectStored(project: TestProject, prefix: string, tree: Record<s
   }
 }
 
+/** The aws cli on `s`'s endpoint, with path-style addressing and the `s3` settings of `extra` lines. */
+function awsCli(s: Setup, ...extra: string[]) {
+  writeFileSync(
+    join(s.dir, 'config'),
+    ['[default]', 'region = us-east-1', 's3 =', '  addressing_style = path', ...extra, ''].join('\n'),
+  );
+  const env = clientEnv(s, {
+    AWS_ACCESS_KEY_ID: s.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: s.secret,
+    AWS_CONFIG_FILE: join(s.dir, 'config'),
+    AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
+    AWS_EC2_METADATA_DISABLED: 'true',
+  });
+  return (...args: string[]) =>
+    run(clients.aws!, ['--endpoint-url', s.endpoint, ...args], { env, maxBuffer: 16 * MiB });
+}
+
 describe.skipIf(!clients.aws)('aws cli', () => {
   it('copies, lists, syncs, presigns and removes, large files in parts', async () => {
     const s = await setup();
-    writeFileSync(
-      join(s.dir, 'config'),
-      '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n',
-    );
-    const env = clientEnv(s, {
-      AWS_ACCESS_KEY_ID: s.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: s.secret,
-      AWS_CONFIG_FILE: join(s.dir, 'config'),
-      AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
-      AWS_EC2_METADATA_DISABLED: 'true',
-    });
-    const aws = (...args: string[]) =>
-      run(clients.aws!, ['--endpoint-url', s.endpoint, ...args], { env, maxBuffer: 16 * MiB });
+    const aws = awsCli(s, '  multipart_threshold = 5MB', '  multipart_chunksize = 5MB');
     const local = join(s.dir, 'tree');
     const tree = localTree(local);
     await aws('s3', 'cp', '--recursive', local, `s3://${s.bucket}/up/`);
@@ -139,6 +144,26 @@ describe.skipIf(!clients.aws)('aws cli', () => {
     await aws('s3', 'rm', '--recursive', `s3://${s.bucket}/up/`);
     const left = await filesOf(s.project);
     expect([...left.keys()].filter((key) => key.startsWith('up/'))).toEqual([]);
+  });
+
+  it('copies an object past its multipart threshold within the bucket, in parts copied from it', async () => {
+    const s = await setup();
+    const aws = awsCli(s);
+    const data = opaqueBytes(10 * MiB, 'copied');
+    writeFileSync(join(s.dir, 'mp.bin'), data);
+    await aws('s3', 'cp', join(s.dir, 'mp.bin'), `s3://${s.bucket}/mp.bin`);
+    const copied = await aws(
+      '--debug',
+      's3',
+      'cp',
+      `s3://${s.bucket}/mp.bin`,
+      `s3://${s.bucket}/mp-copy.bin`,
+    );
+    expect(copied.stderr).toContain('UploadPartCopy');
+    const stored = await filesOf(s.project);
+    for (const key of ['mp.bin', 'mp-copy.bin']) {
+      expect(stored.get(key), key).toMatchObject({ size_bytes: data.length, checksum_sha256: sha256(data) });
+    }
   });
 });
 

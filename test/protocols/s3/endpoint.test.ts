@@ -12,6 +12,7 @@ import {
   GetBucketTaggingCommand,
   GetBucketVersioningCommand,
   GetObjectCommand,
+  GetObjectTaggingCommand,
   HeadBucketCommand,
   HeadObjectCommand,
   ListBucketsCommand,
@@ -804,6 +805,9 @@ describe('the S3 endpoint', () => {
     const source = randomBytes(6 * 1024 * 1024 + 7);
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'src/big.bin', Body: source }));
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'src/small.txt', Body: 'small' }));
+    // What the aws cli reads of a source before copying it in parts: it has no tags.
+    const tagging = await client.send(new GetObjectTaggingCommand({ Bucket: name, Key: 'src/big.bin' }));
+    expect(tagging.TagSet ?? []).toEqual([]);
     const Key = 'assembled.bin';
     const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
     const copyPart = (PartNumber: number, CopySource: string, CopySourceRange?: string) =>
