@@ -1,4 +1,5 @@
 import type { Caller } from '../../domain/principal.ts';
+import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { auditContext } from '../../modules/audit/service.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { findVersion, listVersions } from '../../modules/versions/repo.ts';
@@ -21,6 +22,7 @@ import {
   copySourceOf,
   declaredSize,
   deleteObject,
+  deleteObjectVersion,
   fileAt,
   metadataOf,
   metaHeaders,
@@ -64,6 +66,12 @@ export function objectOperations(services: Services): Record<string, Operation> 
       versionId: version.id,
     };
   }
+
+  /** DeleteObject of the key, or with a version id of that version only. */
+  const deleteOne = (caller: Caller, key: string, versionId: string | null, audit: AuditContext) =>
+    versionId === null
+      ? deleteObject(services, caller, key, audit)
+      : deleteObjectVersion(services, caller, key, versionId, audit);
 
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
@@ -140,24 +148,31 @@ export function objectOperations(services: Services): Record<string, Operation> 
     'POST bucket?delete': async ({ request, reply, caller, auth }) => {
       requireScope(caller, 'files:delete');
       const document = parseS3Xml((await readAll(bodyOf(request, auth), MAX_XML_BYTES)).toString('utf8'));
-      const listed = (document?.Delete as { Object?: { Key?: string }[]; Quiet?: string } | undefined) ?? {};
+      const listed =
+        (document?.Delete as
+          | { Object?: { Key?: string; VersionId?: string }[]; Quiet?: string }
+          | undefined) ?? {};
       const objects = listed.Object ?? [];
       if (
         !document?.Delete ||
         objects.length > 1000 ||
-        objects.some((entry) => typeof entry.Key !== 'string')
+        objects.some(
+          (entry) =>
+            typeof entry.Key !== 'string' ||
+            (entry.VersionId !== undefined && typeof entry.VersionId !== 'string'),
+        )
       ) {
         throw malformedXml();
       }
-      const deleted: { Key: string }[] = [];
-      const errors: { Key: string; Code: string; Message: string }[] = [];
-      for (const { Key } of objects as { Key: string }[]) {
+      const deleted: { Key: string; VersionId?: string }[] = [];
+      const errors: { Key: string; VersionId?: string; Code: string; Message: string }[] = [];
+      for (const { Key, VersionId } of objects as { Key: string; VersionId?: string }[]) {
         try {
-          await deleteObject(services, caller, Key, auditContext(request));
-          deleted.push({ Key });
+          await deleteOne(caller, Key, VersionId ?? null, auditContext(request));
+          deleted.push({ Key, VersionId });
         } catch (error) {
           const refused = asS3Error(request, error);
-          errors.push({ Key, Code: refused.code, Message: refused.message });
+          errors.push({ Key, VersionId, Code: refused.code, Message: refused.message });
         }
       }
       return xml(reply, 'DeleteResult', {
@@ -166,9 +181,11 @@ export function objectOperations(services: Services): Record<string, Operation> 
       });
     },
 
-    'DELETE object': async ({ request, reply, caller, target }) => {
+    'DELETE object': async ({ request, reply, caller, target, query }) => {
       requireScope(caller, 'files:delete');
-      await deleteObject(services, caller, target.key, auditContext(request));
+      const versionId = query.get('versionId');
+      await deleteOne(caller, target.key, versionId, auditContext(request));
+      if (versionId !== null) reply.header('x-amz-version-id', versionId);
       return reply.code(204).send();
     },
   };

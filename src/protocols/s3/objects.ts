@@ -8,6 +8,7 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
+import { newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import {
   accessDenied,
@@ -15,6 +16,8 @@ import {
   invalidObjectState,
   invalidRequest,
   noSuchKey,
+  noSuchVersion,
+  notImplemented,
   preconditionFailed,
   S3Error,
 } from './errors.ts';
@@ -244,6 +247,40 @@ export async function deleteObject(
   } catch (error) {
     if (isDomainError(error, 'LEGAL_HOLD')) throw accessDenied('The object is under a legal hold');
     if (isDomainError(error, 'NOT_FOUND')) return;
+    throw error;
+  }
+}
+
+/**
+ * Deletes one version of the object at `key` for good, named as ListObjectVersions names it: an
+ * earlier version goes and the object stays. Where the project keeps no versions the object's only
+ * version is `null`, which S3 deletes as the object itself. The newest version is the file's content,
+ * which Coffer removes only with the file.
+ */
+export async function deleteObjectVersion(
+  services: ObjectServices & Pick<Services, 'versions'>,
+  caller: Caller,
+  key: string,
+  versionId: string,
+  audit: AuditContext,
+): Promise<void> {
+  if (!caller.project.settings.versioning_enabled) {
+    if (versionId !== 'null') throw noSuchVersion();
+    return deleteObject(services, caller, key, audit);
+  }
+  const file = await shownAt(services, caller, key);
+  if (!file) throw noSuchVersion();
+  const newest = (await newestVersionId(services.db, file.id)) ?? 'null';
+  if (versionId === newest) {
+    throw notImplemented(
+      'Deleting the current version of an object (delete the key, without versionId, to delete it)',
+    );
+  }
+  try {
+    await services.versions.remove(caller, file.id, versionId, audit);
+  } catch (error) {
+    if (isDomainError(error, 'LEGAL_HOLD')) throw accessDenied('The object is under a legal hold');
+    if (isDomainError(error, 'NOT_FOUND')) throw noSuchVersion();
     throw error;
   }
 }

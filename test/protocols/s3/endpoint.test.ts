@@ -571,6 +571,125 @@ describe('the S3 endpoint', () => {
     expect(rest.CommonPrefixes ?? []).toEqual([]);
   });
 
+  it('deletes one version for good by its id, keeping the object and its other versions', async () => {
+    const versioned = await bucketWith({ versioning_enabled: true });
+    const { client, name, project } = versioned;
+    for (const body of ['v1', 'v2', 'v3']) {
+      await client.send(
+        new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body: body, ContentType: 'text/plain' }),
+      );
+    }
+    const idsOf = async () =>
+      ((await client.send(new ListObjectVersionsCommand({ Bucket: name }))).Versions ?? []).map(
+        (version) => version.VersionId!,
+      );
+    const [third, second, first] = await idsOf();
+    const usedBytes = async () => (await project.call('GET', '/usage')).body.storage.used_bytes;
+    expect(await usedBytes()).toBe(6);
+
+    const gone = await client.send(
+      new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: second }),
+    );
+    expect(gone.VersionId).toBe(second);
+    expect(await idsOf()).toEqual([third, first]);
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt' }));
+    expect((await text(got.Body)).toString()).toBe('v3');
+    const earliest = await client.send(
+      new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: first }),
+    );
+    expect((await text(earliest.Body)).toString()).toBe('v1');
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: second }))),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    // Its bytes are no longer counted, and are collected as replaced content is.
+    expect(await usedBytes()).toBe(4);
+    const [file] = (await project.call('GET', '/files?q=doc.txt')).body.items;
+    const retired = await coffer.services.db.query<{ storage_key: string }>(
+      'SELECT storage_key FROM retired_objects WHERE project_id = $1',
+      [project.id],
+    );
+    expect(retired).toHaveLength(1);
+    const kept = (await project.call('GET', `/files/${file.id}/versions`)).body.items;
+    expect(kept.map((version: { storage_key: string }) => version.storage_key)).not.toContain(
+      retired[0]!.storage_key,
+    );
+    const audit = await coffer.call(
+      'GET',
+      `/v1/projects/${project.id}/audit-log?action=file.version.delete`,
+      {
+        token: ADMIN_KEY,
+      },
+    );
+    expect(audit.body.items).toEqual([
+      expect.objectContaining({
+        actor_type: 's3_credential',
+        targets: { file_id: file.id, version_id: second },
+      }),
+    ]);
+
+    // An unknown id, and the same id again, answer NoSuchVersion; the current one is refused. Nothing goes.
+    for (const VersionId of ['ver_unknown', second!]) {
+      expect(
+        await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId }))),
+      ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    }
+    expect(
+      await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: third }))),
+    ).toEqual({ code: 'NotImplemented', status: 501 });
+    expect(await idsOf()).toEqual([third, first]);
+
+    // DeleteObjects: each version on its own, an unknown one a per-key error.
+    const many = await client.send(
+      new DeleteObjectsCommand({
+        Bucket: name,
+        Delete: {
+          Objects: [
+            { Key: 'doc.txt', VersionId: first },
+            { Key: 'doc.txt', VersionId: 'ver_unknown' },
+          ],
+        },
+      }),
+    );
+    expect(many.Deleted).toEqual([{ Key: 'doc.txt', VersionId: first }]);
+    expect(many.Errors?.map((error) => [error.Key, error.VersionId, error.Code])).toEqual([
+      ['doc.txt', 'ver_unknown', 'NoSuchVersion'],
+    ]);
+    expect(await idsOf()).toEqual([third]);
+    expect(
+      (
+        await text((await client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt' }))).Body)
+      ).toString(),
+    ).toBe('v3');
+
+    // Under a legal hold no version goes.
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body: 'v4', ContentType: 'text/plain' }),
+    );
+    await coffer.call('PUT', `/v1/projects/${project.id}/files/${file.id}/legal-hold`, {
+      token: ADMIN_KEY,
+      body: { reason: 'audit' },
+    });
+    expect(
+      await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: third }))),
+    ).toEqual({ code: 'AccessDenied', status: 403 });
+    expect(await idsOf()).toHaveLength(2);
+  });
+
+  it('deletes the null version of an unversioned object as the object, and knows no other', async () => {
+    const { client, name } = await bucketWith();
+    for (const Key of ['kept.txt', 'gone.txt']) {
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'x', ContentType: 'text/plain' }));
+    }
+    expect(
+      await refusal(
+        client.send(new DeleteObjectCommand({ Bucket: name, Key: 'kept.txt', VersionId: 'ver_unknown' })),
+      ),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'gone.txt', VersionId: 'null' }));
+    const left = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    expect(left.Contents?.map((entry) => entry.Key)).toEqual(['kept.txt']);
+  });
+
   it('makes a folder of a zero-byte key ending in /', async () => {
     const { client, name, project } = await bucketWith();
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'empty/', Body: '' }));
