@@ -95,6 +95,12 @@ export interface ContentRequest {
   metadata?: Record<string, unknown>;
 }
 
+/**
+ * A check a protocol runs first in the transaction that records a write (e.g. a condition on what the
+ * write replaces): throwing refuses the write, its bytes removed.
+ */
+export type WriteGuard = (q: Queryable) => Promise<void>;
+
 /** New content, committed at once (no scan) or waiting for its scan. */
 export interface ContentOutcome {
   version_id: string;
@@ -559,13 +565,13 @@ export function createIngestService(deps: {
      * The server-side way in: `body` (exactly `request.size_bytes` bytes) becomes a new file in one
      * request. The rules are checked before a byte is stored; the file is recorded and committed in
      * one transaction once the object is sealed, and the object is removed when that transaction fails.
-     * `record` adds an adapter's own record of the upload to that transaction.
+     * `guard` runs first in that transaction; `record` adds an adapter's own record of the upload to it.
      */
     async writeFile(
       caller: Caller,
       request: UploadRequest,
       body: Readable,
-      record?: (q: Queryable, file: files.FileRow) => Promise<void>,
+      hooks: { guard?: WriteGuard; record?: (q: Queryable, file: files.FileRow) => Promise<void> } = {},
     ): Promise<files.FileRow> {
       checkSingleUploadSize(request.size_bytes);
       const planned = plan(caller, request, undefined);
@@ -579,8 +585,9 @@ export function createIngestService(deps: {
       });
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
+          await hooks.guard?.(q);
           const committed = await recordFile(q, caller, request, planned, object);
-          await record?.(q, committed);
+          await hooks.record?.(q, committed);
           return committed;
         }),
       );
@@ -628,12 +635,16 @@ export function createIngestService(deps: {
       return restrictsTypes(caller.project, await tokenOf(db, caller)) ? screenHead(body, contentType) : body;
     },
 
-    /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
+    /**
+     * The server-side way in for new content of a ready file: `body` becomes it in one request;
+     * `guard` runs first in the transaction that records it.
+     */
     async writeContent(
       caller: Caller,
       file: files.FileRow,
       request: ContentRequest,
       body: Readable,
+      guard?: WriteGuard,
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
       const bytes = restrictsTypes(caller.project, content.token)
@@ -642,6 +653,7 @@ export function createIngestService(deps: {
       const object = await store.write(content.storageKey, bytes, content);
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
+          await guard?.(q);
           await recordContent(q, caller, file, content);
           return commitNewContent(q, caller.project, file, content.id, object);
         }),

@@ -24,12 +24,14 @@ import {
   deleteObject,
   deleteObjectVersion,
   fileAt,
+  guardOf,
   metadataOf,
   metaHeaders,
   objectBody,
   putObject,
   rangeOf,
   requireReadable,
+  writeConditionOf,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
@@ -131,11 +133,14 @@ export function objectOperations(services: Services): Record<string, Operation> 
         });
       }
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
+      const size = declaredSize(request.headers, decoded);
+      const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
       const put = await putObject(services, caller, target.key, {
-        size: declaredSize(request.headers, decoded),
+        size,
         contentType: contentTypeOf(request.headers['content-type']),
         metadata,
         body: bodyOf(request, auth),
+        guard,
       });
       reply.header('etag', put.etag);
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
