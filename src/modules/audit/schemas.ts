@@ -31,6 +31,7 @@ export const AUDIT_ACTIONS = [
   'file.legal_hold.release',
   'file.delete',
   'file.restore',
+  'file.version.delete',
   'file.rescan',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -29,6 +29,14 @@ export async function findByKey(q: Queryable, projectId: string, key: string): P
   return row;
 }
 
+/**
+ * Holds the key `key` of the project until the transaction ends: writes that check what the key holds
+ * before recording take it first, so that they check one after the other.
+ */
+export async function lockKey(q: Queryable, projectId: string, key: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${projectId}/${key}`]);
+}
+
 const FILE_FIELDS = COLUMNS.split(',').map((name) => name.trim());
 
 /**

@@ -20,7 +20,7 @@ import {
   settleContentSize,
   transitionContent,
 } from './content-repo.ts';
-import type { ByteSource, IngestDeps, Intake, PlannedObject, Sealed } from './intake.ts';
+import type { ByteSource, IngestDeps, Intake, PlannedObject, Sealed, WriteGuard } from './intake.ts';
 import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
@@ -243,12 +243,16 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object));
     },
 
-    /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
+    /**
+     * The server-side way in for new content of a ready file: `body` becomes it in one request;
+     * `guard` runs first in the transaction that records it.
+     */
     async writeContent(
       caller: Caller,
       file: files.FileRow,
       request: ContentRequest,
       body: Readable,
+      guard?: WriteGuard,
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
       const bytes = restrictsTypes(caller.project, content.token)
@@ -257,6 +261,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       const object = await store.write(content.storageKey, bytes, content);
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
+          await guard?.(q);
           await recordContent(q, caller, file, content);
           return commitNewContent(q, caller.project, file, content.id, object);
         }),

@@ -46,6 +46,12 @@ export interface ByteSource<T, U = undefined> {
 export type Sealed = Pick<ObjectInfo, 'sha256' | 'etag'>;
 
 /**
+ * A check a protocol runs first in the transaction that records a write (e.g. a condition on what the
+ * write replaces): throwing refuses the write, its bytes removed.
+ */
+export type WriteGuard = (q: Queryable) => Promise<void>;
+
+/**
  * What every upload shares, of a new file or of new content: the caller's upload token, and bytes
  * put in the store before the upload is recorded, removed again when the record does not commit.
  */

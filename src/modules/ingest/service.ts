@@ -17,7 +17,14 @@ import { consumeToken } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { recordVersion } from '../versions/repo.ts';
 import { createContentIngest } from './content.ts';
-import { type ByteSource, createIntake, type IngestDeps, type PlannedObject, type Sealed } from './intake.ts';
+import {
+  type ByteSource,
+  createIntake,
+  type IngestDeps,
+  type PlannedObject,
+  type Sealed,
+  type WriteGuard,
+} from './intake.ts';
 import {
   checkProjectRules,
   checkSingleUploadSize,
@@ -294,13 +301,13 @@ export function createIngestService(deps: IngestDeps) {
      * The server-side way in: `body` (exactly `request.size_bytes` bytes) becomes a new file in one
      * request. The rules are checked before a byte is stored; the file is recorded and committed in
      * one transaction once the object is sealed, and the object is removed when that transaction fails.
-     * `record` adds an adapter's own record of the upload to that transaction.
+     * `guard` runs first in that transaction; `record` adds an adapter's own record of the upload to it.
      */
     async writeFile(
       caller: Caller,
       request: UploadRequest,
       body: Readable,
-      record?: (q: Queryable, file: files.FileRow) => Promise<void>,
+      hooks: { guard?: WriteGuard; record?: (q: Queryable, file: files.FileRow) => Promise<void> } = {},
     ): Promise<files.FileRow> {
       checkSingleUploadSize(request.size_bytes);
       const planned = plan(caller, request, undefined);
@@ -314,8 +321,9 @@ export function createIngestService(deps: IngestDeps) {
       });
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
+          await hooks.guard?.(q);
           const committed = await recordFile(q, caller, request, planned, object);
-          await record?.(q, committed);
+          await hooks.record?.(q, committed);
           return committed;
         }),
       );

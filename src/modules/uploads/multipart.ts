@@ -18,7 +18,7 @@ import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import { findContent } from '../ingest/content-repo.ts';
-import type { ByteSource } from '../ingest/intake.ts';
+import type { ByteSource, WriteGuard } from '../ingest/intake.ts';
 import type { IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
@@ -410,11 +410,15 @@ export function createMultipartService(deps: {
       return files.toFileObject(await this.finish(caller, uploadId, parts));
     },
 
-    /** complete, answering the file as recorded (its ETag too, for S3's answer). */
+    /**
+     * complete, answering the file as recorded (its ETag too, for S3's answer); `guard` runs first in
+     * the transaction that records it (a refusal ends the upload, its object collected).
+     */
     async finish(
       caller: Caller,
       uploadId: string,
       parts: { part_number: number; etag: string }[],
+      guard?: WriteGuard,
     ): Promise<files.FileRow> {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
@@ -451,14 +455,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled) return sessions.settle(session, caller.project, assembled);
+        if (assembled) return sessions.settle(session, caller.project, assembled, guard);
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return sessions.settle(session, caller.project, object);
+      return sessions.settle(session, caller.project, object, guard);
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {

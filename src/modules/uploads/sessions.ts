@@ -5,9 +5,13 @@ import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
 import * as files from '../files/repo.ts';
 import { commitContentParts, failContent } from '../ingest/content.ts';
+import type { WriteGuard } from '../ingest/intake.ts';
 import { commitFile } from '../ingest/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
+
+/** Why an upload whose write was refused at completion (its condition no longer held) failed. */
+const REFUSED = 'write_refused';
 
 /**
  * How a multipart session ends, for the REST multipart service and the reaper alike: settled into
@@ -42,17 +46,50 @@ export function createSessionLifecycle(deps: {
     }
   }
 
+  /**
+   * Ends a session whose assembled object its write's guard refused: the new content fails (and is
+   * collected as rejected content is), or the file fails and its object is retired, to be collected.
+   */
+  async function refuse(session: SessionRow): Promise<void> {
+    await db.tx(async (q) => {
+      if (!(await setSessionStatus(q, session.id, 'completing', 'aborted'))) return;
+      // Assembled: the store holds no parts of it any more.
+      await markReleased(q, session.id);
+      if (session.content_id !== null) {
+        await failContent(q, session.content_id, REFUSED);
+        return;
+      }
+      await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+        failure_reason: REFUSED,
+        upload_expires_at: null,
+      });
+      await files.retireObject(q, session.project_id, session.storage_key);
+      await files.markFailedUploadCollected(q, session.file_id);
+    });
+  }
+
   return {
     release,
 
     /**
      * Records the assembled object as the file's content, or as its new content when the session made
      * one (session `completing` → `completed`). When the file moved on meanwhile (deleted), the session
-     * ends `aborted` and the object goes with the file.
+     * ends `aborted` and the object goes with the file. `guard` runs first in that transaction: when it
+     * refuses, the session ends `aborted` too, and the object is collected.
      */
-    async settle(session: SessionRow, project: Project, sealed: ObjectInfo): Promise<files.FileRow> {
+    async settle(
+      session: SessionRow,
+      project: Project,
+      sealed: ObjectInfo,
+      guard?: WriteGuard,
+    ): Promise<files.FileRow> {
+      let refused = false;
       try {
         const file = await db.tx(async (q) => {
+          await guard?.(q).catch((error: unknown) => {
+            refused = true;
+            throw error;
+          });
           if (!(await setSessionStatus(q, session.id, 'completing', 'completed'))) {
             throw invalidState('The multipart upload is no longer completing');
           }
@@ -72,7 +109,8 @@ export function createSessionLifecycle(deps: {
         metrics?.uploads.inc({ outcome: 'completed' });
         return file;
       } catch (error) {
-        if (isDomainError(error, 'INVALID_STATE'))
+        if (refused) await refuse(session);
+        else if (isDomainError(error, 'INVALID_STATE'))
           await setSessionStatus(db, session.id, 'completing', 'aborted');
         throw error;
       }

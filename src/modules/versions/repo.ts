@@ -86,6 +86,34 @@ export async function findVersion(
   return row && toVersion(row);
 }
 
+/** The id of the file's newest version, its current content; undefined when it has none. */
+export async function newestVersionId(q: Queryable, fileId: string): Promise<string | undefined> {
+  const [row] = await q.query<{ id: string }>(
+    'SELECT id FROM file_versions WHERE file_id = $1 ORDER BY version_number DESC LIMIT 1',
+    [fileId],
+  );
+  return row?.id;
+}
+
+/**
+ * Removes a version for good; answers its object, and whether it was the last version of the file to
+ * hold it (a restore records an earlier object again).
+ */
+export async function deleteVersion(
+  q: Queryable,
+  fileId: string,
+  versionId: string,
+): Promise<{ storage_key: string; last: boolean } | undefined> {
+  const [row] = await q.query<{ storage_key: string; last: boolean }>(
+    `DELETE FROM file_versions WHERE file_id = $1 AND id = $2
+     RETURNING storage_key, NOT EXISTS (
+       SELECT 1 FROM file_versions other
+       WHERE other.file_id = $1 AND other.storage_key = file_versions.storage_key AND other.id <> $2) AS last`,
+    [fileId, versionId],
+  );
+  return row;
+}
+
 export async function hasVersions(q: Queryable, fileId: string): Promise<boolean> {
   return (await q.query('SELECT 1 FROM file_versions WHERE file_id = $1 LIMIT 1', [fileId])).length > 0;
 }

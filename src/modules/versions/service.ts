@@ -1,4 +1,4 @@
-import { notFound, versioningDisabled } from '../../domain/errors.ts';
+import { invalidState, legalHold, notFound, versioningDisabled } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
@@ -14,7 +14,7 @@ import {
   visibleFile,
 } from '../files/service.ts';
 import type { IngestService } from '../ingest/service.ts';
-import { type FileVersion, findVersion, listVersions } from './repo.ts';
+import { deleteVersion, type FileVersion, findVersion, listVersions, newestVersionId } from './repo.ts';
 
 export function createVersionService(deps: { db: Db; store: ObjectStore; ingest: IngestService }) {
   const { db, store, ingest } = deps;
@@ -83,6 +83,38 @@ export function createVersionService(deps: { db: Db; store: ObjectStore; ingest:
           ...changedFields(content(file), content(updated)),
         });
         return files.toFileObject(updated);
+      });
+    },
+
+    /**
+     * Removes an earlier version for good; its object is collected after the grace period unless the
+     * file still holds it. The newest version is the file's content: it goes only with the file.
+     */
+    async remove(
+      caller: Caller,
+      fileId: string,
+      versionId: string,
+      audit: AuditContext,
+    ): Promise<FileVersion> {
+      return db.tx(async (q) => {
+        const file = await fileOf(caller, fileId, q, true);
+        if (file.legal_hold) throw legalHold();
+        const version = await versionOf(q, file.id, versionId);
+        if ((await newestVersionId(q, file.id)) === version.id) {
+          throw invalidState("The newest version is the file's content: delete the file instead", {
+            version_id: version.id,
+          });
+        }
+        const removed = await deleteVersion(q, file.id, version.id);
+        if (removed?.last && removed.storage_key !== file.storage_key) {
+          await files.retireObject(q, file.project_id, removed.storage_key);
+        }
+        await recordAudit(q, audit, {
+          action: 'file.version.delete',
+          projectId: caller.project.id,
+          targets: { file_id: file.id, version_id: version.id },
+        });
+        return version;
       });
     },
 

@@ -96,6 +96,12 @@ export const notImplemented = (what: string) =>
   new S3Error(501, 'NotImplemented', `${what} is not implemented by Coffer`);
 export const preconditionFailed = () =>
   new S3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+export const conditionalRequestConflict = () =>
+  new S3Error(
+    409,
+    'ConditionalRequestConflict',
+    'A conflicting operation occurred at this key while the conditional write ran: read the key again and retry',
+  );
 export const invalidObjectState = (status: string) =>
   new S3Error(403, 'InvalidObjectState', `The object is ${status}, not ready: it cannot be read yet`);
 

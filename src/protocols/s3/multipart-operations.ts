@@ -23,7 +23,7 @@ import {
   partNumberOf,
   uploadPart,
 } from './multipart.ts';
-import { copyRangeOf, copySource, declaredSize, metadataOf } from './objects.ts';
+import { copyRangeOf, copySource, declaredSize, guardOf, metadataOf, writeConditionOf } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
 
 /** Multipart uploads: Create, UploadPart, UploadPartCopy, Complete, Abort, ListParts, ListMultipartUploads. */
@@ -75,7 +75,8 @@ export function multipartOperations(services: Services): Record<string, Operatio
       // The checksum headers of a complete describe the whole object, not this XML.
       const body = verifiedBody(requestBody(request), auth, { headerChecksums: false });
       const parts = completedParts((await readAll(body, MAX_XML_BYTES)).toString('utf8'));
-      const file = await completeUpload(services, caller, query.get('uploadId') ?? '', parts);
+      const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
+      const file = await completeUpload(services, caller, query.get('uploadId') ?? '', parts, guard);
       reply.header('x-coffer-file-id', file.id);
       return xml(reply, 'CompleteMultipartUploadResult', {
         Location: `${request.protocol}://${request.host}/s3/${caller.project.bucket}/${urlEncodeKey(target.key)}`,

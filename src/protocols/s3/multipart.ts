@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
+import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
@@ -94,7 +95,8 @@ export const completeUpload = (
   caller: Caller,
   uploadId: string,
   parts: { part_number: number; etag: string }[],
-) => onUpload(() => services.multipart.finish(caller, uploadId, parts));
+  guard?: WriteGuard,
+) => onUpload(() => services.multipart.finish(caller, uploadId, parts, guard));
 
 export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>
   onUpload(() => services.multipart.abort(caller, uploadId));

@@ -1,4 +1,6 @@
+import type { Caller } from '../../domain/principal.ts';
 import { sendSlices } from '../../http/send-slices.ts';
+import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { auditContext } from '../../modules/audit/service.ts';
 import type { Services } from '../../services.ts';
 import {
@@ -19,18 +21,27 @@ import {
   copySource,
   declaredSize,
   deleteObject,
+  deleteObjectVersion,
   fileAt,
+  guardOf,
   metadataOf,
   metaHeaders,
   objectBody,
   putObject,
   rangeOf,
   requireReadable,
+  writeConditionOf,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /** Objects: GetObject, HeadObject, PutObject, CopyObject, GetObjectTagging, DeleteObject, DeleteObjects. */
 export function objectOperations(services: Services): Record<string, Operation> {
+  /** DeleteObject of the key, or with a version id of that version only. */
+  const deleteOne = (caller: Caller, key: string, versionId: string | null, audit: AuditContext) =>
+    versionId === null
+      ? deleteObject(services, caller, key, audit)
+      : deleteObjectVersion(services, caller, key, versionId, audit);
+
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
     const file = await fileAt(services, caller, target.key, atKey);
@@ -88,11 +99,14 @@ export function objectOperations(services: Services): Record<string, Operation> 
         });
       }
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
+      const size = declaredSize(request.headers, decoded);
+      const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
       const put = await putObject(services, caller, target.key, {
-        size: declaredSize(request.headers, decoded),
+        size,
         contentType: contentTypeOf(request.headers['content-type']),
         metadata,
         body: bodyOf(request, auth),
+        guard,
       });
       reply.header('etag', put.etag);
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
@@ -113,24 +127,31 @@ export function objectOperations(services: Services): Record<string, Operation> 
     'POST bucket?delete': async ({ request, reply, caller, auth }) => {
       requireScope(caller, 'files:delete');
       const document = parseS3Xml((await readAll(bodyOf(request, auth), MAX_XML_BYTES)).toString('utf8'));
-      const listed = (document?.Delete as { Object?: { Key?: string }[]; Quiet?: string } | undefined) ?? {};
+      const listed =
+        (document?.Delete as
+          | { Object?: { Key?: string; VersionId?: string }[]; Quiet?: string }
+          | undefined) ?? {};
       const objects = listed.Object ?? [];
       if (
         !document?.Delete ||
         objects.length > 1000 ||
-        objects.some((entry) => typeof entry.Key !== 'string')
+        objects.some(
+          (entry) =>
+            typeof entry.Key !== 'string' ||
+            (entry.VersionId !== undefined && typeof entry.VersionId !== 'string'),
+        )
       ) {
         throw malformedXml();
       }
-      const deleted: { Key: string }[] = [];
-      const errors: { Key: string; Code: string; Message: string }[] = [];
-      for (const { Key } of objects as { Key: string }[]) {
+      const deleted: { Key: string; VersionId?: string }[] = [];
+      const errors: { Key: string; VersionId?: string; Code: string; Message: string }[] = [];
+      for (const { Key, VersionId } of objects as { Key: string; VersionId?: string }[]) {
         try {
-          await deleteObject(services, caller, Key, auditContext(request));
-          deleted.push({ Key });
+          await deleteOne(caller, Key, VersionId ?? null, auditContext(request));
+          deleted.push({ Key, VersionId });
         } catch (error) {
           const refused = asS3Error(request, error);
-          errors.push({ Key, Code: refused.code, Message: refused.message });
+          errors.push({ Key, VersionId, Code: refused.code, Message: refused.message });
         }
       }
       return xml(reply, 'DeleteResult', {
@@ -139,9 +160,11 @@ export function objectOperations(services: Services): Record<string, Operation> 
       });
     },
 
-    'DELETE object': async ({ request, reply, caller, target }) => {
+    'DELETE object': async ({ request, reply, caller, target, query }) => {
       requireScope(caller, 'files:delete');
-      await deleteObject(services, caller, target.key, auditContext(request));
+      const versionId = query.get('versionId');
+      await deleteOne(caller, target.key, versionId, auditContext(request));
+      if (versionId !== null) reply.header('x-amz-version-id', versionId);
       return reply.code(204).send();
     },
   };

@@ -5,20 +5,23 @@ import { parseRange } from '../../http/range.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
-import { findByKey } from '../../modules/files/key-repo.ts';
+import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
-import { findVersion, listVersions } from '../../modules/versions/repo.ts';
+import type { WriteGuard } from '../../modules/ingest/intake.ts';
+import { findVersion, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { requireScope } from './call.ts';
 import {
   accessDenied,
+  conditionalRequestConflict,
   invalidArgument,
   invalidObjectState,
   invalidRequest,
   noSuchBucket,
   noSuchKey,
   noSuchVersion,
+  notImplemented,
   preconditionFailed,
   S3Error,
 } from './errors.ts';
@@ -87,6 +90,69 @@ export function checkConditions(
   if (ifNoneMatch === undefined && ifModifiedSince !== undefined && seconds <= since(ifModifiedSince)) {
     throw notModified();
   }
+}
+
+/** S3's conditional writes: `If-None-Match: *` (no object at the key) and `If-Match` (the object's ETag). */
+export interface WriteCondition {
+  ifNoneMatch: boolean;
+  ifMatch: string | undefined;
+}
+
+/** The condition of a PutObject or CompleteMultipartUpload, from its headers; undefined without one. */
+export function writeConditionOf(
+  headers: Record<string, string | string[] | undefined>,
+): WriteCondition | undefined {
+  const header = (name: string) =>
+    typeof headers[name] === 'string' ? (headers[name] as string).trim() : undefined;
+  const ifNoneMatch = header('if-none-match');
+  const ifMatch = header('if-match');
+  if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
+    throw notImplemented('If-None-Match with another value than * on a write');
+  }
+  return { ifNoneMatch: ifNoneMatch !== undefined, ifMatch };
+}
+
+/** An ETag as compared: with or without its quotes (clients send both), never weak. */
+const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
+
+/** Why the object at a key (`file`, or none) fails `condition`; undefined when it meets it. */
+function unmet(condition: WriteCondition, file: FileRow | undefined): S3Error | undefined {
+  if (condition.ifMatch !== undefined) {
+    // S3 answers If-Match over no object as that missing key.
+    if (!file) return noSuchKey();
+    const current = bareEtag(etagOf(file));
+    const listed = condition.ifMatch.split(',').map(bareEtag);
+    if (!listed.some((tag) => tag === '*' || tag === current)) return preconditionFailed();
+  }
+  if (condition.ifNoneMatch && file) return preconditionFailed();
+  return undefined;
+}
+
+/**
+ * Checks a conditional write against the object at `key` before a byte is stored (412
+ * PreconditionFailed; If-Match over no object, 404 NoSuchKey), and answers the guard the transaction
+ * recording the write runs: with the key locked, the object there must be the one checked, or a write
+ * that came in between won (409 ConditionalRequestConflict) and this one is refused, its bytes removed.
+ */
+export async function guardOf(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  key: string,
+  condition: WriteCondition | undefined,
+): Promise<WriteGuard | undefined> {
+  if (!condition) return undefined;
+  const checked = await shownAt(services, caller, key);
+  const refused = unmet(condition, checked);
+  if (refused) throw refused;
+  return async (q) => {
+    await lockKey(q, caller.project.id, key);
+    const found = await findByKey(q, caller.project.id, key);
+    const now = found && isVisible(caller, found) ? found : undefined;
+    if (now?.id !== checked?.id || (now && checked && etagOf(now) !== etagOf(checked))) {
+      throw conditionalRequestConflict();
+    }
+  };
 }
 
 /** The services an S3 object operation works through. */
@@ -196,7 +262,13 @@ export async function putObject(
   services: ObjectServices,
   caller: Caller,
   key: string,
-  request: { size: number; contentType: string; metadata: Record<string, string>; body: Readable },
+  request: {
+    size: number;
+    contentType: string;
+    metadata: Record<string, string>;
+    body: Readable;
+    guard?: WriteGuard;
+  },
 ): Promise<{ etag: string; file?: FileRow; versionId?: string }> {
   const place = placeOf(key);
   if (place.kind === 'folder') {
@@ -213,6 +285,7 @@ export async function putObject(
       existing,
       { content_type: request.contentType, size_bytes: request.size, metadata },
       request.body,
+      request.guard,
     );
     return { etag: etagOf(outcome.file), file: outcome.file, versionId: outcome.version_id };
   }
@@ -227,6 +300,7 @@ export async function putObject(
       metadata,
     },
     request.body,
+    { guard: request.guard },
   );
   return { etag: etagOf(file), file };
 }
@@ -292,6 +366,40 @@ export async function deleteObject(
   } catch (error) {
     if (isDomainError(error, 'LEGAL_HOLD')) throw accessDenied('The object is under a legal hold');
     if (isDomainError(error, 'NOT_FOUND')) return;
+    throw error;
+  }
+}
+
+/**
+ * Deletes one version of the object at `key` for good, named as ListObjectVersions names it: an
+ * earlier version goes and the object stays. Where the project keeps no versions the object's only
+ * version is `null`, which S3 deletes as the object itself. The newest version is the file's content,
+ * which Coffer removes only with the file.
+ */
+export async function deleteObjectVersion(
+  services: ObjectServices & Pick<Services, 'versions'>,
+  caller: Caller,
+  key: string,
+  versionId: string,
+  audit: AuditContext,
+): Promise<void> {
+  if (!caller.project.settings.versioning_enabled) {
+    if (versionId !== 'null') throw noSuchVersion();
+    return deleteObject(services, caller, key, audit);
+  }
+  const file = await shownAt(services, caller, key);
+  if (!file) throw noSuchVersion();
+  const newest = (await newestVersionId(services.db, file.id)) ?? 'null';
+  if (versionId === newest) {
+    throw notImplemented(
+      'Deleting the current version of an object (delete the key, without versionId, to delete it)',
+    );
+  }
+  try {
+    await services.versions.remove(caller, file.id, versionId, audit);
+  } catch (error) {
+    if (isDomainError(error, 'LEGAL_HOLD')) throw accessDenied('The object is under a legal hold');
+    if (isDomainError(error, 'NOT_FOUND')) throw noSuchVersion();
     throw error;
   }
 }

@@ -291,7 +291,7 @@ export function createTusUploads(deps: {
           caller,
           { ...declared, size_bytes: length, size_field: 'total_size_bytes' },
           body?.stream ?? Readable.from([]),
-          record,
+          { record },
         );
         return { id, fileId: file.id, offset: length, length, metadata: request.metadata ?? null };
       }

@@ -592,6 +592,254 @@ describe('the S3 endpoint', () => {
     expect(rest.CommonPrefixes ?? []).toEqual([]);
   });
 
+  it('deletes one version for good by its id, keeping the object and its other versions', async () => {
+    const versioned = await bucketWith({ versioning_enabled: true });
+    const { client, name, project } = versioned;
+    for (const body of ['v1', 'v2', 'v3']) {
+      await client.send(
+        new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body: body, ContentType: 'text/plain' }),
+      );
+    }
+    const idsOf = async () =>
+      ((await client.send(new ListObjectVersionsCommand({ Bucket: name }))).Versions ?? []).map(
+        (version) => version.VersionId!,
+      );
+    const [third, second, first] = await idsOf();
+    const usedBytes = async () => (await project.call('GET', '/usage')).body.storage.used_bytes;
+    expect(await usedBytes()).toBe(6);
+
+    const gone = await client.send(
+      new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: second }),
+    );
+    expect(gone.VersionId).toBe(second);
+    expect(await idsOf()).toEqual([third, first]);
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt' }));
+    expect((await text(got.Body)).toString()).toBe('v3');
+    const earliest = await client.send(
+      new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: first }),
+    );
+    expect((await text(earliest.Body)).toString()).toBe('v1');
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: second }))),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    // Its bytes are no longer counted, and are collected as replaced content is.
+    expect(await usedBytes()).toBe(4);
+    const [file] = (await project.call('GET', '/files?q=doc.txt')).body.items;
+    const retired = await coffer.services.db.query<{ storage_key: string }>(
+      'SELECT storage_key FROM retired_objects WHERE project_id = $1',
+      [project.id],
+    );
+    expect(retired).toHaveLength(1);
+    const kept = (await project.call('GET', `/files/${file.id}/versions`)).body.items;
+    expect(kept.map((version: { storage_key: string }) => version.storage_key)).not.toContain(
+      retired[0]!.storage_key,
+    );
+    const audit = await coffer.call(
+      'GET',
+      `/v1/projects/${project.id}/audit-log?action=file.version.delete`,
+      {
+        token: ADMIN_KEY,
+      },
+    );
+    expect(audit.body.items).toEqual([
+      expect.objectContaining({
+        actor_type: 's3_credential',
+        targets: { file_id: file.id, version_id: second },
+      }),
+    ]);
+
+    // An unknown id, and the same id again, answer NoSuchVersion; the current one is refused. Nothing goes.
+    for (const VersionId of ['ver_unknown', second!]) {
+      expect(
+        await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId }))),
+      ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    }
+    expect(
+      await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: third }))),
+    ).toEqual({ code: 'NotImplemented', status: 501 });
+    expect(await idsOf()).toEqual([third, first]);
+
+    // DeleteObjects: each version on its own, an unknown one a per-key error.
+    const many = await client.send(
+      new DeleteObjectsCommand({
+        Bucket: name,
+        Delete: {
+          Objects: [
+            { Key: 'doc.txt', VersionId: first },
+            { Key: 'doc.txt', VersionId: 'ver_unknown' },
+          ],
+        },
+      }),
+    );
+    expect(many.Deleted).toEqual([{ Key: 'doc.txt', VersionId: first }]);
+    expect(many.Errors?.map((error) => [error.Key, error.VersionId, error.Code])).toEqual([
+      ['doc.txt', 'ver_unknown', 'NoSuchVersion'],
+    ]);
+    expect(await idsOf()).toEqual([third]);
+    expect(
+      (
+        await text((await client.send(new GetObjectCommand({ Bucket: name, Key: 'doc.txt' }))).Body)
+      ).toString(),
+    ).toBe('v3');
+
+    // Under a legal hold no version goes.
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body: 'v4', ContentType: 'text/plain' }),
+    );
+    await coffer.call('PUT', `/v1/projects/${project.id}/files/${file.id}/legal-hold`, {
+      token: ADMIN_KEY,
+      body: { reason: 'audit' },
+    });
+    expect(
+      await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: third }))),
+    ).toEqual({ code: 'AccessDenied', status: 403 });
+    expect(await idsOf()).toHaveLength(2);
+  });
+
+  it('deletes the null version of an unversioned object as the object, and knows no other', async () => {
+    const { client, name } = await bucketWith();
+    for (const Key of ['kept.txt', 'gone.txt']) {
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'x', ContentType: 'text/plain' }));
+    }
+    expect(
+      await refusal(
+        client.send(new DeleteObjectCommand({ Bucket: name, Key: 'kept.txt', VersionId: 'ver_unknown' })),
+      ),
+    ).toEqual({ code: 'NoSuchVersion', status: 404 });
+    await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'gone.txt', VersionId: 'null' }));
+    const left = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    expect(left.Contents?.map((entry) => entry.Key)).toEqual(['kept.txt']);
+  });
+
+  it('honours conditional PutObjects: If-None-Match: * and If-Match, checked again as the write is recorded', async () => {
+    const { client, name, project } = await bucketWith();
+    const put = (
+      Key: string,
+      Body: string | Buffer,
+      conditions: { IfNoneMatch?: string; IfMatch?: string } = {},
+    ) =>
+      client.send(
+        new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain', ...conditions }),
+      );
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    const usage = async () => (await project.call('GET', '/usage')).body.storage;
+
+    const first = await put('c.txt', 'one', { IfNoneMatch: '*' });
+    expect(await refusal(put('c.txt', 'two', { IfNoneMatch: '*' }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(put('c.txt', 'two', { IfMatch: `"${md5('other')}"` }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(put('none.txt', 'two', { IfMatch: first.ETag }))).toEqual({
+      code: 'NoSuchKey',
+      status: 404,
+    });
+    expect(await read('c.txt')).toBe('one');
+    // The ETag with its quotes, or without them.
+    const second = await put('c.txt', 'two', { IfMatch: first.ETag });
+    await put('c.txt', 'six', { IfMatch: second.ETag!.replace(/"/g, '') });
+    expect(await read('c.txt')).toBe('six');
+
+    // Two at once over a missing key: exactly one is stored, the other refused with its bytes.
+    const racing = await Promise.allSettled(
+      ['a', 'b'].map((fill) => put('race.txt', Buffer.alloc(256 * 1024, fill), { IfNoneMatch: '*' })),
+    );
+    expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+    const lost = racing.find((outcome) => outcome.status === 'rejected') as PromiseRejectedResult;
+    expect(['PreconditionFailed', 'ConditionalRequestConflict']).toContain(
+      (await refusal(Promise.reject(lost.reason))).code,
+    );
+    expect((await project.call('GET', '/files?q=race.txt')).body.total).toBe(1);
+
+    // A write that lands between the check and the record wins: the conditional one is refused with 409.
+    const { store } = coffer.services;
+    const write = store.write.bind(store);
+    let cutIn = true;
+    store.write = async (...args: Parameters<typeof store.write>) => {
+      const written = await write(...args);
+      if (cutIn) {
+        cutIn = false;
+        await put('late.txt', 'winner');
+      }
+      return written;
+    };
+    try {
+      expect(await refusal(put('late.txt', 'loser', { IfNoneMatch: '*' }))).toEqual({
+        code: 'ConditionalRequestConflict',
+        status: 409,
+      });
+    } finally {
+      store.write = write;
+    }
+    expect(await read('late.txt')).toBe('winner');
+    expect(await usage()).toMatchObject({ used_bytes: 3 + 256 * 1024 + 6, reserved_bytes: 0 });
+  });
+
+  it('honours If-None-Match on CompleteMultipartUpload, before and after assembling the object', async () => {
+    const { client, name, project } = await bucketWith();
+    const start = async (Key: string) => {
+      const { UploadId } = await client.send(
+        new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain' }),
+      );
+      const part = await client.send(
+        new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'parts' }),
+      );
+      return (IfNoneMatch?: string) =>
+        client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: name,
+            Key,
+            UploadId,
+            IfNoneMatch,
+            MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+          }),
+        );
+    };
+    const put = (Key: string, Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain' }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+
+    // Over an existing key: refused before assembly, the upload still open.
+    await put('m.txt', 'existing');
+    const complete = await start('m.txt');
+    expect(await refusal(complete('*'))).toEqual({ code: 'PreconditionFailed', status: 412 });
+    expect((await client.send(new ListMultipartUploadsCommand({ Bucket: name }))).Uploads).toHaveLength(1);
+    expect(await read('m.txt')).toBe('existing');
+
+    // A write that lands while the parts are assembled: the upload ends, its object collected.
+    const { store } = coffer.services;
+    const assemble = store.completeMultipart.bind(store);
+    store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
+      const assembled = await assemble(...args);
+      await put('n.txt', 'winner');
+      return assembled;
+    };
+    const late = await start('n.txt');
+    try {
+      expect(await refusal(late('*'))).toEqual({ code: 'ConditionalRequestConflict', status: 409 });
+    } finally {
+      store.completeMultipart = assemble;
+    }
+    expect(await read('n.txt')).toBe('winner');
+    expect(await refusal(late())).toEqual({ code: 'NoSuchUpload', status: 404 });
+    const retired = await coffer.services.db.query('SELECT 1 FROM retired_objects WHERE project_id = $1', [
+      project.id,
+    ]);
+    expect(retired).toHaveLength(1);
+    expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+      used_bytes: 'existing'.length + 'winner'.length,
+      reserved_bytes: 0,
+    });
+    // Over a missing key it completes.
+    await (await start('o.txt'))('*');
+    expect(await read('o.txt')).toBe('parts');
+  });
+
   it('makes a folder of a zero-byte key ending in /', async () => {
     const { client, name, project } = await bucketWith();
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'empty/', Body: '' }));
