@@ -537,6 +537,12 @@ describe('tus from a browser (CORS)', () => {
         'upload-defer-length',
       ]),
     );
+    // The path decides, whatever query follows it.
+    for (const path of ['/tus?x=1', '/tus/session_x?y=2']) {
+      expect(list((await preflight(path)).headers.get('access-control-allow-headers'))).toContain(
+        'tus-resumable',
+      );
+    }
     const api = await preflight(`/v1/projects/${project.id}/files`);
     expect(list(api.headers.get('access-control-allow-headers'))).not.toContain('tus-resumable');
   });
