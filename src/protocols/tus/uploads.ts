@@ -120,12 +120,12 @@ export function createTusUploads(deps: {
         if (caller.principal.kind !== 'upload_token') throw notFound('Upload');
         visibleFile(caller, file, { ofSameOwner: true });
       }
-      return { upload, session: undefined };
+      return { upload, session: undefined, file };
     }
     // The session's own check lets an upload token of the same owner in, and nothing else of a token.
     const session = multipart.visibleSession(caller, found.session && { session: found.session, file });
     if (caller.principal.kind === 'api_key' && upload.created_by !== creator) throw notFound('Upload');
-    return { upload, session };
+    return { upload, session, file: session.file };
   }
 
   const stateOf = (upload: TusUploadRow, offset: number, expiresAt?: Date): UploadState => ({
@@ -137,13 +137,33 @@ export function createTusUploads(deps: {
     expiresAt,
   });
 
-  /** Whether the upload may still take bytes: 410 once terminated or expired. */
+  /** Whether the upload may still take bytes: 410 once terminated or expired, 423 while it completes. */
   function requireOpen(session: Awaited<ReturnType<typeof load>>['session']) {
     if (!session) throw invalidState('The upload is complete', { status: 'completed' });
     if (session.status === 'aborted' || session.status === 'expired') throw uploadGone(session.status);
+    // Clients retry a 423; they drop an upload whose PATCH or HEAD gets another 4xx.
+    if (session.status === 'completing') throw uploadLocked();
     if (session.status !== 'open')
       throw invalidState(`The upload is ${session.status}`, { status: session.status });
     return session;
+  }
+
+  /**
+   * HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). A finished
+   * upload's offset and length are its file's, whatever its last PATCH could record; one being
+   * completed has all its bytes in.
+   */
+  async function head(caller: Caller, id: string): Promise<UploadState> {
+    const { upload, session, file } = await load(caller, id);
+    if (!session || session.status === 'completed') {
+      const length = upload.upload_length ?? file?.size_bytes ?? upload.upload_offset;
+      return stateOf({ ...upload, upload_length: length }, length);
+    }
+    if (session.status === 'completing') return stateOf(upload, upload.upload_length ?? upload.upload_offset);
+    requireOpen(session);
+    await releaseStalledPatch(db, id);
+    const current = (await findUpload(db, caller.project.id, id)) ?? upload;
+    return stateOf(current, current.upload_offset, session.session.expires_at);
   }
 
   /**
@@ -363,16 +383,7 @@ export function createTusUploads(deps: {
       return append(caller, upload, session!, 0, body, undefined).catch(() => state);
     },
 
-    /** HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). */
-    async head(caller: Caller, id: string): Promise<UploadState> {
-      const { upload, session } = await load(caller, id);
-      if (!session || session.status === 'completed')
-        return stateOf(upload, upload.upload_length ?? upload.upload_offset);
-      requireOpen(session);
-      await releaseStalledPatch(db, id);
-      const current = (await findUpload(db, caller.project.id, id)) ?? upload;
-      return stateOf(current, current.upload_offset, session.session.expires_at);
-    },
+    head,
 
     /** PATCH: `body` at `offset`; `length` sets a deferred length. */
     async patch(caller: Caller, id: string, request: { offset: number; body: Body; length?: number }) {

@@ -605,6 +605,80 @@ describe('tus 1.0 endpoint', () => {
       expect((await patchChunked(url, 16 * MiB, data.subarray(16 * MiB))).status).toBe(204);
       await expectStored(fileId, data);
     });
+
+    it('answers HEAD with the offset and PATCH with 423 while the upload is being completed', async () => {
+      const data = randomBytes(6 * MiB);
+      const { path, fileId } = await created(data.length);
+      const { store } = a.services;
+      const { completeMultipart } = store;
+      let reached!: () => void;
+      let resume!: () => void;
+      const assembling = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      const resumed = new Promise<void>((resolve) => {
+        resume = resolve;
+      });
+      store.completeMultipart = async (...args) => {
+        reached();
+        await resumed;
+        return completeMultipart.apply(store, args);
+      };
+      try {
+        const last = patchAt(a, path, 0, data);
+        await assembling;
+        const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+        expect(head.status).toBe(200);
+        expect(head.headers.get('upload-offset')).toBe(String(data.length));
+        expect(head.headers.get('upload-length')).toBe(String(data.length));
+        const again = await patchAt(b, path, 0, Buffer.from('x'));
+        expect(again.status).toBe(423);
+        resume();
+        expect((await last).status).toBe(204);
+      } finally {
+        resume();
+        store.completeMultipart = completeMultipart;
+      }
+      await expectStored(fileId, data);
+    });
+
+    it('answers a finished deferred upload with its full length though its last PATCH could not record it', async () => {
+      const data = randomBytes(6 * MiB + 9);
+      const creation = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, {
+          'upload-defer-length': '1',
+          'upload-metadata': `filename ${b64('late.bin')}`,
+        }),
+      });
+      const path = new URL(creation.headers.get('location')!).pathname;
+      expect((await patchAt(a, path, 0, data.subarray(0, 6 * MiB))).status).toBe(204);
+      // The lock is taken from the last PATCH while its parts are assembled: its progress is not recorded.
+      const { store, db } = a.services;
+      const { completeMultipart } = store;
+      store.completeMultipart = async (...args) => {
+        await db.query(`UPDATE tus_uploads SET lock_id = 'elsewhere' WHERE id = $1`, [path.split('/').pop()]);
+        return completeMultipart.apply(store, args);
+      };
+      try {
+        const last = await request(`${a.url}${path}`, 'PATCH', {
+          headers: tusHeaders(project.key, {
+            ...offsetStream,
+            'upload-offset': String(6 * MiB),
+            'upload-length': String(data.length),
+          }),
+          body: data.subarray(6 * MiB),
+        });
+        expect(last.status).toBe(204);
+      } finally {
+        store.completeMultipart = completeMultipart;
+      }
+      const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('upload-offset')).toBe(String(data.length));
+      expect(head.headers.get('upload-length')).toBe(String(data.length));
+      expect(head.headers.get('upload-defer-length')).toBeNull();
+      await expectStored(creation.headers.get('x-coffer-file-id')!, data);
+    });
   });
 });
 
