@@ -334,6 +334,9 @@ export function createTusUploads(deps: {
         throw fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
       const created_by = creatorOf(caller);
       const size = body ? body.size : 0;
+      if (length !== undefined && size !== undefined && size > length) {
+        throw fileTooLarge(length, 'project', 'Upload-Length');
+      }
       if (length !== undefined && size === length && length <= MAX_PART_SIZE) {
         const id = newId('session');
         const record = (q: Parameters<typeof insertUpload>[0], file: files.FileRow) =>
@@ -379,8 +382,8 @@ export function createTusUploads(deps: {
       const upload: TusUploadRow = { ...row, parts: [], next_part: 1, tail: [] };
       const state = stateOf(upload, 0, session?.session.expires_at);
       if (!body || size === 0) return state;
-      // The upload exists whatever becomes of its first bytes: the client learns their offset by HEAD.
-      return append(caller, upload, session!, 0, body, undefined).catch(() => state);
+      // The upload exists whatever becomes of its first bytes: the answer says how many it kept.
+      return append(caller, upload, session!, 0, body, undefined).catch(() => head(caller, row.id));
     },
 
     head,

@@ -295,6 +295,22 @@ describe('tus 1.0 endpoint', () => {
     expect(head.headers.get('tus-resumable')).toBe('1.0.0');
   });
 
+  it('refuses with 413, creating nothing, a first body longer than Upload-Length', async () => {
+    const fresh = await a.newProject();
+    const reply = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(fresh.key, {
+        'content-type': 'application/offset+octet-stream',
+        'upload-length': '5',
+        'upload-metadata': `filename ${b64('long.txt')}`,
+      }),
+      body: Buffer.from('hello world'),
+    });
+    expect(reply.status).toBe(413);
+    expect(reply.headers.get('location')).toBeNull();
+    const files = await a.services.db.query('SELECT id FROM files WHERE project_id = $1', [fresh.id]);
+    expect(files).toEqual([]);
+  });
+
   describe('tus uploads written from several nodes', () => {
     const offsetStream = { 'content-type': 'application/offset+octet-stream' };
     const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
@@ -604,6 +620,27 @@ describe('tus 1.0 endpoint', () => {
       expect(kept.headers.get('upload-offset')).toBe(String(16 * MiB));
       expect((await patchChunked(url, 16 * MiB, data.subarray(16 * MiB))).status).toBe(204);
       await expectStored(fileId, data);
+    });
+
+    it('answers the offset of the first bytes a creation kept, when the rest was refused', async () => {
+      const data = randomBytes(20 * MiB);
+      const creation = await chunked(
+        `${a.url}/tus`,
+        'POST',
+        tusHeaders(project.key, {
+          ...offsetStream,
+          'upload-length': String(data.length),
+          'upload-metadata': `filename ${b64('kept.bin')}`,
+        }),
+        Buffer.concat([data, Buffer.from('!')]),
+      );
+      expect(creation.status).toBe(201);
+      expect(creation.headers['upload-offset']).toBe(String(16 * MiB));
+      const url = creation.headers.location!;
+      const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.headers.get('upload-offset')).toBe(String(16 * MiB));
+      expect((await patchChunked(url, 16 * MiB, data.subarray(16 * MiB))).status).toBe(204);
+      await expectStored(creation.headers['x-coffer-file-id'] as string, data);
     });
 
     it('answers HEAD with the offset and PATCH with 423 while the upload is being completed', async () => {
