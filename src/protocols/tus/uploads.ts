@@ -19,6 +19,7 @@ import { ByteCutter } from './cutter.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import {
+  deleteUpload,
   findUpload,
   findUploadWithSession,
   insertUpload,
@@ -394,11 +395,23 @@ export function createTusUploads(deps: {
       return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
     },
 
-    /** DELETE: terminates an unfinished upload (its file failed, its parts and quota released). */
+    /**
+     * DELETE: terminates an unfinished upload (its file failed, its parts and quota released), or
+     * forgets a finished one, whose file stays.
+     */
     async terminate(caller: Caller, id: string): Promise<void> {
-      const { session } = await load(caller, id);
-      requireOpen(session);
-      await multipart.abort(caller, session!.session.id);
+      const { upload, session } = await load(caller, id);
+      if (session && session.status !== 'completed') {
+        await multipart.abort(caller, requireOpen(session).session.id);
+        return;
+      }
+      // Bytes still waiting (left by a last PATCH that could not record its part) go with the record.
+      const tail = await db.tx(async (q) => {
+        const left = (await deleteUpload(q, upload.project_id, upload.id)) ?? [];
+        await retire(q, upload.project_id, left);
+        return left;
+      });
+      void dropTail(tail);
     },
   };
 }

@@ -311,6 +311,33 @@ describe('tus 1.0 endpoint', () => {
     expect(files).toEqual([]);
   });
 
+  it('forgets a finished upload on DELETE, in parts or in one request, its file kept', async () => {
+    const options = { endpoint: `${a.url}/tus`, headers: auth(project.key) };
+    const inParts = Buffer.from('sent in three small requests');
+    const atOnce = Buffer.from('sent with its creation');
+    const uploads = [
+      {
+        data: inParts,
+        url: await upload(inParts, { ...options, chunkSize: 10, metadata: { filename: 'p.txt' } }),
+      },
+      {
+        data: atOnce,
+        url: await upload(atOnce, {
+          ...options,
+          uploadDataDuringCreation: true,
+          metadata: { filename: 'o.txt' },
+        }),
+      },
+    ];
+    for (const { data, url } of uploads) {
+      const fileId = await fileIdOf(url);
+      await tus.Upload.terminate(url, { headers: auth(project.key), retryDelays: [] });
+      const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+      expect([404, 410]).toContain(head.status);
+      await expectStored(fileId, data);
+    }
+  });
+
   describe('tus uploads written from several nodes', () => {
     const offsetStream = { 'content-type': 'application/offset+octet-stream' };
     const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
