@@ -27,7 +27,11 @@ const EXPOSED = [
   'x-coffer-file-id',
 ];
 
-const isTus = (request: FastifyRequest) => request.url === MOUNT || request.url.startsWith(`${MOUNT}/`);
+/** By the path alone: a query string does not move a request out of the endpoint. */
+const isTus = (request: FastifyRequest) => {
+  const path = request.url.split('?', 1)[0]!;
+  return path === MOUNT || path.startsWith(`${MOUNT}/`);
+};
 const isPreflight = (request: FastifyRequest) =>
   request.headers['access-control-request-method'] !== undefined;
 

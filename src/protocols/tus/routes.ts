@@ -31,13 +31,15 @@ function callerOf(request: FastifyRequest): Caller {
   return { principal, project: request.project };
 }
 
-/** The request's bytes, when it has any: of Content-Type application/offset+octet-stream and a known length. */
+/**
+ * The request's bytes, when it has any: of Content-Type application/offset+octet-stream, with the
+ * length Content-Length gives, or none when it is chunked (tus-java-client's, with Expect: 100-continue).
+ */
 function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
   const size = headerNumber(request.headers['content-length'], 'Content-Length');
   const type = header(request, 'content-type');
   if (!required && (size ?? 0) === 0 && request.headers['transfer-encoding'] === undefined) return undefined;
   if (type?.split(';')[0]?.trim().toLowerCase() !== OFFSET_STREAM) throw notOffsetStream();
-  if (size === undefined) throw badRequest('Content-Length is required', { field: 'Content-Length' });
   const { socket } = request.raw;
   return { stream: request.body as Readable, size, received: () => socket.bytesRead };
 }

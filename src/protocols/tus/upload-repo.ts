@@ -191,6 +191,19 @@ export async function recordProgress(
   return rows.length > 0;
 }
 
+/** Forgets a finished upload (its file stays): answers the bytes still waiting, or nothing when it was gone. */
+export async function deleteUpload(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<TailPiece[] | undefined> {
+  const [row] = await q.query<{ tail: TailPiece[] }>(
+    'DELETE FROM tus_uploads WHERE project_id = $1 AND id = $2 RETURNING tail',
+    [projectId, id],
+  );
+  return row?.tail;
+}
+
 /** Sets a deferred length (PATCH with Upload-Length) while it is still unknown. */
 export async function setLength(q: Queryable, id: string, length: number): Promise<void> {
   await q.query('UPDATE tus_uploads SET upload_length = $2 WHERE id = $1 AND upload_length IS NULL', [

@@ -19,6 +19,7 @@ import { ByteCutter } from './cutter.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import {
+  deleteUpload,
   findUpload,
   findUploadWithSession,
   insertUpload,
@@ -28,10 +29,20 @@ import {
   type TusUploadRow,
 } from './upload-repo.ts';
 
-/** Bytes of a request, of a known length. */
+/** Bytes of a request, with their length when the request sent it (a chunked body's comes with its end). */
 export interface Body extends Incoming {
-  size: number;
+  size: number | undefined;
 }
+
+/** Where a PATCH stands under its lock: the offset recorded, the bytes waiting, the parts stored. */
+interface Position {
+  offset: number;
+  tail: TailPiece[];
+  parts: StoredPart[];
+  nextPart: number;
+}
+
+const sizeOf = (tail: TailPiece[]) => tail.reduce((sum, piece) => sum + piece.size, 0);
 
 /** Where an upload stands, as HEAD and PATCH answer it. */
 export interface UploadState {
@@ -52,16 +63,19 @@ const SEGMENT_BYTES = 16 * 1024 * 1024;
 
 /**
  * Whether a PATCH of `body` at `offset`, as `upload` stood before its lock, makes exactly one part
- * that is not the first (whose head is checked against the file's type): its length known, nothing
- * waiting before it, and at least the store's minimum unless it ends the upload.
+ * that is not the first (whose head is checked against the file's type): its length and the body's
+ * known, nothing waiting before it, and at least the store's minimum unless it ends the upload.
  */
 function stageable(upload: TusUploadRow, offset: number, body: Body, declaredLength: number | undefined) {
+  const { size } = body;
   const length = upload.upload_length;
   if (length === null || declaredLength !== undefined || upload.next_part === 1) return false;
-  if (offset !== upload.upload_offset || upload.tail.length > 0 || body.size === 0) return false;
-  const end = offset + body.size;
-  if (end > length || body.size > partSize(length)) return false;
-  return end === length || body.size >= MIN_PART_SIZE;
+  if (size === undefined || size === 0 || offset !== upload.upload_offset || upload.tail.length > 0) {
+    return false;
+  }
+  const end = offset + size;
+  if (end > length || size > partSize(length)) return false;
+  return end === length || size >= MIN_PART_SIZE;
 }
 
 /** Who may continue an upload: the credential that created it, or an upload token of the same owner. */
@@ -107,12 +121,12 @@ export function createTusUploads(deps: {
         if (caller.principal.kind !== 'upload_token') throw notFound('Upload');
         visibleFile(caller, file, { ofSameOwner: true });
       }
-      return { upload, session: undefined };
+      return { upload, session: undefined, file };
     }
     // The session's own check lets an upload token of the same owner in, and nothing else of a token.
     const session = multipart.visibleSession(caller, found.session && { session: found.session, file });
     if (caller.principal.kind === 'api_key' && upload.created_by !== creator) throw notFound('Upload');
-    return { upload, session };
+    return { upload, session, file: session.file };
   }
 
   const stateOf = (upload: TusUploadRow, offset: number, expiresAt?: Date): UploadState => ({
@@ -124,13 +138,33 @@ export function createTusUploads(deps: {
     expiresAt,
   });
 
-  /** Whether the upload may still take bytes: 410 once terminated or expired. */
+  /** Whether the upload may still take bytes: 410 once terminated or expired, 423 while it completes. */
   function requireOpen(session: Awaited<ReturnType<typeof load>>['session']) {
     if (!session) throw invalidState('The upload is complete', { status: 'completed' });
     if (session.status === 'aborted' || session.status === 'expired') throw uploadGone(session.status);
+    // Clients retry a 423; they drop an upload whose PATCH or HEAD gets another 4xx.
+    if (session.status === 'completing') throw uploadLocked();
     if (session.status !== 'open')
       throw invalidState(`The upload is ${session.status}`, { status: session.status });
     return session;
+  }
+
+  /**
+   * HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). A finished
+   * upload's offset and length are its file's, whatever its last PATCH could record; one being
+   * completed has all its bytes in.
+   */
+  async function head(caller: Caller, id: string): Promise<UploadState> {
+    const { upload, session, file } = await load(caller, id);
+    if (!session || session.status === 'completed') {
+      const length = upload.upload_length ?? file?.size_bytes ?? upload.upload_offset;
+      return stateOf({ ...upload, upload_length: length }, length);
+    }
+    if (session.status === 'completing') return stateOf(upload, upload.upload_length ?? upload.upload_offset);
+    requireOpen(session);
+    await releaseStalledPatch(db, id);
+    const current = (await findUpload(db, caller.project.id, id)) ?? upload;
+    return stateOf(current, current.upload_offset, session.session.expires_at);
   }
 
   /**
@@ -149,7 +183,7 @@ export function createTusUploads(deps: {
     // The usual PATCH, one whole part, has its bytes written while the lock is taken and the part
     // granted: its number matters only once it is placed. Whatever fails on the way drops them.
     let staged = stageable(upload, offset, body, declaredLength)
-      ? multipart.stagePart(session.session, body.stream, body.size, { md5: false })
+      ? multipart.stagePart(session.session, body.stream, body.size!, { md5: false })
       : undefined;
     const lock = await lockUpload(db, upload.id, body).catch((error: unknown) => {
       void staged?.discard();
@@ -174,86 +208,112 @@ export function createTusUploads(deps: {
         }
         length = declaredLength;
       }
-      const end = offset + body.size;
       const limit = length ?? session.session.total_size_bytes;
-      if (end > limit) throw fileTooLarge(limit, 'project', 'Upload-Length');
-      const waiting = current.tail.reduce((sum, piece) => sum + piece.size, 0);
-      const done = length !== null && end === length;
+      if (body.size !== undefined && offset + body.size > limit) {
+        throw fileTooLarge(limit, 'project', 'Upload-Length');
+      }
       const segment = partSize(limit);
-      // The bytes waiting as small objects, then the body's: cut into parts of `segment` bytes, each
-      // recorded once stored, so that a connection that drops keeps every whole part it carried.
-      const source =
-        current.tail.length === 0 ? body.stream : Readable.from(joined(store, current.tail, body.stream));
-      const cutter = new ByteCutter(source);
-      let at = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
-      let remaining = waiting + body.size;
-      for (;;) {
-        const tailBytes = at.tail.reduce((sum, piece) => sum + piece.size, 0);
-        if (!done && remaining < MIN_PART_SIZE) {
-          // Too few bytes for a part: the new ones wait as a small object of their own.
-          const fresh = remaining - tailBytes;
-          let tail = at.tail;
-          let written: string | undefined;
-          if (fresh > 0) {
-            written = newObjectKey(upload.project_id, upload.file_id);
-            // Before any part, straight from the body; after one, what the cutter has not handed out yet.
-            const bytes = at.offset === offset ? body.stream : cutter.next(fresh);
-            await store.write(written, bytes, { size: fresh, contentType: 'application/octet-stream' });
-            tail = [...at.tail, { key: written, size: fresh }];
+      let at: Position = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
+
+      /**
+       * Stores `size` bytes of `bytes` after `at` (and the bytes waiting there): cut into parts of
+       * `segment` bytes, each recorded once stored, so that a connection that drops keeps every whole
+       * part it carried; what is too small for a part waits as a small object. `final` when they end
+       * the request: its last record releases the lock, and completes the upload at its length.
+       */
+      async function put(bytes: Readable, size: number, final: boolean): Promise<void> {
+        const start = at.offset;
+        const end = start + size;
+        const done = final && length !== null && end === length;
+        const source = at.tail.length === 0 ? bytes : Readable.from(joined(store, at.tail, bytes));
+        const cutter = new ByteCutter(source);
+        let remaining = sizeOf(at.tail) + size;
+        for (;;) {
+          const tailBytes = sizeOf(at.tail);
+          if (!done && remaining < MIN_PART_SIZE) {
+            // Too few bytes for a part: the new ones wait as a small object of their own.
+            const fresh = remaining - tailBytes;
+            let tail = at.tail;
+            let written: string | undefined;
+            if (fresh > 0) {
+              written = newObjectKey(upload.project_id, upload.file_id);
+              // Before any part, straight from the bytes; after one, what the cutter has not handed out yet.
+              const piece = at.offset === start ? bytes : cutter.next(fresh);
+              await store.write(written, piece, { size: fresh, contentType: 'application/octet-stream' });
+              tail = [...at.tail, { key: written, size: fresh }];
+            }
+            const progress = { offset: end, tail, length, release: final };
+            if (!(await recordProgress(db, upload.id, lock.id, at.offset, progress))) {
+              if (written) await store.delete(written).catch(() => undefined);
+              throw uploadLocked();
+            }
+            if (final) held = false;
+            at = { ...at, offset: end, tail };
+            return;
           }
-          const progress = { offset: end, tail, length, release: true };
-          held = !(await recordProgress(db, upload.id, lock.id, at.offset, progress));
-          if (held) {
-            if (written) await store.delete(written).catch(() => undefined);
-            throw uploadLocked();
+          const size = Math.min(remaining, segment);
+          const last = size === remaining;
+          const stream = last && at.offset === start ? source : cutter.next(size);
+          let part: StoredPart | undefined;
+          if (size > 0 || at.parts.length === 0) {
+            // The client never sees a part's ETag: the store may spare the MD5 it costs.
+            const placing = staged?.place(caller, at.nextPart);
+            staged = undefined;
+            const etag = await (placing ??
+              multipart.writePart(caller, session.session.id, at.nextPart, stream, size, { md5: false }));
+            part = { part_number: at.nextPart, etag, size };
           }
-          break;
-        }
-        const size = Math.min(remaining, segment);
-        const last = size === remaining;
-        const stream = last && at.offset === offset ? source : cutter.next(size);
-        let part: StoredPart | undefined;
-        if (size > 0 || at.parts.length === 0) {
-          // The client never sees a part's ETag: the store may spare the MD5 it costs.
-          const placing = staged?.place(caller, at.nextPart);
-          staged = undefined;
-          const etag = await (placing ??
-            multipart.writePart(caller, session.session.id, at.nextPart, stream, size, { md5: false }));
-          part = { part_number: at.nextPart, etag, size };
-        }
-        const parts = part ? [...at.parts, part] : at.parts;
-        const reached = at.offset + size - tailBytes;
-        if (last && done) {
-          // Completed before the offset is recorded: an offset at the length always means a committed file.
-          await multipart.finish(
-            caller,
-            session.session.id,
-            parts.map(({ part_number, etag }) => ({ part_number, etag })),
-          );
-        }
-        const consumed = part ? at.tail : [];
-        const progress = { offset: reached, part, tail: [], length, release: last };
-        const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, at.offset, progress);
-        const recorded =
-          consumed.length === 0
-            ? await record(db)
-            : await db.tx(async (q) => {
-                if (!(await record(q))) return false;
-                await retire(q, upload.project_id, consumed);
-                return true;
-              });
-        if (!recorded && !done) throw uploadLocked();
-        if (recorded) void dropTail(consumed);
-        at = { offset: reached, tail: [], parts, nextPart: at.nextPart + (part ? 1 : 0) };
-        remaining -= size;
-        if (last) {
-          held = !recorded;
-          break;
+          const parts = part ? [...at.parts, part] : at.parts;
+          const reached = at.offset + size - tailBytes;
+          if (last && done) {
+            // Completed before the offset is recorded: an offset at the length always means a committed file.
+            await multipart.finish(
+              caller,
+              session.session.id,
+              parts.map(({ part_number, etag }) => ({ part_number, etag })),
+            );
+          }
+          const consumed = part ? at.tail : [];
+          const progress = { offset: reached, part, tail: [], length, release: last && final };
+          const record = (q: Queryable) => recordProgress(q, upload.id, lock.id, at.offset, progress);
+          const recorded =
+            consumed.length === 0
+              ? await record(db)
+              : await db.tx(async (q) => {
+                  if (!(await record(q))) return false;
+                  await retire(q, upload.project_id, consumed);
+                  return true;
+                });
+          if (!recorded && !done) throw uploadLocked();
+          if (recorded) void dropTail(consumed);
+          at = { offset: reached, tail: [], parts, nextPart: at.nextPart + (part ? 1 : 0) };
+          remaining -= size;
+          if (last) {
+            if (recorded && final) held = false;
+            return;
+          }
         }
       }
-      if (done) return stateOf({ ...current, upload_length: length }, end);
+
+      if (body.size !== undefined) await put(body.stream, body.size, true);
+      else {
+        // A body sent without its length (chunked): gathered a piece at a time, each stored as if it
+        // had come alone, so that every size the store is given is exact. More than the upload may
+        // still take is refused before the piece that goes past it is stored.
+        const pieces = new ByteCutter(body.stream);
+        let room = limit - offset;
+        for (let ended = false; !ended; ) {
+          const piece = await pieces.take(Math.min(SEGMENT_BYTES, room));
+          ended = piece.ended;
+          room -= piece.bytes.length;
+          if (!ended && room === 0) throw fileTooLarge(limit, 'project', 'Upload-Length');
+          await put(Readable.from(piece.bytes), piece.bytes.length, ended);
+        }
+      }
+      if (length !== null && at.offset === length)
+        return stateOf({ ...current, upload_length: length }, length);
       const expiresAt = await multipart.prolong(session.session);
-      return stateOf({ ...current, upload_length: length }, end, expiresAt);
+      return stateOf({ ...current, upload_length: length }, at.offset, expiresAt);
     } finally {
       void staged?.discard();
       await lock.release(held);
@@ -274,7 +334,11 @@ export function createTusUploads(deps: {
       if (length !== undefined && length > MAX_OBJECT_BYTES)
         throw fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
       const created_by = creatorOf(caller);
-      if (length !== undefined && (body?.size ?? 0) === length && length <= MAX_PART_SIZE) {
+      const size = body ? body.size : 0;
+      if (length !== undefined && size !== undefined && size > length) {
+        throw fileTooLarge(length, 'project', 'Upload-Length');
+      }
+      if (length !== undefined && size === length && length <= MAX_PART_SIZE) {
         const id = newId('session');
         const record = (q: Parameters<typeof insertUpload>[0], file: files.FileRow) =>
           insertUpload(q, {
@@ -318,21 +382,12 @@ export function createTusUploads(deps: {
       const { session } = await load(caller, row.id);
       const upload: TusUploadRow = { ...row, parts: [], next_part: 1, tail: [] };
       const state = stateOf(upload, 0, session?.session.expires_at);
-      if (!body || body.size === 0) return state;
-      // The upload exists whatever becomes of its first bytes: the client learns their offset by HEAD.
-      return append(caller, upload, session!, 0, body, undefined).catch(() => state);
+      if (!body || size === 0) return state;
+      // The upload exists whatever becomes of its first bytes: the answer says how many it kept.
+      return append(caller, upload, session!, 0, body, undefined).catch(() => head(caller, row.id));
     },
 
-    /** HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). */
-    async head(caller: Caller, id: string): Promise<UploadState> {
-      const { upload, session } = await load(caller, id);
-      if (!session || session.status === 'completed')
-        return stateOf(upload, upload.upload_length ?? upload.upload_offset);
-      requireOpen(session);
-      await releaseStalledPatch(db, id);
-      const current = (await findUpload(db, caller.project.id, id)) ?? upload;
-      return stateOf(current, current.upload_offset, session.session.expires_at);
-    },
+    head,
 
     /** PATCH: `body` at `offset`; `length` sets a deferred length. */
     async patch(caller: Caller, id: string, request: { offset: number; body: Body; length?: number }) {
@@ -340,11 +395,23 @@ export function createTusUploads(deps: {
       return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
     },
 
-    /** DELETE: terminates an unfinished upload (its file failed, its parts and quota released). */
+    /**
+     * DELETE: terminates an unfinished upload (its file failed, its parts and quota released), or
+     * forgets a finished one, whose file stays.
+     */
     async terminate(caller: Caller, id: string): Promise<void> {
-      const { session } = await load(caller, id);
-      requireOpen(session);
-      await multipart.abort(caller, session!.session.id);
+      const { upload, session } = await load(caller, id);
+      if (session && session.status !== 'completed') {
+        await multipart.abort(caller, requireOpen(session).session.id);
+        return;
+      }
+      // Bytes still waiting (left by a last PATCH that could not record its part) go with the record.
+      const tail = await db.tx(async (q) => {
+        const left = (await deleteUpload(q, upload.project_id, upload.id)) ?? [];
+        await retire(q, upload.project_id, left);
+        return left;
+      });
+      void dropTail(tail);
     },
   };
 }

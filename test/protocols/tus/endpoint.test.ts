@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tus from 'tus-js-client';
@@ -80,6 +80,25 @@ async function expectStored(fileId: string, data: Buffer) {
   );
   expect(events.map((event) => event.type)).toEqual(['file.uploaded', 'file.ready']);
   return file.body;
+}
+
+/**
+ * A request whose body goes chunked, without Content-Length, once the server answered 100 Continue:
+ * as tus-java-client and tus-android-client send theirs.
+ */
+function chunked(url: string, method: string, headers: Record<string, string>, body: Buffer) {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders }>((resolve, reject) => {
+    const sent = httpRequest(url, {
+      method,
+      headers: { ...headers, expect: '100-continue', 'transfer-encoding': 'chunked' },
+    });
+    sent.on('continue', () => sent.end(body));
+    sent.on('response', (response) => {
+      response.resume();
+      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers }));
+    });
+    sent.on('error', reject);
+  });
 }
 
 const fileIdOf = async (url: string, token = project.key) =>
@@ -274,6 +293,49 @@ describe('tus 1.0 endpoint', () => {
     });
     expect(head.status).toBe(404);
     expect(head.headers.get('tus-resumable')).toBe('1.0.0');
+  });
+
+  it('refuses with 413, creating nothing, a first body longer than Upload-Length', async () => {
+    const fresh = await a.newProject();
+    const reply = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(fresh.key, {
+        'content-type': 'application/offset+octet-stream',
+        'upload-length': '5',
+        'upload-metadata': `filename ${b64('long.txt')}`,
+      }),
+      body: Buffer.from('hello world'),
+    });
+    expect(reply.status).toBe(413);
+    expect(reply.headers.get('location')).toBeNull();
+    const files = await a.services.db.query('SELECT id FROM files WHERE project_id = $1', [fresh.id]);
+    expect(files).toEqual([]);
+  });
+
+  it('forgets a finished upload on DELETE, in parts or in one request, its file kept', async () => {
+    const options = { endpoint: `${a.url}/tus`, headers: auth(project.key) };
+    const inParts = Buffer.from('sent in three small requests');
+    const atOnce = Buffer.from('sent with its creation');
+    const uploads = [
+      {
+        data: inParts,
+        url: await upload(inParts, { ...options, chunkSize: 10, metadata: { filename: 'p.txt' } }),
+      },
+      {
+        data: atOnce,
+        url: await upload(atOnce, {
+          ...options,
+          uploadDataDuringCreation: true,
+          metadata: { filename: 'o.txt' },
+        }),
+      },
+    ];
+    for (const { data, url } of uploads) {
+      const fileId = await fileIdOf(url);
+      await tus.Upload.terminate(url, { headers: auth(project.key), retryDelays: [] });
+      const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+      expect([404, 410]).toContain(head.status);
+      await expectStored(fileId, data);
+    }
   });
 
   describe('tus uploads written from several nodes', () => {
@@ -509,6 +571,178 @@ describe('tus 1.0 endpoint', () => {
       stalled.destroy();
       expect(await answered).not.toBe(204);
     });
+
+    const patchChunked = (url: string, offset: number, bytes: Buffer, extra: Record<string, string> = {}) =>
+      chunked(
+        url,
+        'PATCH',
+        tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset), ...extra }),
+        bytes,
+      );
+
+    it('stores chunked PATCHes, and a POST standing in for one, at the size their end gives', async () => {
+      const data = randomBytes(1024 + 20 * MiB + 3 * MiB + 5);
+      const { path, fileId } = await created(data.length);
+      const url = `${a.url}${path}`;
+      // A few bytes that wait for a part, a long body cut into a part and bytes that wait again…
+      const small = await patchChunked(url, 0, data.subarray(0, 1024));
+      expect(small.status).toBe(204);
+      expect(small.headers['upload-offset']).toBe('1024');
+      const long = await patchChunked(url, 1024, data.subarray(1024, 1024 + 20 * MiB));
+      expect(long.status).toBe(204);
+      expect(long.headers['upload-offset']).toBe(String(1024 + 20 * MiB));
+      // …and the last bytes as POST with X-HTTP-Method-Override, as tus-java-client may send them.
+      const last = await chunked(
+        url,
+        'POST',
+        tusHeaders(project.key, {
+          ...offsetStream,
+          'x-http-method-override': 'PATCH',
+          'upload-offset': String(1024 + 20 * MiB),
+        }),
+        data.subarray(1024 + 20 * MiB),
+      );
+      expect(last.status).toBe(204);
+      expect(last.headers['upload-offset']).toBe(String(data.length));
+      await expectStored(fileId, data);
+    });
+
+    it('takes a chunked body with the creation of a deferred upload, and the length with the last one', async () => {
+      const data = randomBytes(6 * MiB + 3);
+      const creation = await chunked(
+        `${a.url}/tus`,
+        'POST',
+        tusHeaders(project.key, {
+          ...offsetStream,
+          'upload-defer-length': '1',
+          'upload-metadata': `filename ${b64('chunked.bin')}`,
+        }),
+        data.subarray(0, 5 * MiB),
+      );
+      expect(creation.status).toBe(201);
+      expect(creation.headers['upload-offset']).toBe(String(5 * MiB));
+      const url = creation.headers.location!;
+      const last = await patchChunked(url, 5 * MiB, data.subarray(5 * MiB), {
+        'upload-length': String(data.length),
+      });
+      expect(last.status).toBe(204);
+      expect(last.headers['upload-offset']).toBe(String(data.length));
+      await expectStored(creation.headers['x-coffer-file-id'] as string, data);
+    });
+
+    it('refuses with 413 a chunked body past the upload’s length, keeping only the pieces before it', async () => {
+      const tiny = await created(10);
+      const refused = await patchChunked(`${a.url}${tiny.path}`, 0, Buffer.alloc(11, 1));
+      expect(refused.status).toBe(413);
+      const head = await request(`${a.url}${tiny.path}`, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.headers.get('upload-offset')).toBe('0');
+
+      const data = randomBytes(20 * MiB);
+      const { path, fileId } = await created(data.length);
+      const url = `${a.url}${path}`;
+      const over = await patchChunked(url, 0, Buffer.concat([data, Buffer.from('!')]));
+      expect(over.status).toBe(413);
+      // The first 16 MiB were a part before the body went past the length; nothing of what followed.
+      const kept = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(kept.headers.get('upload-offset')).toBe(String(16 * MiB));
+      expect((await patchChunked(url, 16 * MiB, data.subarray(16 * MiB))).status).toBe(204);
+      await expectStored(fileId, data);
+    });
+
+    it('answers the offset of the first bytes a creation kept, when the rest was refused', async () => {
+      const data = randomBytes(20 * MiB);
+      const creation = await chunked(
+        `${a.url}/tus`,
+        'POST',
+        tusHeaders(project.key, {
+          ...offsetStream,
+          'upload-length': String(data.length),
+          'upload-metadata': `filename ${b64('kept.bin')}`,
+        }),
+        Buffer.concat([data, Buffer.from('!')]),
+      );
+      expect(creation.status).toBe(201);
+      expect(creation.headers['upload-offset']).toBe(String(16 * MiB));
+      const url = creation.headers.location!;
+      const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.headers.get('upload-offset')).toBe(String(16 * MiB));
+      expect((await patchChunked(url, 16 * MiB, data.subarray(16 * MiB))).status).toBe(204);
+      await expectStored(creation.headers['x-coffer-file-id'] as string, data);
+    });
+
+    it('answers HEAD with the offset and PATCH with 423 while the upload is being completed', async () => {
+      const data = randomBytes(6 * MiB);
+      const { path, fileId } = await created(data.length);
+      const { store } = a.services;
+      const { completeMultipart } = store;
+      let reached!: () => void;
+      let resume!: () => void;
+      const assembling = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      const resumed = new Promise<void>((resolve) => {
+        resume = resolve;
+      });
+      store.completeMultipart = async (...args) => {
+        reached();
+        await resumed;
+        return completeMultipart.apply(store, args);
+      };
+      try {
+        const last = patchAt(a, path, 0, data);
+        await assembling;
+        const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+        expect(head.status).toBe(200);
+        expect(head.headers.get('upload-offset')).toBe(String(data.length));
+        expect(head.headers.get('upload-length')).toBe(String(data.length));
+        const again = await patchAt(b, path, 0, Buffer.from('x'));
+        expect(again.status).toBe(423);
+        resume();
+        expect((await last).status).toBe(204);
+      } finally {
+        resume();
+        store.completeMultipart = completeMultipart;
+      }
+      await expectStored(fileId, data);
+    });
+
+    it('answers a finished deferred upload with its full length though its last PATCH could not record it', async () => {
+      const data = randomBytes(6 * MiB + 9);
+      const creation = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, {
+          'upload-defer-length': '1',
+          'upload-metadata': `filename ${b64('late.bin')}`,
+        }),
+      });
+      const path = new URL(creation.headers.get('location')!).pathname;
+      expect((await patchAt(a, path, 0, data.subarray(0, 6 * MiB))).status).toBe(204);
+      // The lock is taken from the last PATCH while its parts are assembled: its progress is not recorded.
+      const { store, db } = a.services;
+      const { completeMultipart } = store;
+      store.completeMultipart = async (...args) => {
+        await db.query(`UPDATE tus_uploads SET lock_id = 'elsewhere' WHERE id = $1`, [path.split('/').pop()]);
+        return completeMultipart.apply(store, args);
+      };
+      try {
+        const last = await request(`${a.url}${path}`, 'PATCH', {
+          headers: tusHeaders(project.key, {
+            ...offsetStream,
+            'upload-offset': String(6 * MiB),
+            'upload-length': String(data.length),
+          }),
+          body: data.subarray(6 * MiB),
+        });
+        expect(last.status).toBe(204);
+      } finally {
+        store.completeMultipart = completeMultipart;
+      }
+      const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('upload-offset')).toBe(String(data.length));
+      expect(head.headers.get('upload-length')).toBe(String(data.length));
+      expect(head.headers.get('upload-defer-length')).toBeNull();
+      await expectStored(creation.headers.get('x-coffer-file-id')!, data);
+    });
   });
 });
 
@@ -537,6 +771,12 @@ describe('tus from a browser (CORS)', () => {
         'upload-defer-length',
       ]),
     );
+    // The path decides, whatever query follows it.
+    for (const path of ['/tus?x=1', '/tus/session_x?y=2']) {
+      expect(list((await preflight(path)).headers.get('access-control-allow-headers'))).toContain(
+        'tus-resumable',
+      );
+    }
     const api = await preflight(`/v1/projects/${project.id}/files`);
     expect(list(api.headers.get('access-control-allow-headers'))).not.toContain('tus-resumable');
   });
