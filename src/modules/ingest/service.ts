@@ -571,7 +571,7 @@ export function createIngestService(deps: {
       const planned = plan(caller, request, undefined);
       const { token } = await admit(db, caller, request, planned);
       const bytes = restrictsTypes(caller.project, token)
-        ? await screenHead(body, planned.contentType)
+        ? await screenHead(body, planned.contentType, request.filename)
         : body;
       const object = await store.write(planned.storageKey, bytes, {
         size: request.size_bytes,
@@ -624,8 +624,10 @@ export function createIngestService(deps: {
      * The head of a stream the server receives itself, checked against the declared type where the
      * caller's token or project limits types (see `screenHead`); the stream as it was otherwise.
      */
-    async screen(caller: Caller, contentType: string, body: Readable): Promise<Readable> {
-      return restrictsTypes(caller.project, await tokenOf(db, caller)) ? screenHead(body, contentType) : body;
+    async screen(caller: Caller, contentType: string, filename: string, body: Readable): Promise<Readable> {
+      return restrictsTypes(caller.project, await tokenOf(db, caller))
+        ? screenHead(body, contentType, filename)
+        : body;
     },
 
     /** The server-side way in for new content of a ready file: `body` becomes it in one request. */
@@ -637,7 +639,7 @@ export function createIngestService(deps: {
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
       const bytes = restrictsTypes(caller.project, content.token)
-        ? await screenHead(body, content.contentType)
+        ? await screenHead(body, content.contentType, file.filename)
         : body;
       const object = await store.write(content.storageKey, bytes, content);
       return keepingOnCommit(content.storageKey, () =>
