@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claim, JOBS } from '../../src/infra/jobs/index.ts';
 import { createClamdScanner, eicarTestFile, type Scanner } from '../../src/infra/scanner/index.ts';
@@ -70,6 +71,8 @@ describe('processing pipeline', () => {
       Buffer.from([0x00, 0x01, 0x02, 0xff, 0xfe, 0x00, 0x10]),
     ],
     ['a PNG declared as text', 'notes.txt', 'text/plain', PNG],
+    ['compressed HTML declared as a PNG', 'pixel.png.gz', 'image/png', gzipSync('<!doctype html><p>hi</p>')],
+    ['a compressed PNG in a name that does not say so', 'pixel.png', 'image/png', gzipSync(PNG)],
   ])('fails %s with a reason and records file.failed', async (_what, filename, contentType, bytes) => {
     const id = await processing(project, { filename, content_type: contentType, bytes });
     await drain(coffer.services.pipeline);
@@ -99,8 +102,19 @@ describe('processing pipeline', () => {
       bytes: 'zz',
     });
     const empty = await processing(project, { filename: 'empty.png', content_type: 'image/png', bytes: '' });
+    const vcard = await processing(project, {
+      filename: 'ada.vcf',
+      content_type: 'text/vcard',
+      bytes: 'BEGIN:VCARD\nVERSION:4.0\nFN:Ada\nEND:VCARD\n',
+    });
+    // Named *.gz and declared as what it holds, as Python's mimetypes names it.
+    const compressed = await processing(project, {
+      filename: 'notes.txt.gz',
+      content_type: 'text/plain',
+      bytes: gzipSync('plain notes\n'.repeat(100)),
+    });
     await drain(coffer.services.pipeline);
-    for (const id of [csv, json, blob, empty]) {
+    for (const id of [csv, json, blob, empty, vcard, compressed]) {
       expect((await project.call('GET', `/files/${id}`)).body.status, id).toBe('ready');
     }
   });

@@ -80,14 +80,77 @@ for (const [type, entry] of Object.entries(mimeDb)) {
 }
 
 /**
+ * Types that common clients send for an extension although the registry does not list them, by
+ * where the clients take them from:
+ * - Windows' registry, which browsers there read: `.csv` is Excel's.
+ * - Debian's /etc/mime.types, which Python's `mimetypes` (and so the aws cli) reads on Linux, and
+ *   freedesktop's shared-mime-info, which browsers read on Linux: C, C++ and Java sources, `.ts` as
+ *   Qt Linguist, `.srt` as plain text (Python's own table has that one too).
+ * - shared-mime-info alone: shell scripts and logs.
+ * - Python's own table before 3.12: `.mjs` as the older JavaScript type.
+ */
+const CLIENT_TYPES = new Map([
+  ['csv', 'application/vnd.ms-excel'],
+  ['c', 'text/x-csrc'],
+  ['h', 'text/x-chdr'],
+  ['cc', 'text/x-c++src'],
+  ['cpp', 'text/x-c++src'],
+  ['cxx', 'text/x-c++src'],
+  ['hh', 'text/x-c++hdr'],
+  ['java', 'text/x-java'],
+  ['ts', 'text/vnd.trolltech.linguist'],
+  ['srt', 'text/plain'],
+  ['sh', 'application/x-shellscript'],
+  ['log', 'text/x-log'],
+  ['mjs', 'application/javascript'],
+]);
+
+/** Suffixes that wrap a file in compression: the type clients declare is the wrapped file's. */
+const COMPRESSIONS = new Set(['gz', 'bz2', 'xz', 'zst', 'br']);
+
+/**
+ * The extensions a declared type may come from: the last one and, behind a compression suffix, the
+ * one before it (`backup.tar.gz` is sent as gzip or as tar). A leading dot alone is no extension.
+ */
+function extensionsOf(filename: string): string[] {
+  const name = filename.toLowerCase();
+  const dot = name.lastIndexOf('.');
+  if (dot <= 0) return [];
+  const last = name.slice(dot + 1);
+  const inner = name.lastIndexOf('.', dot - 1);
+  return COMPRESSIONS.has(last) && inner > 0 ? [last, name.slice(inner + 1, dot)] : [last];
+}
+
+/**
+ * The spellings of one type in use: with and without `x-` (`audio/flac`, `audio/x-flac`), and an
+ * `x-` subtype under text/ as under application/ (`text/x-sh`, `application/x-sh`).
+ */
+function spellingsOf(contentType: string): string[] {
+  const [type, subtype = ''] = contentType.split('/');
+  const bare = subtype.replace(/^x-/, '');
+  const spellings = [`${type}/${bare}`, `${type}/x-${bare}`];
+  if (type === 'text') spellings.push(`application/x-${bare}`);
+  if (type === 'application') spellings.push(`text/x-${bare}`);
+  return spellings;
+}
+
+/** Whether `extension` can hold `contentType`: an unknown extension can hold anything. */
+function extensionHolds(extension: string, contentType: string): boolean {
+  const known = typesByExtension.get(extension);
+  if (known === undefined || CLIENT_TYPES.get(extension) === contentType) return true;
+  if (spellingsOf(contentType).some((spelling) => known.has(spelling))) return true;
+  // Clients send text/plain for text they have no name for (C sources, say).
+  return contentType === 'text/plain' && [...known].every((type) => type.startsWith('text/'));
+}
+
+/**
  * Whether the filename's extension can hold `contentType`. Unknown extensions, names without
  * one and the generic application/octet-stream are accepted: only a known mismatch is refused.
  */
 export function extensionMatches(filename: string, contentType: string): boolean {
-  const dot = filename.lastIndexOf('.');
-  if (dot <= 0 || contentType === 'application/octet-stream') return true;
-  const known = typesByExtension.get(filename.slice(dot + 1).toLowerCase());
-  return known === undefined || known.has(contentType);
+  if (contentType === 'application/octet-stream') return true;
+  const extensions = extensionsOf(filename);
+  return extensions.length === 0 || extensions.some((extension) => extensionHolds(extension, contentType));
 }
 
 // C0 and C1 control characters, DEL, and the Unicode direction overrides that disguise extensions.

@@ -256,7 +256,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
       const bytes = restrictsTypes(caller.project, content.token)
-        ? await screenHead(body, content.contentType)
+        ? await screenHead(body, content.contentType, file.filename)
         : body;
       const object = await store.write(content.storageKey, bytes, content);
       return keepingOnCommit(content.storageKey, () =>

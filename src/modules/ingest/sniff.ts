@@ -18,7 +18,7 @@ export function restrictsTypes(project: Project, token: UploadTokenRow | undefin
  * before a byte is stored, so an allowlist cannot be passed by declaring an allowed type for other
  * bytes. Answers a stream of the same bytes, head included.
  */
-export async function screenHead(body: Readable, declared: string): Promise<Readable> {
+export async function screenHead(body: Readable, declared: string, filename: string): Promise<Readable> {
   const source = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const held: Buffer[] = [];
   let size = 0;
@@ -28,7 +28,7 @@ export async function screenHead(body: Readable, declared: string): Promise<Read
     held.push(next.value);
     size += next.value.length;
   }
-  const mismatch = await checkMime(declared, Buffer.concat(held, size).subarray(0, SNIFF_BYTES));
+  const mismatch = await checkMime(declared, Buffer.concat(held, size).subarray(0, SNIFF_BYTES), filename);
   if (mismatch) {
     // The rest is left unread: the edge that refuses the request decides what becomes of its body.
     throw validationError(`The content does not match its type: ${mismatch}`, {

@@ -1,3 +1,4 @@
+import { constants, createGunzip } from 'node:zlib';
 import { fileTypeFromBuffer, supportedMimeTypes } from 'file-type';
 
 /** How many leading bytes are sniffed: enough for every signature file-type knows. */
@@ -15,6 +16,7 @@ const ALIASES: Record<string, string> = {
   'application/x-gzip': 'application/gzip',
   'application/x-pdf': 'application/pdf',
   'video/x-matroska': 'video/matroska',
+  'text/x-vcard': 'text/vcard',
 };
 
 // Formats that are ZIP (or OLE) containers: their bytes may sniff as the container.
@@ -45,17 +47,48 @@ function looksTextual(head: Buffer): boolean {
   return replacements <= 3;
 }
 
+/** The first SNIFF_BYTES that the gzip stream `head` begins inflate to, or undefined when it does not inflate. */
+async function inflatedHead(head: Buffer): Promise<Buffer | undefined> {
+  // A sync flush at the end: the head is a cut stream, not a broken one.
+  const gunzip = createGunzip({ finishFlush: constants.Z_SYNC_FLUSH });
+  gunzip.end(head);
+  const chunks: Buffer[] = [];
+  let length = 0;
+  try {
+    for await (const chunk of gunzip) {
+      chunks.push(chunk as Buffer);
+      length += (chunk as Buffer).length;
+      if (length >= SNIFF_BYTES) break;
+    }
+  } catch {
+    return undefined;
+  }
+  return Buffer.concat(chunks).subarray(0, SNIFF_BYTES);
+}
+
 /**
  * Compares the leading bytes of a file with its declared content type. Returns undefined when
  * they agree, or the reason they do not. Formats file-type cannot recognise are accepted as
- * declared, except that a textual type must not hold binary bytes.
+ * declared, except that a textual type must not hold binary bytes. A file named *.gz may be
+ * declared as what it holds, as Python's `mimetypes` names `backup.tar.gz` application/x-tar: then
+ * what it holds is compared.
  */
-export async function checkMime(declared: string, head: Buffer): Promise<string | undefined> {
+export async function checkMime(
+  declared: string,
+  head: Buffer,
+  filename: string,
+): Promise<string | undefined> {
   if (declared === 'application/octet-stream' || head.length === 0) return undefined;
   const expected = canonical(declared);
   const detected = await fileTypeFromBuffer(head);
+  if (detected?.mime === 'application/gzip' && expected !== detected.mime && /\.gz$/i.test(filename)) {
+    const inner = await inflatedHead(head);
+    if (!inner) return `declared ${declared} but the content is gzip that does not inflate`;
+    return checkMime(declared, inner, filename.slice(0, -3));
+  }
   if (TEXTUAL.test(expected)) {
-    if (detected || !looksTextual(head)) {
+    // file-type knows a few textual formats (vCard): only another format is binary here.
+    if ((detected && canonical(detected.mime) !== expected) || !looksTextual(head)) {
       return `declared ${declared} but the content is binary${detected ? ` (${detected.mime})` : ''}`;
     }
     return undefined;

@@ -64,6 +64,7 @@ async function discardContent(q: Queryable, contentId: string): Promise<void> {
 
 /** The bytes a job judges, and how its verdict is written (in the transaction that finishes the job). */
 interface Subject {
+  filename: string;
   storage_key: string;
   content_type: string;
   size_bytes: number;
@@ -160,7 +161,7 @@ export function createPipeline(deps: {
             ),
             SNIFF_BYTES,
           );
-    const mismatch = await checkMime(subject.content_type, head);
+    const mismatch = await checkMime(subject.content_type, head, subject.filename);
     const verdict: Verdict = mismatch
       ? { status: 'failed', reason: `mime_mismatch: ${mismatch}` }
       : { status: 'ready' };
@@ -184,6 +185,7 @@ export function createPipeline(deps: {
       // New bytes of a ready file: they replace its content only when clean; the file is untouched otherwise.
       return {
         ...content,
+        filename: file.filename,
         apply: async (q, verdict) => {
           // Locked, so that a delete either happened before (and the content is discarded) or waits.
           const current = await files.findFile(q, file.project_id, file.id, true);

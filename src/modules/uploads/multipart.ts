@@ -324,7 +324,10 @@ export function createMultipartService(deps: {
       checkPartNumber(partNumber);
       await grant(session, partNumber, size);
       // The first part holds the file's head: checked against its type like a single upload's.
-      const bytes = partNumber === 1 ? await ingest.screen(caller, await typeOf(session, file), body) : body;
+      const bytes =
+        partNumber === 1
+          ? await ingest.screen(caller, await typeOf(session, file), file.filename, body)
+          : body;
       return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size, options);
     },
 
