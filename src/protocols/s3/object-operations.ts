@@ -69,7 +69,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
     const file = await fileAt(services, caller, target.key, atKey);
-    requireReadable(file);
+    // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
+    if (request.method !== 'HEAD') requireReadable(file);
     const content = await contentOf(caller, file, query.get('versionId'));
     checkConditions(request.headers, content.etag, content.modified);
     const range = rangeOf(request.headers.range, content.size);

@@ -446,6 +446,11 @@ describe('the S3 endpoint', () => {
     expect(
       await refusal(scanned.client.send(new GetObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }))),
     ).toEqual({ code: 'InvalidObjectState', status: 403 });
+    // Only its bytes wait for the scan: HeadObject answers with its headers, as S3 does.
+    const pending = await scanned.client.send(
+      new HeadObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }),
+    );
+    expect(pending).toMatchObject({ ContentLength: 4, ETag: `"${md5('wait')}"` });
     await drain(coffer.services.pipeline);
     const got = await scanned.client.send(new GetObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }));
     expect((await text(got.Body)).toString()).toBe('wait');
