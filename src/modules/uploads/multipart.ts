@@ -13,6 +13,7 @@ import {
   type PartInfo,
   STORED_PER_DECLARED_BYTE,
 } from '../../infra/storage/object-store.ts';
+import { bareEtag } from '../../lib/etag.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
@@ -44,9 +45,6 @@ function checkPartNumber(partNumber: number): void {
     throw validationError(`part must run from 1 to ${MAX_PART_NUMBER}`, { field: 'part' });
   }
 }
-
-/** S3 and browsers hand ETags around with or without their quotes. */
-const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
 
 /** Checks the client's part list against what the store holds; every failure names the part. */
 export function checkParts(

@@ -4,6 +4,7 @@ import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
+import { bareEtag } from '../../lib/etag.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -68,7 +69,7 @@ export function checkConditions(
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
   const matches = (list: string) =>
-    list.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === etag);
+    list.split(',').some((tag) => tag.trim() === '*' || bareEtag(tag) === bareEtag(etag));
   const seconds = Math.floor(modified.getTime() / 1000);
   const since = (value: string) => Math.floor(Date.parse(value) / 1000);
   const ifMatch = header('if-match');

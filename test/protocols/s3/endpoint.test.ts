@@ -5,6 +5,7 @@ import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
+  type CopyObjectCommandInput,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -173,6 +174,33 @@ describe('the S3 endpoint', () => {
     ).toMatchObject({ status: 304 });
     const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'range.txt' }));
     expect(head).toMatchObject({ ContentLength: 10, ETag: etag, ContentType: 'text/plain' });
+  });
+
+  it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them', async () => {
+    const { client, name } = bucket;
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'bare.txt', Body: 'abc', ContentType: 'text/plain' }),
+    );
+    const bare = md5('abc');
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfMatch: bare }));
+    expect((await text(got.Body)).toString()).toBe('abc');
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfNoneMatch: bare }))),
+    ).toMatchObject({ status: 304 });
+    const copy = (conditions: Partial<CopyObjectCommandInput>) =>
+      client.send(
+        new CopyObjectCommand({
+          Bucket: name,
+          Key: 'bare-copy.txt',
+          CopySource: `${name}/bare.txt`,
+          ...conditions,
+        }),
+      );
+    await copy({ CopySourceIfMatch: bare });
+    expect(await refusal(copy({ CopySourceIfNoneMatch: bare }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
   });
 
   it('serves small objects whole and in ranges, those read with their sidecar and those read after it', async () => {
