@@ -72,7 +72,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
     // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
     if (request.method !== 'HEAD') requireReadable(file);
     const content = await contentOf(caller, file, query.get('versionId'));
-    checkConditions(request.headers, content.etag, content.modified);
+    checkConditions(request.headers, content);
     const range = rangeOf(request.headers.range, content.size);
     const header = (name: string, fallback: string) => query.get(`response-${name}`) ?? fallback;
     reply.headers({

@@ -57,15 +57,22 @@ export function metadataOf(
   return metadata;
 }
 
-/** The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. */
+/**
+ * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
+ * carries the validators a 200 would (RFC 9110 §15.4.5), so caches can refresh what they hold.
+ */
 export function checkConditions(
   headers: Record<string, string | string[] | undefined>,
-  etag: string,
-  modified: Date,
+  { etag, modified, versionId }: { etag: string; modified: Date; versionId?: string },
   forCopy = false,
 ): void {
+  const validators = {
+    etag,
+    'last-modified': modified.toUTCString(),
+    ...(versionId ? { 'x-amz-version-id': versionId } : {}),
+  };
   const notModified = () =>
-    forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified');
+    forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
   const matches = (list: string) =>
@@ -298,7 +305,7 @@ export async function copyObject(
       .filter(([name]) => name.startsWith('x-amz-copy-source-if-'))
       .map(([name, value]) => [name.replace('x-amz-copy-source-', ''), value]),
   );
-  checkConditions(conditions, etagOf(source), source.updated_at, true);
+  checkConditions(conditions, { etag: etagOf(source), modified: source.updated_at }, true);
   const metadata = request.replace ? request.metadata : stringValues(source.metadata);
   return putObject(services, caller, key, {
     size: source.size_bytes,

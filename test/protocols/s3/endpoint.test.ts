@@ -174,6 +174,14 @@ describe('the S3 endpoint', () => {
     ).toMatchObject({ status: 304 });
     const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'range.txt' }));
     expect(head).toMatchObject({ ContentLength: 10, ETag: etag, ContentType: 'text/plain' });
+    // A 304 carries the validators a 200 would, for a cache to refresh what it holds.
+    const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: name, Key: 'range.txt' }), {
+      expiresIn: 60,
+    });
+    const unchanged = await fetch(url, { headers: { 'if-none-match': etag } });
+    expect(unchanged.status).toBe(304);
+    expect(unchanged.headers.get('etag')).toBe(etag);
+    expect(unchanged.headers.get('last-modified')).toBe(head.LastModified?.toUTCString());
   });
 
   it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them', async () => {
