@@ -53,20 +53,24 @@ export function checkParts(
   expected: number | { atMost: number },
 ): void {
   if (listed.length === 0) throw validationError('parts must list at least one part', { field: 'parts' });
-  const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
-  let total = 0;
+  // The whole list's order first, as S3 checks it: a list out of order is refused as such, whatever its parts.
   listed.forEach((part, index) => {
-    const field = `parts.${index}`;
     const previous = listed[index - 1];
     if (previous && part.part_number <= previous.part_number) {
       throw validationError(
         `Part ${part.part_number} is out of order or repeated: list parts ascending and unique`,
         {
-          field,
+          field: `parts.${index}`,
           part_number: part.part_number,
+          previous_part_number: previous.part_number,
         },
       );
     }
+  });
+  const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
+  let total = 0;
+  listed.forEach((part, index) => {
+    const field = `parts.${index}`;
     const found = byNumber.get(part.part_number);
     if (!found) {
       throw validationError(`Part ${part.part_number} was not uploaded`, {

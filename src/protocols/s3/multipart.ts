@@ -23,8 +23,13 @@ async function onUpload<T>(work: () => Promise<T>): Promise<T> {
     if (isDomainError(error, 'NOT_FOUND') || isDomainError(error, 'INVALID_STATE')) throw noSuchUpload();
     // A part list that does not match what was uploaded, in S3's words.
     if (isDomainError(error, 'VALIDATION_ERROR') && String(error.details?.field ?? '').startsWith('parts')) {
-      const tooSmall = error.details?.min_size_bytes !== undefined;
-      throw new S3Error(400, tooSmall ? 'EntityTooSmall' : 'InvalidPart', error.message);
+      const code =
+        error.details?.previous_part_number !== undefined
+          ? 'InvalidPartOrder'
+          : error.details?.min_size_bytes !== undefined
+            ? 'EntityTooSmall'
+            : 'InvalidPart';
+      throw new S3Error(400, code, error.message);
     }
     throw error;
   }

@@ -728,7 +728,7 @@ describe('the S3 endpoint', () => {
     const small = await client.send(
       new UploadPartCommand({ Bucket: name, Key: 'x.bin', UploadId, PartNumber: 1, Body: 'tiny' }),
     );
-    await client.send(
+    const tail = await client.send(
       new UploadPartCommand({ Bucket: name, Key: 'x.bin', UploadId, PartNumber: 2, Body: 'tail' }),
     );
     const complete = (Parts: { ETag: string; PartNumber: number }[]) =>
@@ -740,6 +740,15 @@ describe('the S3 endpoint', () => {
           MultipartUpload: { Parts },
         }),
       );
+    // The order is checked first, before the small part that is not the last.
+    expect(
+      await refusal(
+        complete([
+          { ETag: tail.ETag!, PartNumber: 2 },
+          { ETag: small.ETag!, PartNumber: 1 },
+        ]),
+      ),
+    ).toEqual({ code: 'InvalidPartOrder', status: 400 });
     expect(await refusal(complete([{ ETag: '"0123"', PartNumber: 1 }]))).toEqual({
       code: 'InvalidPart',
       status: 400,
