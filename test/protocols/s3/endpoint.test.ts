@@ -361,6 +361,12 @@ describe('the S3 endpoint', () => {
       new ListObjectsCommand({ Bucket: name, Delimiter: '/', Marker: v1.NextMarker ?? 'a.txt' }),
     );
     expect(v1next.CommonPrefixes?.map((entry) => entry.Prefix)).toEqual(['b/']);
+    // A marker equal to the prefix is no common prefix to skip: the listing starts right after it.
+    const fromPrefix = await client.send(
+      new ListObjectsCommand({ Bucket: name, Prefix: 'b/', Delimiter: '/', Marker: 'b/' }),
+    );
+    expect(fromPrefix.Contents?.map((entry) => entry.Key)).toEqual(['b/1.txt', 'b/2.txt']);
+    expect(fromPrefix.CommonPrefixes?.map((entry) => entry.Prefix)).toEqual(['b/c/']);
     const encoded = await client.send(
       new ListObjectsV2Command({ Bucket: name, Prefix: 'é', EncodingType: 'url' }),
     );
@@ -628,6 +634,8 @@ describe('the S3 endpoint', () => {
     });
     expect(rest.Versions?.map((v) => v.Key)).toEqual(['d.txt', 'd.txt']);
     expect(rest.CommonPrefixes ?? []).toEqual([]);
+    const fromPrefix = await list({ Prefix: 'b/', Delimiter: '/', KeyMarker: 'b/' });
+    expect(fromPrefix.Versions?.map((v) => v.Key)).toEqual(['b/c.txt']);
   });
 
   it('makes a folder of a zero-byte key ending in /', async () => {
