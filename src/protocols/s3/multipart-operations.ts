@@ -63,8 +63,9 @@ export function multipartOperations(services: Services): Record<string, Operatio
       // The checksum headers of a complete describe the whole object, not this XML.
       const body = verifiedBody(requestBody(request), auth, { headerChecksums: false });
       const parts = completedParts((await readAll(body, MAX_XML_BYTES)).toString('utf8'));
-      const file = await completeUpload(services, caller, query.get('uploadId') ?? '', parts);
+      const { file, versionId } = await completeUpload(services, caller, query.get('uploadId') ?? '', parts);
       reply.header('x-coffer-file-id', file.id);
+      if (versionId) reply.header('x-amz-version-id', versionId);
       return xml(reply, 'CompleteMultipartUploadResult', {
         Location: `${request.protocol}://${request.host}/s3/${caller.project.bucket}/${urlEncodeKey(target.key)}`,
         Bucket: caller.project.bucket,

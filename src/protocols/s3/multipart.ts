@@ -1,11 +1,12 @@
 import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
+import { findSessionAndFile } from '../../modules/uploads/session-repo.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { successor } from './listing.ts';
-import { folderFor, replaceableAt } from './objects.ts';
+import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -94,12 +95,20 @@ export function completedParts(xml: string): { part_number: number; etag: string
   });
 }
 
-export const completeUpload = (
+/** CompleteMultipartUpload: the file, and the version id of its new content where the bucket keeps versions. */
+export async function completeUpload(
   services: MultipartServices,
   caller: Caller,
   uploadId: string,
   parts: { part_number: number; etag: string }[],
-) => onUpload(() => services.multipart.finish(caller, uploadId, parts));
+) {
+  const file = await onUpload(() => services.multipart.finish(caller, uploadId, parts));
+  // An upload over a key made new content of its file, whose id is that version's.
+  const found = caller.project.settings.versioning_enabled
+    ? await findSessionAndFile(services.db, caller.project.id, uploadId)
+    : undefined;
+  return { file, versionId: await writtenVersion(services, caller, file, found?.session.content_id ?? null) };
+}
 
 export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>
   onUpload(() => services.multipart.abort(caller, uploadId));

@@ -121,6 +121,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
           headers: request.headers,
         });
         if (copied.file) reply.header('x-coffer-file-id', copied.file.id);
+        if (copied.versionId) reply.header('x-amz-version-id', copied.versionId);
         return xml(reply, 'CopyObjectResult', {
           LastModified: (copied.file?.updated_at ?? new Date()).toISOString(),
           ETag: copied.etag,
@@ -135,9 +136,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       });
       reply.header('etag', put.etag);
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
-      if (put.versionId && caller.project.settings.versioning_enabled) {
-        reply.header('x-amz-version-id', put.versionId);
-      }
+      if (put.versionId) reply.header('x-amz-version-id', put.versionId);
       return reply.send();
     },
 

@@ -9,6 +9,7 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
+import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import {
   accessDenied,
@@ -170,7 +171,11 @@ export async function putObject(
       { content_type: request.contentType, size_bytes: request.size, metadata },
       request.body,
     );
-    return { etag: etagOf(outcome.file), file: outcome.file, versionId: outcome.version_id };
+    return {
+      etag: etagOf(outcome.file),
+      file: outcome.file,
+      versionId: await writtenVersion(services, caller, outcome.file, outcome.version_id),
+    };
   }
   const file = await services.ingest.writeFile(
     caller,
@@ -184,7 +189,21 @@ export async function putObject(
     },
     request.body,
   );
-  return { etag: etagOf(file), file };
+  return { etag: etagOf(file), file, versionId: await writtenVersion(services, caller, file, null) };
+}
+
+/**
+ * The version id a write to a versioning-enabled bucket answers with, the one ListObjectVersions and
+ * HeadObject show: its new content's (`contentId`), or the first version of the file it made.
+ */
+export async function writtenVersion(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  file: FileRow,
+  contentId: string | null,
+): Promise<string | undefined> {
+  if (!caller.project.settings.versioning_enabled) return undefined;
+  return contentId ?? (await listVersions(services.db, file.id)).at(-1)?.id;
 }
 
 /**

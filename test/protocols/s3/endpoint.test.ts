@@ -500,18 +500,51 @@ describe('the S3 endpoint', () => {
 
   it('a PUT over a key makes a new version where versioning is on, and replaces the content otherwise', async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
+    const written: (string | undefined)[] = [];
     for (const body of ['one', 'two']) {
-      await versioned.client.send(
+      const put = await versioned.client.send(
         new PutObjectCommand({ Bucket: versioned.name, Key: 'v.txt', Body: body, ContentType: 'text/plain' }),
       );
+      written.push(put.VersionId);
     }
     const [file] = (await versioned.project.call('GET', '/files?q=v.txt')).body.items;
     expect((await versioned.project.call('GET', `/files/${file.id}/versions`)).body.total).toBe(2);
+    // Every write names the version it made, as ListObjectVersions and HeadObject name it.
+    const versionsOf = async (Prefix: string) =>
+      (
+        await versioned.client.send(new ListObjectVersionsCommand({ Bucket: versioned.name, Prefix }))
+      ).Versions?.map((v) => v.VersionId);
+    expect(written.every(Boolean)).toBe(true);
+    expect(written).toEqual((await versionsOf('v.txt'))?.reverse());
+    const head = await versioned.client.send(new HeadObjectCommand({ Bucket: versioned.name, Key: 'v.txt' }));
+    expect(head.VersionId).toBe(written[1]);
+    const copied: (string | undefined)[] = [];
+    for (let round = 0; round < 2; round++) {
+      const copy = await versioned.client.send(
+        new CopyObjectCommand({
+          Bucket: versioned.name,
+          Key: 'v-copy.txt',
+          CopySource: `${versioned.name}/v.txt`,
+        }),
+      );
+      copied.push(copy.VersionId);
+    }
+    expect(copied.every(Boolean)).toBe(true);
+    expect(copied).toEqual((await versionsOf('v-copy.txt'))?.reverse());
+    const url = await getSignedUrl(
+      versioned.client,
+      new GetObjectCommand({ Bucket: versioned.name, Key: 'v.txt' }),
+      { expiresIn: 60 },
+    );
+    const unchanged = await fetch(url, { headers: { 'if-none-match': head.ETag! } });
+    expect(unchanged.status).toBe(304);
+    expect(unchanged.headers.get('x-amz-version-id')).toBe(written[1]);
     const plain = await bucketWith();
     for (const body of ['one', 'two']) {
-      await plain.client.send(
+      const put = await plain.client.send(
         new PutObjectCommand({ Bucket: plain.name, Key: 'p.txt', Body: body, ContentType: 'text/plain' }),
       );
+      expect(put.VersionId).toBeUndefined();
     }
     const files = (await plain.project.call('GET', '/files?q=p.txt')).body;
     expect(files.total).toBe(1);
@@ -542,7 +575,7 @@ describe('the S3 endpoint', () => {
         await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key: key, UploadId }));
         return;
       }
-      await client.send(
+      const completed = await client.send(
         new CompleteMultipartUploadCommand({
           Bucket: name,
           Key: key,
@@ -550,6 +583,7 @@ describe('the S3 endpoint', () => {
           MultipartUpload: { Parts: parts },
         }),
       );
+      return completed.VersionId;
     };
     const first = randomBytes(5 * 1024 * 1024 + 10);
     const second = randomBytes(5 * 1024 * 1024 + 20);
@@ -557,9 +591,9 @@ describe('the S3 endpoint', () => {
     for (const versioning of [true, false]) {
       const bucket = await bucketWith({ versioning_enabled: versioning });
       const usage = async () => (await bucket.project.call('GET', '/usage')).body;
-      await multipart(bucket, 'big.bin', first);
+      const written = [await multipart(bucket, 'big.bin', first)];
       const [file] = (await bucket.project.call('GET', '/files?q=big.bin')).body.items;
-      await multipart(bucket, 'big.bin', second);
+      written.push(await multipart(bucket, 'big.bin', second));
       // Given up: the file keeps its content, and the bytes reserved go back.
       await multipart(bucket, 'big.bin', third, true);
       const files = (await bucket.project.call('GET', '/files?q=big.bin')).body;
@@ -574,6 +608,14 @@ describe('the S3 endpoint', () => {
       const versions = await bucket.project.call('GET', `/files/${file.id}/versions`);
       if (versioning) expect(versions.body.items).toHaveLength(2);
       else expect(versions.body.error.code).toBe('VERSIONING_DISABLED');
+      // Each completion names the version it made, as ListObjectVersions does.
+      const listed = await bucket.client.send(
+        new ListObjectVersionsCommand({ Bucket: bucket.name, Prefix: 'big.bin' }),
+      );
+      expect(written).toEqual(
+        versioning ? listed.Versions?.map((v) => v.VersionId).reverse() : [undefined, undefined],
+      );
+      if (versioning) expect(written.every(Boolean)).toBe(true);
       const { storage } = await usage();
       expect(storage.reserved_bytes).toBe(0);
       expect(storage.used_bytes).toBe(versioning ? first.length + second.length : second.length);
