@@ -29,6 +29,7 @@ import {
   putObject,
   rangeOf,
   requireReadable,
+  responseOverrides,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
@@ -68,15 +69,15 @@ export function objectOperations(services: Services): Record<string, Operation> 
 
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
+    const overrides = responseOverrides(query);
     const file = await fileAt(services, caller, target.key, atKey);
     // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
     if (request.method !== 'HEAD') requireReadable(file);
     const content = await contentOf(caller, file, query.get('versionId'));
     checkConditions(request.headers, content);
     const range = rangeOf(request.headers.range, content.size);
-    const header = (name: string, fallback: string) => query.get(`response-${name}`) ?? fallback;
     reply.headers({
-      'content-type': header('content-type', content.contentType),
+      'content-type': content.contentType,
       'content-length': String(range ? range.end - range.start + 1 : content.size),
       etag: content.etag,
       'last-modified': content.modified.toUTCString(),
@@ -84,17 +85,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
       'x-coffer-file-id': file.id,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...metaHeaders(file.metadata),
+      ...overrides,
     });
-    for (const name of [
-      'content-disposition',
-      'content-encoding',
-      'content-language',
-      'cache-control',
-      'expires',
-    ]) {
-      const value = query.get(`response-${name}`);
-      if (value !== null) reply.header(name, value);
-    }
     if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
     if (request.method === 'HEAD' || content.size === 0) return reply.send();
     const body = await objectBody(services.store, content.storageKey, range);

@@ -120,6 +120,34 @@ export async function fileAt(
   return file;
 }
 
+/** The headers a GetObject's `response-*` query parameters override. */
+const OVERRIDABLE = [
+  'content-type',
+  'content-disposition',
+  'content-encoding',
+  'content-language',
+  'cache-control',
+  'expires',
+];
+
+/**
+ * The headers a GetObject's `response-*` parameters set, each checked before anything is sent: a value
+ * no header can hold (a line break, a control character) is InvalidArgument, where Node would refuse
+ * it mid-answer, after the object's Content-Length.
+ */
+export function responseOverrides(query: URLSearchParams): Record<string, string> {
+  const overrides: Record<string, string> = {};
+  for (const name of OVERRIDABLE) {
+    const value = query.get(`response-${name}`);
+    if (value === null) continue;
+    if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
+      throw invalidArgument(`response-${name} holds a character a header cannot carry`);
+    }
+    overrides[name] = value;
+  }
+  return overrides;
+}
+
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
 export function requireReadable(file: FileRow): void {
   if (file.status !== 'ready') throw invalidObjectState(file.status);

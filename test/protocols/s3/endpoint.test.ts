@@ -263,6 +263,19 @@ describe('the S3 endpoint', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-disposition')).toBe('attachment; filename="x.txt"');
     expect(await response.text()).toBe('presigned');
+    // A value no header can hold is refused before anything is sent, as S3 does.
+    const broken = await getSignedUrl(
+      client,
+      new GetObjectCommand({
+        Bucket: name,
+        Key: 'signed.txt',
+        ResponseContentDisposition: 'attachment;\r\nfilename="x.txt"',
+      }),
+      { expiresIn: 60 },
+    );
+    const refused = await fetch(broken);
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain('<Code>InvalidArgument</Code>');
     const tampered = await fetch(url.replace('signed.txt', 'signed2.txt'));
     expect(tampered.status).toBe(403);
     expect(await tampered.text()).toContain('<Code>SignatureDoesNotMatch</Code>');
