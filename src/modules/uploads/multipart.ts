@@ -13,6 +13,7 @@ import {
   type PartInfo,
   STORED_PER_DECLARED_BYTE,
 } from '../../infra/storage/object-store.ts';
+import { bareEtag } from '../../lib/etag.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
@@ -45,9 +46,6 @@ function checkPartNumber(partNumber: number): void {
   }
 }
 
-/** S3 and browsers hand ETags around with or without their quotes. */
-const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
-
 /** Checks the client's part list against what the store holds; every failure names the part. */
 export function checkParts(
   listed: { part_number: number; etag: string }[],
@@ -55,20 +53,24 @@ export function checkParts(
   expected: number | { atMost: number },
 ): void {
   if (listed.length === 0) throw validationError('parts must list at least one part', { field: 'parts' });
-  const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
-  let total = 0;
+  // The whole list's order first, as S3 checks it: a list out of order is refused as such, whatever its parts.
   listed.forEach((part, index) => {
-    const field = `parts.${index}`;
     const previous = listed[index - 1];
     if (previous && part.part_number <= previous.part_number) {
       throw validationError(
         `Part ${part.part_number} is out of order or repeated: list parts ascending and unique`,
         {
-          field,
+          field: `parts.${index}`,
           part_number: part.part_number,
+          previous_part_number: previous.part_number,
         },
       );
     }
+  });
+  const byNumber = new Map(stored.map((part) => [part.partNumber, part]));
+  let total = 0;
+  listed.forEach((part, index) => {
+    const field = `parts.${index}`;
     const found = byNumber.get(part.part_number);
     if (!found) {
       throw validationError(`Part ${part.part_number} was not uploaded`, {

@@ -9,13 +9,17 @@ import { shownAt } from './objects.ts';
 
 /**
  * Where a listing resumes after a V1 marker or a version listing's key marker: after the key, or past
- * everything under it when it is a common prefix (as the NextMarker of a rolled-up page means).
+ * everything under it when it is a common prefix (as the NextMarker of a rolled-up page means), i.e.
+ * it ends with the delimiter and holds it after the prefix: a marker equal to the prefix skips nothing.
  */
 function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
   if (!marker) return undefined;
-  if (delimiter && marker.endsWith(delimiter) && marker.startsWith(prefix))
-    return { after: `${marker}\u{10ffff}` };
-  return { after: marker };
+  const rolledUp =
+    delimiter &&
+    marker.startsWith(prefix) &&
+    marker.endsWith(delimiter) &&
+    marker.slice(prefix.length).includes(delimiter);
+  return { after: rolledUp ? `${marker}\u{10ffff}` : marker };
 }
 
 /** Buckets (a project is one) and their listings: ListBuckets, HeadBucket, ListObjects(V2), ListObjectVersions. */

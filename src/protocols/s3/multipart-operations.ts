@@ -76,8 +76,15 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const body = verifiedBody(requestBody(request), auth, { headerChecksums: false });
       const parts = completedParts((await readAll(body, MAX_XML_BYTES)).toString('utf8'));
       const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
-      const file = await completeUpload(services, caller, query.get('uploadId') ?? '', parts, guard);
+      const { file, versionId } = await completeUpload(
+        services,
+        caller,
+        query.get('uploadId') ?? '',
+        parts,
+        guard,
+      );
       reply.header('x-coffer-file-id', file.id);
+      if (versionId) reply.header('x-amz-version-id', versionId);
       return xml(reply, 'CompleteMultipartUploadResult', {
         Location: `${request.protocol}://${request.host}/s3/${caller.project.bucket}/${urlEncodeKey(target.key)}`,
         Bucket: caller.project.bucket,

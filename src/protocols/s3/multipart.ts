@@ -2,11 +2,12 @@ import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
+import { findSessionAndFile } from '../../modules/uploads/session-repo.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { successor } from './listing.ts';
-import { folderFor, replaceableAt } from './objects.ts';
+import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -24,8 +25,13 @@ async function onUpload<T>(work: () => Promise<T>): Promise<T> {
     if (isDomainError(error, 'NOT_FOUND') || isDomainError(error, 'INVALID_STATE')) throw noSuchUpload();
     // A part list that does not match what was uploaded, in S3's words.
     if (isDomainError(error, 'VALIDATION_ERROR') && String(error.details?.field ?? '').startsWith('parts')) {
-      const tooSmall = error.details?.min_size_bytes !== undefined;
-      throw new S3Error(400, tooSmall ? 'EntityTooSmall' : 'InvalidPart', error.message);
+      const code =
+        error.details?.previous_part_number !== undefined
+          ? 'InvalidPartOrder'
+          : error.details?.min_size_bytes !== undefined
+            ? 'EntityTooSmall'
+            : 'InvalidPart';
+      throw new S3Error(400, code, error.message);
     }
     throw error;
   }
@@ -90,13 +96,21 @@ export function completedParts(xml: string): { part_number: number; etag: string
   });
 }
 
-export const completeUpload = (
+/** CompleteMultipartUpload: the file, and the version id of its new content where the bucket keeps versions. */
+export async function completeUpload(
   services: MultipartServices,
   caller: Caller,
   uploadId: string,
   parts: { part_number: number; etag: string }[],
   guard?: WriteGuard,
-) => onUpload(() => services.multipart.finish(caller, uploadId, parts, guard));
+) {
+  const file = await onUpload(() => services.multipart.finish(caller, uploadId, parts, guard));
+  // An upload over a key made new content of its file, whose id is that version's.
+  const found = caller.project.settings.versioning_enabled
+    ? await findSessionAndFile(services.db, caller.project.id, uploadId)
+    : undefined;
+  return { file, versionId: await writtenVersion(services, caller, file, found?.session.content_id ?? null) };
+}
 
 export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>
   onUpload(() => services.multipart.abort(caller, uploadId));

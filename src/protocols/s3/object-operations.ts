@@ -30,6 +30,7 @@ import {
   putObject,
   rangeOf,
   requireReadable,
+  responseOverrides,
   writeConditionOf,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
@@ -44,14 +45,15 @@ export function objectOperations(services: Services): Record<string, Operation> 
 
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
+    const overrides = responseOverrides(query);
     const file = await fileAt(services, caller, target.key, atKey);
-    requireReadable(file);
+    // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
+    if (request.method !== 'HEAD') requireReadable(file);
     const content = await contentOf(services, caller, file, query.get('versionId'));
-    checkConditions(request.headers, content.etag, content.modified);
+    checkConditions(request.headers, content);
     const range = rangeOf(request.headers.range, content.size);
-    const header = (name: string, fallback: string) => query.get(`response-${name}`) ?? fallback;
     reply.headers({
-      'content-type': header('content-type', content.contentType),
+      'content-type': content.contentType,
       'content-length': String(range ? range.end - range.start + 1 : content.size),
       etag: content.etag,
       'last-modified': content.modified.toUTCString(),
@@ -59,17 +61,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
       'x-coffer-file-id': file.id,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...metaHeaders(file.metadata),
+      ...overrides,
     });
-    for (const name of [
-      'content-disposition',
-      'content-encoding',
-      'content-language',
-      'cache-control',
-      'expires',
-    ]) {
-      const value = query.get(`response-${name}`);
-      if (value !== null) reply.header(name, value);
-    }
     if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
     if (request.method === 'HEAD' || content.size === 0) return reply.send();
     const body = await objectBody(services.store, content.storageKey, range);
@@ -93,6 +86,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
         });
         if (source.content.versionId) reply.header('x-amz-copy-source-version-id', source.content.versionId);
         if (copied.file) reply.header('x-coffer-file-id', copied.file.id);
+        if (copied.versionId) reply.header('x-amz-version-id', copied.versionId);
         return xml(reply, 'CopyObjectResult', {
           LastModified: (copied.file?.updated_at ?? new Date()).toISOString(),
           ETag: copied.etag,
@@ -110,9 +104,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       });
       reply.header('etag', put.etag);
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
-      if (put.versionId && caller.project.settings.versioning_enabled) {
-        reply.header('x-amz-version-id', put.versionId);
-      }
+      if (put.versionId) reply.header('x-amz-version-id', put.versionId);
       return reply.send();
     },
 

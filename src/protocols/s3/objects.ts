@@ -4,6 +4,7 @@ import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
+import { bareEtag } from '../../lib/etag.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -63,19 +64,26 @@ export function metadataOf(
   return metadata;
 }
 
-/** The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. */
+/**
+ * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
+ * carries the validators a 200 would (RFC 9110 §15.4.5), so caches can refresh what they hold.
+ */
 export function checkConditions(
   headers: Record<string, string | string[] | undefined>,
-  etag: string,
-  modified: Date,
+  { etag, modified, versionId }: { etag: string; modified: Date; versionId?: string },
   forCopy = false,
 ): void {
+  const validators = {
+    etag,
+    'last-modified': modified.toUTCString(),
+    ...(versionId ? { 'x-amz-version-id': versionId } : {}),
+  };
   const notModified = () =>
-    forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified');
+    forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
   const matches = (list: string) =>
-    list.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === etag);
+    list.split(',').some((tag) => tag.trim() === '*' || bareEtag(tag) === bareEtag(etag));
   const seconds = Math.floor(modified.getTime() / 1000);
   const since = (value: string) => Math.floor(Date.parse(value) / 1000);
   const ifMatch = header('if-match');
@@ -112,9 +120,6 @@ export function writeConditionOf(
   }
   return { ifNoneMatch: ifNoneMatch !== undefined, ifMatch };
 }
-
-/** An ETag as compared: with or without its quotes (clients send both), never weak. */
-const bareEtag = (etag: string) => etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
 
 /** Why the object at a key (`file`, or none) fails `condition`; undefined when it meets it. */
 function unmet(condition: WriteCondition, file: FileRow | undefined): S3Error | undefined {
@@ -179,6 +184,34 @@ export async function fileAt(
   const file = await shownAt(services, caller, key, atKey);
   if (!file) throw noSuchKey();
   return file;
+}
+
+/** The headers a GetObject's `response-*` query parameters override. */
+const OVERRIDABLE = [
+  'content-type',
+  'content-disposition',
+  'content-encoding',
+  'content-language',
+  'cache-control',
+  'expires',
+];
+
+/**
+ * The headers a GetObject's `response-*` parameters set, each checked before anything is sent: a value
+ * no header can hold (a line break, a control character) is InvalidArgument, where Node would refuse
+ * it mid-answer, after the object's Content-Length.
+ */
+export function responseOverrides(query: URLSearchParams): Record<string, string> {
+  const overrides: Record<string, string> = {};
+  for (const name of OVERRIDABLE) {
+    const value = query.get(`response-${name}`);
+    if (value === null) continue;
+    if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
+      throw invalidArgument(`response-${name} holds a character a header cannot carry`);
+    }
+    overrides[name] = value;
+  }
+  return overrides;
 }
 
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
@@ -287,7 +320,11 @@ export async function putObject(
       request.body,
       request.guard,
     );
-    return { etag: etagOf(outcome.file), file: outcome.file, versionId: outcome.version_id };
+    return {
+      etag: etagOf(outcome.file),
+      file: outcome.file,
+      versionId: await writtenVersion(services, caller, outcome.file, outcome.version_id),
+    };
   }
   const file = await services.ingest.writeFile(
     caller,
@@ -302,7 +339,21 @@ export async function putObject(
     request.body,
     { guard: request.guard },
   );
-  return { etag: etagOf(file), file };
+  return { etag: etagOf(file), file, versionId: await writtenVersion(services, caller, file, null) };
+}
+
+/**
+ * The version id a write to a versioning-enabled bucket answers with, the one ListObjectVersions and
+ * HeadObject show: its new content's (`contentId`), or the first version of the file it made.
+ */
+export async function writtenVersion(
+  services: Pick<ObjectServices, 'db'>,
+  caller: Caller,
+  file: FileRow,
+  contentId: string | null,
+): Promise<string | undefined> {
+  if (!caller.project.settings.versioning_enabled) return undefined;
+  return contentId ?? (await listVersions(services.db, file.id)).at(-1)?.id;
 }
 
 /**
@@ -456,7 +507,7 @@ export async function copySource(
       .filter(([name]) => name.startsWith('x-amz-copy-source-if-'))
       .map(([name, value]) => [name.replace('x-amz-copy-source-', ''), value]),
   );
-  checkConditions(conditions, content.etag, content.modified, true);
+  checkConditions(conditions, content, true);
   return { file, content };
 }
 

@@ -211,8 +211,7 @@ describe.skipIf(!clients.aws)('aws cli', () => {
 });
 
 describe.skipIf(!clients.rclone)('rclone', () => {
-  it('copies, lists, checks and deletes, large files in parts', async () => {
-    const s = await setup();
+  const rcloneOf = (s: Setup) => {
     const env = clientEnv(s, {
       RCLONE_CONFIG: join(s.dir, 'none.conf'),
       RCLONE_CONFIG_COFFER_TYPE: 's3',
@@ -223,11 +222,16 @@ describe.skipIf(!clients.rclone)('rclone', () => {
       RCLONE_CONFIG_COFFER_REGION: 'us-east-1',
       RCLONE_CONFIG_COFFER_FORCE_PATH_STYLE: 'true',
     });
-    const rclone = (...args: string[]) =>
+    return (...args: string[]) =>
       run(clients.rclone!, ['--s3-upload-cutoff', '5M', '--s3-chunk-size', '5M', ...args], {
         env,
         maxBuffer: 16 * MiB,
       });
+  };
+
+  it('copies, lists, checks and deletes, large files in parts', async () => {
+    const s = await setup();
+    const rclone = rcloneOf(s);
     const local = join(s.dir, 'tree');
     const tree = localTree(local);
     await rclone('copy', local, `coffer:${s.bucket}/rc`);
@@ -236,6 +240,17 @@ describe.skipIf(!clients.rclone)('rclone', () => {
     await rclone('check', local, `coffer:${s.bucket}/rc`);
     await rclone('delete', `coffer:${s.bucket}/rc`);
     expect([...(await filesOf(s.project)).keys()].filter((key) => key.startsWith('rc/'))).toEqual([]);
+  });
+
+  it('copies a file into a project that scans uploads: it checks the upload with a HEAD while the scan runs', async () => {
+    const s = await setup({ virus_scan_enabled: true });
+    const data = opaqueBytes(4096, 'scanned');
+    writeFileSync(join(s.dir, 'scanned.bin'), data);
+    await rcloneOf(s)('copyto', join(s.dir, 'scanned.bin'), `coffer:${s.bucket}/scan/scanned.bin`);
+    expect((await filesOf(s.project)).get('scan/scanned.bin')).toMatchObject({
+      size_bytes: data.length,
+      checksum_sha256: sha256(data),
+    });
   });
 });
 

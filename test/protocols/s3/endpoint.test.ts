@@ -5,6 +5,7 @@ import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
+  type CopyObjectCommandInput,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -176,6 +177,41 @@ describe('the S3 endpoint', () => {
     ).toMatchObject({ status: 304 });
     const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'range.txt' }));
     expect(head).toMatchObject({ ContentLength: 10, ETag: etag, ContentType: 'text/plain' });
+    // A 304 carries the validators a 200 would, for a cache to refresh what it holds.
+    const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: name, Key: 'range.txt' }), {
+      expiresIn: 60,
+    });
+    const unchanged = await fetch(url, { headers: { 'if-none-match': etag } });
+    expect(unchanged.status).toBe(304);
+    expect(unchanged.headers.get('etag')).toBe(etag);
+    expect(unchanged.headers.get('last-modified')).toBe(head.LastModified?.toUTCString());
+  });
+
+  it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them', async () => {
+    const { client, name } = bucket;
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'bare.txt', Body: 'abc', ContentType: 'text/plain' }),
+    );
+    const bare = md5('abc');
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfMatch: bare }));
+    expect((await text(got.Body)).toString()).toBe('abc');
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfNoneMatch: bare }))),
+    ).toMatchObject({ status: 304 });
+    const copy = (conditions: Partial<CopyObjectCommandInput>) =>
+      client.send(
+        new CopyObjectCommand({
+          Bucket: name,
+          Key: 'bare-copy.txt',
+          CopySource: `${name}/bare.txt`,
+          ...conditions,
+        }),
+      );
+    await copy({ CopySourceIfMatch: bare });
+    expect(await refusal(copy({ CopySourceIfNoneMatch: bare }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
   });
 
   it('serves small objects whole and in ranges, those read with their sidecar and those read after it', async () => {
@@ -230,6 +266,19 @@ describe('the S3 endpoint', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-disposition')).toBe('attachment; filename="x.txt"');
     expect(await response.text()).toBe('presigned');
+    // A value no header can hold is refused before anything is sent, as S3 does.
+    const broken = await getSignedUrl(
+      client,
+      new GetObjectCommand({
+        Bucket: name,
+        Key: 'signed.txt',
+        ResponseContentDisposition: 'attachment;\r\nfilename="x.txt"',
+      }),
+      { expiresIn: 60 },
+    );
+    const refused = await fetch(broken);
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain('<Code>InvalidArgument</Code>');
     const tampered = await fetch(url.replace('signed.txt', 'signed2.txt'));
     expect(tampered.status).toBe(403);
     expect(await tampered.text()).toContain('<Code>SignatureDoesNotMatch</Code>');
@@ -328,6 +377,12 @@ describe('the S3 endpoint', () => {
       new ListObjectsCommand({ Bucket: name, Delimiter: '/', Marker: v1.NextMarker ?? 'a.txt' }),
     );
     expect(v1next.CommonPrefixes?.map((entry) => entry.Prefix)).toEqual(['b/']);
+    // A marker equal to the prefix is no common prefix to skip: the listing starts right after it.
+    const fromPrefix = await client.send(
+      new ListObjectsCommand({ Bucket: name, Prefix: 'b/', Delimiter: '/', Marker: 'b/' }),
+    );
+    expect(fromPrefix.Contents?.map((entry) => entry.Key)).toEqual(['b/1.txt', 'b/2.txt']);
+    expect(fromPrefix.CommonPrefixes?.map((entry) => entry.Prefix)).toEqual(['b/c/']);
     const encoded = await client.send(
       new ListObjectsV2Command({ Bucket: name, Prefix: 'é', EncodingType: 'url' }),
     );
@@ -449,6 +504,11 @@ describe('the S3 endpoint', () => {
     expect(
       await refusal(scanned.client.send(new GetObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }))),
     ).toEqual({ code: 'InvalidObjectState', status: 403 });
+    // Only its bytes wait for the scan: HeadObject answers with its headers, as S3 does.
+    const pending = await scanned.client.send(
+      new HeadObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }),
+    );
+    expect(pending).toMatchObject({ ContentLength: 4, ETag: `"${md5('wait')}"` });
     await drain(coffer.services.pipeline);
     const got = await scanned.client.send(new GetObjectCommand({ Bucket: scanned.name, Key: 'wait.txt' }));
     expect((await text(got.Body)).toString()).toBe('wait');
@@ -456,18 +516,51 @@ describe('the S3 endpoint', () => {
 
   it('a PUT over a key makes a new version where versioning is on, and replaces the content otherwise', async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
+    const written: (string | undefined)[] = [];
     for (const body of ['one', 'two']) {
-      await versioned.client.send(
+      const put = await versioned.client.send(
         new PutObjectCommand({ Bucket: versioned.name, Key: 'v.txt', Body: body, ContentType: 'text/plain' }),
       );
+      written.push(put.VersionId);
     }
     const [file] = (await versioned.project.call('GET', '/files?q=v.txt')).body.items;
     expect((await versioned.project.call('GET', `/files/${file.id}/versions`)).body.total).toBe(2);
+    // Every write names the version it made, as ListObjectVersions and HeadObject name it.
+    const versionsOf = async (Prefix: string) =>
+      (
+        await versioned.client.send(new ListObjectVersionsCommand({ Bucket: versioned.name, Prefix }))
+      ).Versions?.map((v) => v.VersionId);
+    expect(written.every(Boolean)).toBe(true);
+    expect(written).toEqual((await versionsOf('v.txt'))?.reverse());
+    const head = await versioned.client.send(new HeadObjectCommand({ Bucket: versioned.name, Key: 'v.txt' }));
+    expect(head.VersionId).toBe(written[1]);
+    const copied: (string | undefined)[] = [];
+    for (let round = 0; round < 2; round++) {
+      const copy = await versioned.client.send(
+        new CopyObjectCommand({
+          Bucket: versioned.name,
+          Key: 'v-copy.txt',
+          CopySource: `${versioned.name}/v.txt`,
+        }),
+      );
+      copied.push(copy.VersionId);
+    }
+    expect(copied.every(Boolean)).toBe(true);
+    expect(copied).toEqual((await versionsOf('v-copy.txt'))?.reverse());
+    const url = await getSignedUrl(
+      versioned.client,
+      new GetObjectCommand({ Bucket: versioned.name, Key: 'v.txt' }),
+      { expiresIn: 60 },
+    );
+    const unchanged = await fetch(url, { headers: { 'if-none-match': head.ETag! } });
+    expect(unchanged.status).toBe(304);
+    expect(unchanged.headers.get('x-amz-version-id')).toBe(written[1]);
     const plain = await bucketWith();
     for (const body of ['one', 'two']) {
-      await plain.client.send(
+      const put = await plain.client.send(
         new PutObjectCommand({ Bucket: plain.name, Key: 'p.txt', Body: body, ContentType: 'text/plain' }),
       );
+      expect(put.VersionId).toBeUndefined();
     }
     const files = (await plain.project.call('GET', '/files?q=p.txt')).body;
     expect(files.total).toBe(1);
@@ -498,7 +591,7 @@ describe('the S3 endpoint', () => {
         await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key: key, UploadId }));
         return;
       }
-      await client.send(
+      const completed = await client.send(
         new CompleteMultipartUploadCommand({
           Bucket: name,
           Key: key,
@@ -506,6 +599,7 @@ describe('the S3 endpoint', () => {
           MultipartUpload: { Parts: parts },
         }),
       );
+      return completed.VersionId;
     };
     const first = randomBytes(5 * 1024 * 1024 + 10);
     const second = randomBytes(5 * 1024 * 1024 + 20);
@@ -513,9 +607,9 @@ describe('the S3 endpoint', () => {
     for (const versioning of [true, false]) {
       const bucket = await bucketWith({ versioning_enabled: versioning });
       const usage = async () => (await bucket.project.call('GET', '/usage')).body;
-      await multipart(bucket, 'big.bin', first);
+      const written = [await multipart(bucket, 'big.bin', first)];
       const [file] = (await bucket.project.call('GET', '/files?q=big.bin')).body.items;
-      await multipart(bucket, 'big.bin', second);
+      written.push(await multipart(bucket, 'big.bin', second));
       // Given up: the file keeps its content, and the bytes reserved go back.
       await multipart(bucket, 'big.bin', third, true);
       const files = (await bucket.project.call('GET', '/files?q=big.bin')).body;
@@ -530,6 +624,14 @@ describe('the S3 endpoint', () => {
       const versions = await bucket.project.call('GET', `/files/${file.id}/versions`);
       if (versioning) expect(versions.body.items).toHaveLength(2);
       else expect(versions.body.error.code).toBe('VERSIONING_DISABLED');
+      // Each completion names the version it made, as ListObjectVersions does.
+      const listed = await bucket.client.send(
+        new ListObjectVersionsCommand({ Bucket: bucket.name, Prefix: 'big.bin' }),
+      );
+      expect(written).toEqual(
+        versioning ? listed.Versions?.map((v) => v.VersionId).reverse() : [undefined, undefined],
+      );
+      if (versioning) expect(written.every(Boolean)).toBe(true);
       const { storage } = await usage();
       expect(storage.reserved_bytes).toBe(0);
       expect(storage.used_bytes).toBe(versioning ? first.length + second.length : second.length);
@@ -590,6 +692,8 @@ describe('the S3 endpoint', () => {
     });
     expect(rest.Versions?.map((v) => v.Key)).toEqual(['d.txt', 'd.txt']);
     expect(rest.CommonPrefixes ?? []).toEqual([]);
+    const fromPrefix = await list({ Prefix: 'b/', Delimiter: '/', KeyMarker: 'b/' });
+    expect(fromPrefix.Versions?.map((v) => v.Key)).toEqual(['b/c.txt']);
   });
 
   it('deletes one version for good by its id, keeping the object and its other versions', async () => {
@@ -938,7 +1042,7 @@ describe('the S3 endpoint', () => {
     const small = await client.send(
       new UploadPartCommand({ Bucket: name, Key: 'x.bin', UploadId, PartNumber: 1, Body: 'tiny' }),
     );
-    await client.send(
+    const tail = await client.send(
       new UploadPartCommand({ Bucket: name, Key: 'x.bin', UploadId, PartNumber: 2, Body: 'tail' }),
     );
     const complete = (Parts: { ETag: string; PartNumber: number }[]) =>
@@ -950,6 +1054,15 @@ describe('the S3 endpoint', () => {
           MultipartUpload: { Parts },
         }),
       );
+    // The order is checked first, before the small part that is not the last.
+    expect(
+      await refusal(
+        complete([
+          { ETag: tail.ETag!, PartNumber: 2 },
+          { ETag: small.ETag!, PartNumber: 1 },
+        ]),
+      ),
+    ).toEqual({ code: 'InvalidPartOrder', status: 400 });
     expect(await refusal(complete([{ ETag: '"0123"', PartNumber: 1 }]))).toEqual({
       code: 'InvalidPart',
       status: 400,
