@@ -15,6 +15,7 @@ import {
 } from './call.ts';
 import { asS3Error, malformedXml, noSuchBucket, noSuchVersion, notImplemented } from './errors.ts';
 import { etagOf } from './etag.ts';
+import { getMarker, isMarkerKey } from './markers.ts';
 import {
   checkConditions,
   copyObject,
@@ -98,9 +99,12 @@ export function objectOperations(services: Services): Record<string, Operation> 
     return reply.send(await objectBody(services.store, content.storageKey, range));
   }
 
+  const readKey = (call: S3Call) =>
+    isMarkerKey(call.target.key) ? getMarker(services, call) : getObject(call);
+
   return {
-    'GET object': getObject,
-    'HEAD object': getObject,
+    'GET object': readKey,
+    'HEAD object': readKey,
 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');

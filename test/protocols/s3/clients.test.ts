@@ -107,22 +107,27 @@ async function expectStored(project: TestProject, prefix: string, tree: Record<s
   }
 }
 
+/** The aws cli, path-style and in parts past 5 MB, with the credential of `s` alone. */
+function awsCli(s: Setup) {
+  writeFileSync(
+    join(s.dir, 'config'),
+    '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n',
+  );
+  const env = clientEnv(s, {
+    AWS_ACCESS_KEY_ID: s.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: s.secret,
+    AWS_CONFIG_FILE: join(s.dir, 'config'),
+    AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
+    AWS_EC2_METADATA_DISABLED: 'true',
+  });
+  return (...args: string[]) =>
+    run(clients.aws!, ['--endpoint-url', s.endpoint, ...args], { env, maxBuffer: 16 * MiB });
+}
+
 describe.skipIf(!clients.aws)('aws cli', () => {
   it('copies, lists, syncs, presigns and removes, large files in parts', async () => {
     const s = await setup();
-    writeFileSync(
-      join(s.dir, 'config'),
-      '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  multipart_threshold = 5MB\n  multipart_chunksize = 5MB\n',
-    );
-    const env = clientEnv(s, {
-      AWS_ACCESS_KEY_ID: s.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: s.secret,
-      AWS_CONFIG_FILE: join(s.dir, 'config'),
-      AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
-      AWS_EC2_METADATA_DISABLED: 'true',
-    });
-    const aws = (...args: string[]) =>
-      run(clients.aws!, ['--endpoint-url', s.endpoint, ...args], { env, maxBuffer: 16 * MiB });
+    const aws = awsCli(s);
     const local = join(s.dir, 'tree');
     const tree = localTree(local);
     await aws('s3', 'cp', '--recursive', local, `s3://${s.bucket}/up/`);
@@ -139,6 +144,29 @@ describe.skipIf(!clients.aws)('aws cli', () => {
     await aws('s3', 'rm', '--recursive', `s3://${s.bucket}/up/`);
     const left = await filesOf(s.project);
     expect([...left.keys()].filter((key) => key.startsWith('up/'))).toEqual([]);
+  });
+
+  it('heads a folder key it put, and lists none that a deleted key only implied', async () => {
+    const s = await setup();
+    const aws = awsCli(s);
+    const api = async (...args: string[]) =>
+      JSON.parse((await aws('s3api', ...args, '--bucket', s.bucket)).stdout || '{}');
+    await aws('s3api', 'put-object', '--bucket', s.bucket, '--key', 'made/');
+    expect(await api('head-object', '--key', 'made/')).toMatchObject({
+      ContentLength: 0,
+      ETag: '"d41d8cd98f00b204e9800998ecf8427e"',
+    });
+    mkdirSync(join(s.dir, 'tree/b/c'), { recursive: true });
+    for (const path of ['1.txt', 'b/2.txt', 'b/c/3.txt']) writeFileSync(join(s.dir, 'tree', path), path);
+    await aws('s3', 'cp', join(s.dir, 'tree/1.txt'), `s3://${s.bucket}/e1/e2/e3/f.txt`);
+    await aws('s3', 'rm', `s3://${s.bucket}/e1/e2/e3/f.txt`);
+    const keys = async () =>
+      ((await api('list-objects-v2')).Contents ?? []).map((o: { Key: string }) => o.Key);
+    expect(await keys()).toEqual(['made/']);
+    await aws('s3', 'cp', '--recursive', join(s.dir, 'tree'), `s3://${s.bucket}/a/`);
+    // One pass of listing and deleting empties the bucket: no key appears as the one under it goes.
+    await aws('s3', 'rm', '--recursive', `s3://${s.bucket}/`);
+    expect(await keys()).toEqual([]);
   });
 });
 
