@@ -53,3 +53,41 @@ describe('ensurePath', () => {
     expect((await folders.ensurePath(PROJECT, 'm/n')).id).not.toBe(moved.id);
   });
 });
+
+describe('S3 markers', () => {
+  it('takes folders made before markers were kept, and those made on purpose, as markers', async () => {
+    const folders = createFolderService(counted);
+    await counted.query(
+      'INSERT INTO folders (id, project_id, parent_id, name, path) VALUES ($1, $2, null, $3, $3)',
+      [`fld_old_${SUFFIX}`, PROJECT, 'old'],
+    );
+    expect(await folders.markerAt(PROJECT, 'old')).toBeDefined();
+    await folders.create(PROJECT, 'made', null);
+    await folders.ensurePath(PROJECT, 'token/path');
+    for (const path of ['made', 'token', 'token/path'])
+      expect(await folders.markerAt(PROJECT, path), path).toBeDefined();
+  });
+
+  it('makes no markers of the folders a key implies; marking one leaves those above it implied', async () => {
+    const folders = createFolderService(counted);
+    await folders.ensurePath(PROJECT, 'k1/k2', { field: 'key', implied: true });
+    expect(await folders.markerAt(PROJECT, 'k1/k2')).toBeUndefined();
+    await folders.markPath(PROJECT, 'k1/k2');
+    expect(await folders.markerAt(PROJECT, 'k1/k2')).toBeDefined();
+    await folders.markPath(PROJECT, 'k3/k4');
+    expect(await folders.markerAt(PROJECT, 'k3/k4')).toBeDefined();
+    expect(await folders.markerAt(PROJECT, 'k3')).toBeUndefined();
+  });
+
+  it('unmarks a folder that holds something, and removes an empty one', async () => {
+    const folders = createFolderService(counted);
+    await folders.markPath(PROJECT, 'u1/u2');
+    await folders.markPath(PROJECT, 'u1');
+    await folders.unmarkPath(PROJECT, 'u1');
+    expect(await folders.findByPath(PROJECT, 'u1')).toBeDefined();
+    expect(await folders.markerAt(PROJECT, 'u1')).toBeUndefined();
+    await folders.unmarkPath(PROJECT, 'u1/u2');
+    expect(await folders.findByPath(PROJECT, 'u1/u2')).toBeUndefined();
+    await folders.unmarkPath(PROJECT, 'nowhere');
+  });
+});

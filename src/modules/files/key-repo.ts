@@ -3,8 +3,8 @@ import { COLUMNS, type FileRow } from './repo.ts';
 
 /**
  * The S3 view of a project's files (migration 015): a file's key is its folder's path and its name
- * joined by '/', an empty folder is the key `path/`. Only files past their upload and not deleted are seen,
- * and a key shows the newest file that holds it.
+ * joined by '/', an empty folder made on purpose (a marker, migration 023) is the key `path/`. Only
+ * files past their upload and not deleted are seen, and a key shows the newest file that holds it.
  */
 
 /** What a listing shows of a file: what S3 lists of an object (and its id, for its versions). */
@@ -110,18 +110,21 @@ export async function listKeys(
     key,
     file: { id, size_bytes, etag, checksum_sha256, updated_at: new Date(updated_at) },
   }));
-  const folderKey = `(path || '/') COLLATE "C"`;
+  const keyOf = (alias: string) => `(${alias}.path || '/') COLLATE "C"`;
+  // Keys under `d.path/` are those from it (exclusive) to `d.path0`: '0' follows '/' in binary order.
+  const under = (key: string) => `${key} > ${keyOf('d')} AND ${key} < (d.path || '0') COLLATE "C"`;
   const folderParams: unknown[] = [projectId, limit];
-  // Only empty folders are keys of their own: a folder that holds something shows through its keys,
-  // as a key's folders do in S3, where they are no objects.
+  // Only folders made on purpose (markers, migration 023) are keys, and only empty ones: a folder
+  // that holds keys shows through them. Empty means no key under its path in this view (files S3
+  // shows, other markers): the folders a key's path implied are no keys, so they fill none.
   const folders = await q.query<{ key: string; id: string; created_at: Date }>(
-    `SELECT ${folderKey} AS key, id, created_at FROM folders d
-     WHERE project_id = $1${within(folderKey, range, folderParams)}
-       AND NOT EXISTS (SELECT 1 FROM folders c
-                       WHERE c.project_id = d.project_id AND coalesce(c.parent_id, '') = d.id)
+    `SELECT ${keyOf('d')} AS key, id, created_at FROM folders d
+     WHERE project_id = $1 AND s3_marker${within(keyOf('d'), range, folderParams)}
        AND NOT EXISTS (SELECT 1 FROM files f
-                       WHERE f.project_id = d.project_id AND f.folder_id = d.id AND ${shown('f')})
-     ORDER BY ${folderKey} LIMIT $2`,
+                       WHERE f.project_id = d.project_id AND ${shown('f')} AND ${under('f.s3_key')})
+       AND NOT EXISTS (SELECT 1 FROM folders c
+                       WHERE c.project_id = d.project_id AND c.s3_marker AND ${under(keyOf('c'))})
+     ORDER BY ${keyOf('d')} LIMIT $2`,
     folderParams,
   );
   return mergeByKey(

@@ -48,12 +48,40 @@ export async function findFolderByPath(
   q: Queryable,
   projectId: string,
   path: string,
+  lock?: Lock,
 ): Promise<Folder | undefined> {
   const [row] = await q.query<FolderRow>(
-    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND path = $2`,
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND path = $2${lock ? ` FOR ${lock.toUpperCase()}` : ''}`,
     [projectId, path],
   );
   return row && toFolder(row);
+}
+
+/** When the folder at `path` is a key of its own in the S3 view (migration 023), when it was made. */
+export async function findMarker(
+  q: Queryable,
+  projectId: string,
+  path: string,
+): Promise<{ created_at: Date } | undefined> {
+  const [row] = await q.query<{ created_at: Date }>(
+    'SELECT created_at FROM folders WHERE project_id = $1 AND path = $2 AND s3_marker',
+    [projectId, path],
+  );
+  return row;
+}
+
+/** Makes the folder a key of its own in the S3 view, or no longer one; false when it is gone. */
+export async function setMarker(
+  q: Queryable,
+  projectId: string,
+  id: string,
+  marker: boolean,
+): Promise<boolean> {
+  const rows = await q.query(
+    'UPDATE folders SET s3_marker = $3 WHERE project_id = $1 AND id = $2 RETURNING id',
+    [projectId, id, marker],
+  );
+  return rows.length > 0;
 }
 
 /** The folder `name` in `parentId` (null: the root). */
@@ -85,11 +113,19 @@ export async function listChildren(
 
 export async function insertFolder(
   q: Queryable,
-  folder: { id: string; projectId: string; parentId: string | null; name: string; path: string },
+  folder: {
+    id: string;
+    projectId: string;
+    parentId: string | null;
+    name: string;
+    path: string;
+    /** Whether it is a key of its own in the S3 view (migration 023). */
+    marker: boolean;
+  },
 ): Promise<Folder> {
   const [row] = await q.query<FolderRow>(
-    `INSERT INTO folders (id, project_id, parent_id, name, path) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
-    [folder.id, folder.projectId, folder.parentId, folder.name, folder.path],
+    `INSERT INTO folders (id, project_id, parent_id, name, path, s3_marker) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+    [folder.id, folder.projectId, folder.parentId, folder.name, folder.path, folder.marker],
   );
   return toFolder(row!);
 }

@@ -8,15 +8,32 @@ import * as repo from './repo.ts';
 const siblingTaken = (name: string) =>
   conflict(`A folder named ${JSON.stringify(name)} already exists here`, { field: 'name' });
 
-/** A new folder `name` in `parent` (the root when undefined). */
-function insert(q: Queryable, projectId: string, name: string, parent: Folder | undefined): Promise<Folder> {
+/**
+ * A new folder `name` in `parent` (the root when undefined); `marker`: whether it is a key of its own
+ * in the S3 view, as folders made on purpose are.
+ */
+function insert(
+  q: Queryable,
+  projectId: string,
+  name: string,
+  parent: Folder | undefined,
+  marker: boolean,
+): Promise<Folder> {
   return repo.insertFolder(q, {
     id: newId('fld'),
     projectId,
     parentId: parent?.id ?? null,
     name,
     path: parent ? `${parent.path}/${name}` : name,
+    marker,
   });
+}
+
+/** How ensurePath names its path in refusals, and whether the folders it creates are made on purpose. */
+export interface PathUse {
+  field?: string;
+  /** Folders an S3 key's path needs: they are no keys of their own in the S3 view, as in S3. */
+  implied?: boolean;
 }
 
 /** "" is no folder id, and not the root either (that is null): refused rather than guessed. */
@@ -34,7 +51,7 @@ export function createFolderService(db: Db) {
     projectId: string,
     parent: Folder | undefined,
     name: string,
-    field: string,
+    use: Required<PathUse>,
   ): Promise<Folder> {
     try {
       // A transaction of its own, so that the parent's path is read again under the folder lock; the
@@ -43,17 +60,37 @@ export function createFolderService(db: Db) {
         await repo.lockFolders(q, projectId, 'shared');
         const current = parent && (await repo.findFolder(q, projectId, parent.id, 'key share'));
         if (parent && !current) {
-          throw conflict('A folder of the path was removed meanwhile: try again', { field });
+          throw conflict('A folder of the path was removed meanwhile: try again', { field: use.field });
         }
-        return insert(q, projectId, name, current);
+        return insert(q, projectId, name, current, !use.implied);
       });
     } catch (error) {
       if (!repo.isUniqueViolation(error)) throw error;
       // Created concurrently by another request: use that one.
       const existing = await repo.findChild(db, projectId, parent?.id ?? null, name);
-      if (!existing) throw conflict('A folder of the path changed meanwhile: try again', { field });
+      if (!existing)
+        throw conflict('A folder of the path changed meanwhile: try again', { field: use.field });
       return existing;
     }
+  }
+
+  /** The folder at a slash-separated path, creating the missing segments. */
+  async function ensurePath(projectId: string, path: string, use: PathUse = {}): Promise<Folder> {
+    const { field = 'folder_path', implied = false } = use;
+    const names = path.split('/').filter((segment) => segment.length > 0);
+    if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
+    for (const name of names) checkName(field, name);
+    // Most paths exist already (every S3 PutObject under a prefix names one): one lookup by the whole
+    // path, where the walk below reads each segment's folder in turn.
+    const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
+    if (existing) return existing;
+    let parent: Folder | undefined;
+    for (const name of names) {
+      parent =
+        (await repo.findChild(db, projectId, parent?.id ?? null, name)) ??
+        (await createChild(projectId, parent, name, { field, implied }));
+    }
+    return parent!;
   }
 
   return {
@@ -66,7 +103,7 @@ export function createFolderService(db: Db) {
         if (parentId && !parent)
           throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
         try {
-          return await insert(q, projectId, name, parent);
+          return await insert(q, projectId, name, parent, true);
         } catch (error) {
           if (repo.isUniqueViolation(error)) throw siblingTaken(name);
           throw error;
@@ -150,22 +187,39 @@ export function createFolderService(db: Db) {
       return repo.findFolderByPath(db, projectId, path);
     },
 
-    /** The folder at a slash-separated path, creating the missing segments. */
-    async ensurePath(projectId: string, path: string, field = 'folder_path'): Promise<Folder> {
-      const names = path.split('/').filter((segment) => segment.length > 0);
-      if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
-      for (const name of names) checkName(field, name);
-      // Most paths exist already (every S3 PutObject under a prefix names one): one lookup by the whole
-      // path, where the walk below reads each segment's folder in turn.
-      const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
-      if (existing) return existing;
-      let parent: Folder | undefined;
-      for (const name of names) {
-        parent =
-          (await repo.findChild(db, projectId, parent?.id ?? null, name)) ??
-          (await createChild(projectId, parent, name, field));
+    ensurePath,
+
+    /**
+     * S3's PutObject of `path/`: the folder becomes a key of its own (a marker), created when missing
+     * (the folders above it are only implied, as S3 makes no keys for them).
+     */
+    async markPath(projectId: string, path: string): Promise<void> {
+      // An S3 delete of the folder may remove it between its lookup and its marking: then it is made again.
+      for (let attempt = 1; ; attempt++) {
+        const folder = await ensurePath(projectId, path, { field: 'key', implied: true });
+        if (await repo.setMarker(db, projectId, folder.id, true)) return;
+        if (attempt === 3) throw conflict('The folder was removed meanwhile: try again', { field: 'key' });
       }
-      return parent!;
+    },
+
+    /** The marker at `path` (its folder's creation time), when that folder is a key of its own in the S3 view. */
+    markerAt(projectId: string, path: string): Promise<{ created_at: Date } | undefined> {
+      return repo.findMarker(db, projectId, path);
+    },
+
+    /**
+     * S3's DeleteObject of `path/`: an empty folder is removed; one that still holds something (or
+     * that a live upload token is locked to) stays and is only no key of its own any more, as
+     * deleting a marker object in S3 leaves the keys under it.
+     */
+    async unmarkPath(projectId: string, path: string): Promise<void> {
+      await db.tx(async (q) => {
+        const folder = await repo.findFolderByPath(q, projectId, path, 'update');
+        if (!folder) return;
+        const refs = await repo.folderReferences(q, projectId, folder.id);
+        if (refs.folders || refs.files || refs.tokens) await repo.setMarker(q, projectId, folder.id, false);
+        else await repo.deleteFolder(q, projectId, folder.id);
+      });
     },
   };
 }

@@ -3,7 +3,7 @@ import type { ListedFile } from '../../modules/files/key-repo.ts';
 import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { type Operation, refuseTokens, requireScope, xml } from './call.ts';
-import { etagOf } from './etag.ts';
+import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { decodeToken, encodeToken, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
 import { shownAt } from './objects.ts';
 
@@ -21,6 +21,17 @@ function markerResume(marker: string | null, prefix: string, delimiter: string):
     marker.slice(prefix.length).includes(delimiter);
   return { after: rolledUp ? `${marker}\u{10ffff}` : marker };
 }
+
+/** A folder marker's one version, as ListObjectsV2 lists it: no bytes, kept unversioned. */
+const markerVersion = ({ key, folder }: { key: string; folder: { created_at: Date } }) => ({
+  Key: key,
+  VersionId: 'null',
+  IsLatest: true,
+  LastModified: folder.created_at.toISOString(),
+  ETag: EMPTY_ETAG,
+  Size: 0,
+  StorageClass: 'STANDARD',
+});
 
 /** Buckets (a project is one) and their listings: ListBuckets, HeadBucket, ListObjects(V2), ListObjectVersions. */
 export function bucketOperations(services: Services, region: string): Record<string, Operation> {
@@ -161,7 +172,8 @@ export function bucketOperations(services: Services, region: string): Record<str
             continue;
           }
           const { entry } = item;
-          const entries = 'file' in entry ? await versionsOf(caller, entry.file, entry.key) : [];
+          const entries =
+            'file' in entry ? await versionsOf(caller, entry.file, entry.key) : [markerVersion(entry)];
           if (!take(entry.key, entries)) {
             truncated = true;
             break;

@@ -14,6 +14,7 @@ import {
   xml,
 } from './call.ts';
 import { asS3Error, malformedXml } from './errors.ts';
+import { getMarker, isMarkerKey } from './markers.ts';
 import {
   checkConditions,
   contentOf,
@@ -70,9 +71,12 @@ export function objectOperations(services: Services): Record<string, Operation> 
     return Array.isArray(body) ? sendSlices(request, reply, body) : reply.send(body);
   }
 
+  const readKey = (call: S3Call) =>
+    isMarkerKey(call.target.key) ? getMarker(services, call) : getObject(call);
+
   return {
-    'GET object': getObject,
-    'HEAD object': getObject,
+    'GET object': readKey,
+    'HEAD object': readKey,
 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');

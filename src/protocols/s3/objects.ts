@@ -307,7 +307,7 @@ export async function putObject(
   if (place.kind === 'folder') {
     if (request.size !== 0) throw invalidRequest('A key ending in / is a folder: it takes no bytes');
     request.body.resume();
-    await services.folders.ensurePath(caller.project.id, place.folderPath, 'key');
+    await services.folders.markPath(caller.project.id, place.folderPath);
     return { etag: EMPTY_ETAG };
   }
   const existing = await replaceableAt(services, caller, key);
@@ -384,7 +384,7 @@ export async function folderFor(
     if (!folder) throw accessDenied('The upload token stores files in another folder');
     return folder.id;
   }
-  return (await services.folders.ensurePath(caller.project.id, path, 'key')).id;
+  return (await services.folders.ensurePath(caller.project.id, path, { field: 'key', implied: true })).id;
 }
 
 const isVisible = (caller: Caller, file: FileRow) => {
@@ -397,7 +397,7 @@ const isVisible = (caller: Caller, file: FileRow) => {
   }
 };
 
-/** Deletes the file at `key` (or the empty folder `key/`); a key with nothing is no error, as in S3. */
+/** Deletes the file at `key` (or the folder marker `key/`); a key with nothing is no error, as in S3. */
 export async function deleteObject(
   services: ObjectServices,
   caller: Caller,
@@ -406,8 +406,7 @@ export async function deleteObject(
 ): Promise<void> {
   const place = placeOf(key);
   if (place.kind === 'folder') {
-    const folder = await services.folders.findByPath(caller.project.id, place.folderPath);
-    if (folder) await services.folders.remove(caller.project.id, folder.id);
+    await services.folders.unmarkPath(caller.project.id, place.folderPath);
     return;
   }
   const file = await shownAt(services, caller, key);

@@ -208,6 +208,29 @@ describe.skipIf(!clients.aws)('aws cli', () => {
       });
     }
   });
+
+  it('heads a folder key it put, and lists none that a deleted key only implied', async () => {
+    const s = await setup();
+    const aws = awsCli(s);
+    const api = async (...args: string[]) =>
+      JSON.parse((await aws('s3api', ...args, '--bucket', s.bucket)).stdout || '{}');
+    await aws('s3api', 'put-object', '--bucket', s.bucket, '--key', 'made/');
+    expect(await api('head-object', '--key', 'made/')).toMatchObject({
+      ContentLength: 0,
+      ETag: '"d41d8cd98f00b204e9800998ecf8427e"',
+    });
+    mkdirSync(join(s.dir, 'tree/b/c'), { recursive: true });
+    for (const path of ['1.txt', 'b/2.txt', 'b/c/3.txt']) writeFileSync(join(s.dir, 'tree', path), path);
+    await aws('s3', 'cp', join(s.dir, 'tree/1.txt'), `s3://${s.bucket}/e1/e2/e3/f.txt`);
+    await aws('s3', 'rm', `s3://${s.bucket}/e1/e2/e3/f.txt`);
+    const keys = async () =>
+      ((await api('list-objects-v2')).Contents ?? []).map((o: { Key: string }) => o.Key);
+    expect(await keys()).toEqual(['made/']);
+    await aws('s3', 'cp', '--recursive', join(s.dir, 'tree'), `s3://${s.bucket}/a/`);
+    // One pass of listing and deleting empties the bucket: no key appears as the one under it goes.
+    await aws('s3', 'rm', '--recursive', `s3://${s.bucket}/`);
+    expect(await keys()).toEqual([]);
+  });
 });
 
 describe.skipIf(!clients.rclone)('rclone', () => {

@@ -975,6 +975,129 @@ describe('the S3 endpoint', () => {
     expect(paged).toEqual(all);
   });
 
+  describe('folder keys, as S3 objects', () => {
+    const EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"';
+    const keysOf = async ({ client, name }: Bucket, Prefix?: string) =>
+      ((await client.send(new ListObjectsV2Command({ Bucket: name, Prefix }))).Contents ?? []).map(
+        (entry) => entry.Key!,
+      );
+    const folderPaths = async ({ project }: Bucket) =>
+      (await project.call('GET', '/folders')).body.items.map((folder: { path: string }) => folder.path);
+
+    it('answers HEAD and GET of a folder key it was given: no bytes, the empty MD5 as ETag', async () => {
+      const b = await bucketWith();
+      const { client, name } = b;
+      const put = await client.send(new PutObjectCommand({ Bucket: name, Key: 'made/', Body: '' }));
+      expect(put.ETag).toBe(EMPTY_MD5);
+      const head = await client.send(new HeadObjectCommand({ Bucket: name, Key: 'made/' }));
+      expect(head).toMatchObject({ ContentLength: 0, ETag: EMPTY_MD5 });
+      const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
+      expect(listed.Contents?.map((entry) => [entry.Key, entry.ETag, entry.Size])).toEqual([
+        ['made/', EMPTY_MD5, 0],
+      ]);
+      // Last-Modified in whole seconds, as listed.
+      expect(head.LastModified?.getTime()).toBe(
+        Math.floor(listed.Contents![0]!.LastModified!.getTime() / 1000) * 1000,
+      );
+      const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'made/' }));
+      expect(got.ETag).toBe(EMPTY_MD5);
+      expect((await text(got.Body)).length).toBe(0);
+      const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+      expect(versions.Versions?.map((v) => [v.Key, v.VersionId, v.Size, v.IsLatest])).toEqual([
+        ['made/', 'null', 0, true],
+      ]);
+      // A folder only a key's path implies is no object.
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'implied/f.txt', Body: 'f' }));
+      expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key: 'implied/' })))).toEqual({
+        code: 'NotFound',
+        status: 404,
+      });
+      expect(await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'implied/' })))).toEqual({
+        code: 'NoSuchKey',
+        status: 404,
+      });
+      // A PUT of it makes it one, which stays once the folder holds a key, and is listed once emptied.
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'implied/', Body: '' }));
+      await client.send(new HeadObjectCommand({ Bucket: name, Key: 'implied/' }));
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'made/g.txt', Body: 'g' }));
+      await client.send(new HeadObjectCommand({ Bucket: name, Key: 'made/' }));
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'implied/f.txt' }));
+      expect(await keysOf(b)).toEqual(['implied/', 'made/g.txt']);
+    });
+
+    it('shows no folder key that a deleted key only implied', async () => {
+      const b = await bucketWith();
+      const { client, name } = b;
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'e1/e2/e3/f.txt', Body: 'f' }));
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'e1/e2/e3/f.txt' }));
+      expect(await keysOf(b)).toEqual([]);
+      expect((await client.send(new ListObjectVersionsCommand({ Bucket: name }))).Versions ?? []).toEqual([]);
+      // They stay folders in Coffer.
+      expect(await folderPaths(b)).toEqual(['e1']);
+      expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key: 'e1/e2/e3/' })))).toEqual({
+        code: 'NotFound',
+        status: 404,
+      });
+    });
+
+    it('empties a prefix in one round of listing and deleting what was listed', async () => {
+      const b = await bucketWith();
+      const { client, name } = b;
+      for (const Key of ['p/a.txt', 'p/q/b.txt', 'p/q/r/s/c.txt', 'p/t/u/d.txt', 'other.txt']) {
+        await client.send(new PutObjectCommand({ Bucket: name, Key, Body: Key }));
+      }
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'p/empty/', Body: '' }));
+      const listed = await keysOf(b, 'p/');
+      expect(listed).toEqual(['p/a.txt', 'p/empty/', 'p/q/b.txt', 'p/q/r/s/c.txt', 'p/t/u/d.txt']);
+      const deleted = await client.send(
+        new DeleteObjectsCommand({ Bucket: name, Delete: { Objects: listed.map((Key) => ({ Key })) } }),
+      );
+      expect(deleted.Errors ?? []).toEqual([]);
+      expect(await keysOf(b, 'p/')).toEqual([]);
+      expect(await keysOf(b)).toEqual(['other.txt']);
+    });
+
+    it('deletes a folder key: the folder when empty, else only the key, its keys kept', async () => {
+      const b = await bucketWith();
+      const { client, name } = b;
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'm/', Body: '' }));
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'm/a.txt', Body: 'a' }));
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'gone/', Body: '' }));
+      const answers: number[] = [];
+      for (const Key of ['m/', 'gone/', 'never/']) {
+        const deleted = await client.send(new DeleteObjectCommand({ Bucket: name, Key }));
+        answers.push(deleted.$metadata.httpStatusCode!);
+      }
+      expect(answers).toEqual([204, 204, 204]);
+      expect(await keysOf(b)).toEqual(['m/a.txt']);
+      const kept = await client.send(new GetObjectCommand({ Bucket: name, Key: 'm/a.txt' }));
+      expect((await text(kept.Body)).toString()).toBe('a');
+      expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key: 'm/' })))).toMatchObject({
+        status: 404,
+      });
+      expect(await folderPaths(b)).toEqual(['m']);
+      // No key of its own any more: emptied, it is not listed.
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'm/a.txt' }));
+      expect(await keysOf(b)).toEqual([]);
+    });
+
+    it('lists folders made through the REST API as before: the empty ones, as keys', async () => {
+      const b = await bucketWith();
+      const { client, name, project } = b;
+      const made = async (folder: string, parent_id?: string) =>
+        (await project.call('POST', '/folders', { body: { name: folder, parent_id } })).body.id as string;
+      const rest = await made('rest');
+      await made('inner', rest);
+      await made('other');
+      await made('full');
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'full/f.txt', Body: 'f' }));
+      expect(await keysOf(b)).toEqual(['full/f.txt', 'other/', 'rest/inner/']);
+      await client.send(new HeadObjectCommand({ Bucket: name, Key: 'rest/' }));
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'full/f.txt' }));
+      expect(await keysOf(b)).toEqual(['full/', 'other/', 'rest/inner/']);
+    });
+  });
+
   it("takes a multipart upload: parts, listing them, completing with S3's ETag; the size settles then", async () => {
     const { client, name, project } = await bucketWith();
     const parts = [randomBytes(5 * 1024 * 1024), randomBytes(5 * 1024 * 1024), randomBytes(321)];

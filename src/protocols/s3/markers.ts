@@ -1,0 +1,39 @@
+import type { Services } from '../../services.ts';
+import { requireScope, type S3Call } from './call.ts';
+import { noSuchKey, noSuchVersion } from './errors.ts';
+import { EMPTY_ETAG } from './etag.ts';
+import { checkConditions, rangeOf } from './objects.ts';
+
+/**
+ * Folder markers: a key ending in `/` names a folder, which is an object of no bytes when it was made
+ * on purpose (a PUT of the key, or the REST API), as a zero-byte `dir/` object is in S3; the folders a
+ * key's path implied are none.
+ */
+export const isMarkerKey = (key: string) => key.endsWith('/');
+
+/** GetObject and HeadObject of a marker: no bytes, the empty ETag, modified when the folder was made. */
+export async function getMarker(
+  services: Pick<Services, 'folders'>,
+  { request, reply, caller, target, query }: S3Call,
+) {
+  requireScope(caller, 'files:read');
+  // An upload token reads only its own files.
+  const marker =
+    caller.principal.kind === 'upload_token'
+      ? undefined
+      : await services.folders.markerAt(caller.project.id, target.key.slice(0, -1));
+  if (!marker) throw noSuchKey();
+  const versionId = query.get('versionId');
+  if (versionId !== null && versionId !== 'null') throw noSuchVersion();
+  checkConditions(request.headers, { etag: EMPTY_ETAG, modified: marker.created_at });
+  rangeOf(request.headers.range, 0);
+  return reply
+    .headers({
+      'content-type': 'application/x-directory',
+      'content-length': '0',
+      etag: EMPTY_ETAG,
+      'last-modified': marker.created_at.toUTCString(),
+      'accept-ranges': 'bytes',
+    })
+    .send();
+}
