@@ -433,7 +433,8 @@ export async function deleteObjectVersion(
   versionId: string,
   audit: AuditContext,
 ): Promise<void> {
-  if (!caller.project.settings.versioning_enabled) {
+  // A folder marker has one version, "null", as ListObjectVersions shows it.
+  if (!caller.project.settings.versioning_enabled || placeOf(key).kind === 'folder') {
     if (versionId !== 'null') throw noSuchVersion();
     return deleteObject(services, caller, key, audit);
   }

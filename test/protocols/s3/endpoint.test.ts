@@ -1081,6 +1081,20 @@ describe('the S3 endpoint', () => {
       expect(await keysOf(b)).toEqual([]);
     });
 
+    it('deletes a folder key by its one version, "null", where the bucket keeps versions', async () => {
+      const b = await bucketWith({ versioning_enabled: true });
+      const { client, name } = b;
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'v/', Body: '' }));
+      const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+      expect(versions.Versions?.map((v) => [v.Key, v.VersionId])).toEqual([['v/', 'null']]);
+      expect(
+        await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'v/', VersionId: 'other' }))),
+      ).toMatchObject({ code: 'NoSuchVersion', status: 404 });
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'v/', VersionId: 'null' }));
+      expect(await keysOf(b)).toEqual([]);
+      expect(await folderPaths(b)).toEqual([]);
+    });
+
     it('lists folders made through the REST API as before: the empty ones, as keys', async () => {
       const b = await bucketWith();
       const { client, name, project } = b;
