@@ -169,14 +169,7 @@ describe.skipIf(!clients.aws)('aws cli', () => {
   it('uploads files with the types Python names them by: a tarball as tar, a script, C source, a card', async () => {
     // Scanned, so that each file's head is compared with its type too.
     const s = await setup({ virus_scan_enabled: true });
-    writeFileSync(join(s.dir, 'config'), '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n');
-    const env = clientEnv(s, {
-      AWS_ACCESS_KEY_ID: s.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: s.secret,
-      AWS_CONFIG_FILE: join(s.dir, 'config'),
-      AWS_SHARED_CREDENTIALS_FILE: join(s.dir, 'none'),
-      AWS_EC2_METADATA_DISABLED: 'true',
-    });
+    const aws = awsCli(s);
     const local = join(s.dir, 'typed');
     mkdirSync(local);
     writeFileSync(join(s.dir, 'notes.txt'), 'kept\n');
@@ -190,9 +183,7 @@ describe.skipIf(!clients.aws)('aws cli', () => {
     };
     for (const [name, [data]] of Object.entries(sent)) writeFileSync(join(local, name), data);
     const target = `s3://${s.bucket}/typed/`;
-    await run(clients.aws!, ['--endpoint-url', s.endpoint, 's3', 'cp', '--recursive', local, target], {
-      env,
-    });
+    await aws('s3', 'cp', '--recursive', local, target);
     await drain(coffer.services.pipeline);
     const stored = new Map<string, { status: string; content_type: string; size_bytes: number }>(
       (await s.project.call('GET', '/files?limit=100')).body.items.map((file: { filename: string }) => [
