@@ -151,8 +151,9 @@ export function createTusUploads(deps: {
 
   /**
    * HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). A finished
-   * upload's offset and length are its file's, whatever its last PATCH could record; one being
-   * completed has all its bytes in.
+   * upload's offset and length are its file's, whatever its last PATCH could record. One being
+   * completed answers the offset recorded before its last PATCH: the completion may still fail, and a
+   * client told the whole length would take the upload for done.
    */
   async function head(caller: Caller, id: string): Promise<UploadState> {
     const { upload, session, file } = await load(caller, id);
@@ -160,7 +161,7 @@ export function createTusUploads(deps: {
       const length = upload.upload_length ?? file?.size_bytes ?? upload.upload_offset;
       return stateOf({ ...upload, upload_length: length }, length);
     }
-    if (session.status === 'completing') return stateOf(upload, upload.upload_length ?? upload.upload_offset);
+    if (session.status === 'completing') return stateOf(upload, upload.upload_offset);
     requireOpen(session);
     await releaseStalledPatch(db, id);
     const current = (await findUpload(db, caller.project.id, id)) ?? upload;
