@@ -1662,7 +1662,7 @@ export interface components {
             /** @description null for an action on the organization itself */
             project_id: string | null;
             /** @enum {string} */
-            action: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+            action: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.version.delete" | "file.rescan";
             /** @enum {string} */
             actor_type: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
             /** @description The API key or S3 credential (key_…) or upload token (tok_…); null for the admin key */
@@ -8027,7 +8027,7 @@ export interface operations {
     listAuditLog: {
         parameters: {
             query?: {
-                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.version.delete" | "file.rescan";
                 actor_type?: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
                 /** @description An API key, upload token or S3 credential id */
                 actor_id?: string;
@@ -8142,7 +8142,7 @@ export interface operations {
     listOrganizationAuditLog: {
         parameters: {
             query?: {
-                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.rescan";
+                action?: "organization.create" | "project.create" | "project.update" | "api_key.create" | "api_key.revoke" | "s3_credential.create" | "s3_credential.revoke" | "s3_credential.create_temporary" | "webhook.create" | "webhook.update" | "webhook.delete" | "webhook.redeliver" | "upload_token.create" | "metadata_schema.set" | "metadata_schema.delete" | "file.legal_hold.place" | "file.legal_hold.release" | "file.delete" | "file.restore" | "file.version.delete" | "file.rescan";
                 actor_type?: "admin" | "api_key" | "upload_token" | "s3_credential" | "cli";
                 /** @description An API key, upload token or S3 credential id */
                 actor_id?: string;
