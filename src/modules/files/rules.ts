@@ -106,19 +106,56 @@ const CLIENT_TYPES = new Map([
 ]);
 
 /** Suffixes that wrap a file in compression: the type clients declare is the wrapped file's. */
-const COMPRESSIONS = new Set(['gz', 'bz2', 'xz', 'zst', 'br']);
+const COMPRESSIONS = ['gz', 'bz2', 'xz', 'zst', 'br'] as const;
+export type Compression = (typeof COMPRESSIONS)[number];
+
+/**
+ * One-suffix names of a compressed file, as the two suffixes they stand for: GNU tar's shorthands,
+ * and Python's `mimetypes` table (the aws cli), which adds `.tz` and `.svgz`.
+ */
+const SHORTHANDS = new Map<string, [inner: string, Compression]>([
+  ['tgz', ['tar', 'gz']],
+  ['taz', ['tar', 'gz']],
+  ['tz', ['tar', 'gz']],
+  ['tbz', ['tar', 'bz2']],
+  ['tbz2', ['tar', 'bz2']],
+  ['txz', ['tar', 'xz']],
+  ['tzst', ['tar', 'zst']],
+  ['svgz', ['svg', 'gz']],
+]);
+
+/** The last extension of a name, in lower case. A leading dot alone is no extension. */
+function extensionOf(filename: string): string | undefined {
+  const dot = filename.lastIndexOf('.');
+  return dot > 0 ? filename.slice(dot + 1).toLowerCase() : undefined;
+}
+
+/**
+ * The compression a name's suffix says its bytes are in, and the name of the file they wrap:
+ * `backup.tar.xz` and `backup.txz` are both xz wrapping `backup.tar`.
+ */
+export function compressionOf(filename: string): { compression: Compression; inner: string } | undefined {
+  const extension = extensionOf(filename);
+  if (extension === undefined) return undefined;
+  const stem = filename.slice(0, filename.lastIndexOf('.'));
+  const shorthand = SHORTHANDS.get(extension);
+  if (shorthand) return { compression: shorthand[1], inner: `${stem}.${shorthand[0]}` };
+  const compression = COMPRESSIONS.find((suffix) => suffix === extension);
+  return compression && { compression, inner: stem };
+}
 
 /**
  * The extensions a declared type may come from: the last one and, behind a compression suffix, the
- * one before it (`backup.tar.gz` is sent as gzip or as tar). A leading dot alone is no extension.
+ * compression and the extension of the file it wraps (`backup.tar.gz` and `backup.tgz` are sent as
+ * gzip or as tar).
  */
 function extensionsOf(filename: string): string[] {
-  const name = filename.toLowerCase();
-  const dot = name.lastIndexOf('.');
-  if (dot <= 0) return [];
-  const last = name.slice(dot + 1);
-  const inner = name.lastIndexOf('.', dot - 1);
-  return COMPRESSIONS.has(last) && inner > 0 ? [last, name.slice(inner + 1, dot)] : [last];
+  const last = extensionOf(filename);
+  if (last === undefined) return [];
+  const compressed = compressionOf(filename);
+  if (!compressed) return [last];
+  const inner = extensionOf(compressed.inner);
+  return [...new Set([last, compressed.compression, ...(inner === undefined ? [] : [inner])])];
 }
 
 /**
@@ -141,6 +178,16 @@ function extensionHolds(extension: string, contentType: string): boolean {
   if (spellingsOf(contentType).some((spelling) => known.has(spelling))) return true;
   // Clients send text/plain for text they have no name for (C sources, say).
   return contentType === 'text/plain' && [...known].every((type) => type.startsWith('text/'));
+}
+
+/** Whether the filename's last extension is one clients know and names `contentType`. */
+export function extensionNames(filename: string, contentType: string): boolean {
+  const extension = extensionOf(filename);
+  return (
+    extension !== undefined &&
+    (typesByExtension.has(extension) || CLIENT_TYPES.has(extension)) &&
+    extensionHolds(extension, contentType)
+  );
 }
 
 /**

@@ -1,5 +1,7 @@
-import { constants, createGunzip } from 'node:zlib';
+import type { Transform } from 'node:stream';
+import { constants, createBrotliDecompress, createGunzip, createZstdDecompress } from 'node:zlib';
 import { fileTypeFromBuffer, supportedMimeTypes } from 'file-type';
+import { type Compression, compressionOf, extensionNames } from '../files/rules.ts';
 
 /** How many leading bytes are sniffed: enough for every signature file-type knows. */
 export const SNIFF_BYTES = 64 * 1024;
@@ -47,15 +49,32 @@ function looksTextual(head: Buffer): boolean {
   return replacements <= 3;
 }
 
-/** The first SNIFF_BYTES that the gzip stream `head` begins inflate to, or undefined when it does not inflate. */
-async function inflatedHead(head: Buffer): Promise<Buffer | undefined> {
-  // A sync flush at the end: the head is a cut stream, not a broken one.
-  const gunzip = createGunzip({ finishFlush: constants.Z_SYNC_FLUSH });
-  gunzip.end(head);
+/**
+ * Each compression a suffix names: the type file-type detects its bytes as (brotli has no
+ * signature), and its decoder where Node has one. A decoder flushes at the end of its input, as
+ * the head is a cut stream, not a broken one.
+ */
+const COMPRESSED: Record<Compression, { detected?: string; decoder?: () => Transform }> = {
+  gz: {
+    detected: 'application/gzip',
+    decoder: () => createGunzip({ finishFlush: constants.Z_SYNC_FLUSH }),
+  },
+  zst: {
+    detected: 'application/zstd',
+    decoder: () => createZstdDecompress({ finishFlush: constants.ZSTD_e_flush }),
+  },
+  br: { decoder: () => createBrotliDecompress({ finishFlush: constants.BROTLI_OPERATION_FLUSH }) },
+  bz2: { detected: 'application/x-bzip2' },
+  xz: { detected: 'application/x-xz' },
+};
+
+/** The first SNIFF_BYTES that `head` decodes to, or undefined when it does not decode. */
+async function decodedHead(decoder: Transform, head: Buffer): Promise<Buffer | undefined> {
+  decoder.end(head);
   const chunks: Buffer[] = [];
   let length = 0;
   try {
-    for await (const chunk of gunzip) {
+    for await (const chunk of decoder) {
       chunks.push(chunk as Buffer);
       length += (chunk as Buffer).length;
       if (length >= SNIFF_BYTES) break;
@@ -66,12 +85,32 @@ async function inflatedHead(head: Buffer): Promise<Buffer | undefined> {
   return Buffer.concat(chunks).subarray(0, SNIFF_BYTES);
 }
 
+/** Why the leading bytes do not agree with the declared type, or undefined when they do. */
+function compare(declared: string, head: Buffer, detected: string | undefined): string | undefined {
+  const expected = canonical(declared);
+  if (TEXTUAL.test(expected)) {
+    // file-type knows a few textual formats (vCard): only another format is binary here.
+    if ((detected && canonical(detected) !== expected) || !looksTextual(head)) {
+      return `declared ${declared} but the content is binary${detected ? ` (${detected})` : ''}`;
+    }
+    return undefined;
+  }
+  if (detected) {
+    const actual = canonical(detected);
+    if (actual === expected || CONTAINERS[actual]?.includes(expected)) return undefined;
+    return `declared ${declared} but the content is ${detected}`;
+  }
+  if (supportedMimeTypes.has(expected)) return `declared ${declared} but the content is not ${declared}`;
+  return undefined;
+}
+
 /**
  * Compares the leading bytes of a file with its declared content type. Returns undefined when
  * they agree, or the reason they do not. Formats file-type cannot recognise are accepted as
- * declared, except that a textual type must not hold binary bytes. A file named *.gz may be
- * declared as what it holds, as Python's `mimetypes` names `backup.tar.gz` application/x-tar: then
- * what it holds is compared.
+ * declared, except that a textual type must not hold binary bytes. A file named with a compression
+ * suffix may be declared as what it holds, as Python's `mimetypes` names `backup.tar.xz` and
+ * `backup.tgz` application/x-tar: then, when its bytes are in that compression, what they hold is
+ * compared.
  */
 export async function checkMime(
   declared: string,
@@ -79,25 +118,22 @@ export async function checkMime(
   filename: string,
 ): Promise<string | undefined> {
   if (declared === 'application/octet-stream' || head.length === 0) return undefined;
-  const expected = canonical(declared);
-  const detected = await fileTypeFromBuffer(head);
-  if (detected?.mime === 'application/gzip' && expected !== detected.mime && /\.gz$/i.test(filename)) {
-    const inner = await inflatedHead(head);
-    if (!inner) return `declared ${declared} but the content is gzip that does not inflate`;
-    return checkMime(declared, inner, filename.slice(0, -3));
-  }
-  if (TEXTUAL.test(expected)) {
-    // file-type knows a few textual formats (vCard): only another format is binary here.
-    if ((detected && canonical(detected.mime) !== expected) || !looksTextual(head)) {
-      return `declared ${declared} but the content is binary${detected ? ` (${detected.mime})` : ''}`;
-    }
-    return undefined;
-  }
-  if (detected) {
-    const actual = canonical(detected.mime);
-    if (actual === expected || CONTAINERS[actual]?.includes(expected)) return undefined;
-    return `declared ${declared} but the content is ${detected.mime}`;
-  }
-  if (supportedMimeTypes.has(expected)) return `declared ${declared} but the content is not ${declared}`;
-  return undefined;
+  const detected = (await fileTypeFromBuffer(head))?.mime;
+  const mismatch = compare(declared, head, detected);
+  const compressed = mismatch === undefined ? undefined : compressionOf(filename);
+  if (!compressed) return mismatch;
+  const { compression, inner } = compressed;
+  const { detected: signature, decoder } = COMPRESSED[compression];
+  if (detected !== signature) return mismatch;
+  const held = decoder && (await decodedHead(decoder(), head));
+  if (held?.length) return checkMime(declared, held, inner);
+  // Brotli bytes are known to be brotli only by decoding to something.
+  if (signature === undefined) return mismatch;
+  if (decoder && !held) return `declared ${declared} but the content is ${detected} that does not decode`;
+  // bzip2 and xz have no decoder in Node, and a zstd block larger than the head decodes to nothing
+  // until it is whole. Bytes that are the compression the name says cannot pass for another format
+  // (the signature is theirs), so they are taken for the type the wrapped name has, as the extension
+  // check takes them.
+  if (extensionNames(inner, declared)) return undefined;
+  return `declared ${declared} but the content is ${detected} of a file named ${JSON.stringify(inner)}`;
 }

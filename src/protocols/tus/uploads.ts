@@ -1,5 +1,12 @@
 import { Readable } from 'node:stream';
-import { badRequest, fileTooLarge, forbidden, invalidState, notFound } from '../../domain/errors.ts';
+import {
+  badRequest,
+  fileTooLarge,
+  forbidden,
+  invalidState,
+  isDomainError,
+  notFound,
+} from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import {
@@ -321,6 +328,25 @@ export function createTusUploads(deps: {
     }
   }
 
+  /**
+   * DELETE: terminates an unfinished upload (its file failed, its parts and quota released), or
+   * forgets a finished one, whose file stays.
+   */
+  async function terminate(caller: Caller, id: string): Promise<void> {
+    const { upload, session } = await load(caller, id);
+    if (session && session.status !== 'completed') {
+      await multipart.abort(caller, requireOpen(session).session.id);
+      return;
+    }
+    // Bytes still waiting (left by a last PATCH that could not record its part) go with the record.
+    const tail = await db.tx(async (q) => {
+      const left = (await deleteUpload(q, upload.project_id, upload.id)) ?? [];
+      await retire(q, upload.project_id, left);
+      return left;
+    });
+    void dropTail(tail);
+  }
+
   return {
     /**
      * POST /tus: declares the file (with its length, or with the length deferred), then stores the bytes
@@ -384,8 +410,15 @@ export function createTusUploads(deps: {
       const upload: TusUploadRow = { ...row, parts: [], next_part: 1, tail: [] };
       const state = stateOf(upload, 0, session?.session.expires_at);
       if (!body || size === 0) return state;
-      // The upload exists whatever becomes of its first bytes: the answer says how many it kept.
-      return append(caller, upload, session!, 0, body, undefined).catch(() => head(caller, row.id));
+      // The upload exists whatever becomes of its first bytes: the answer says how many it kept. A
+      // body longer than the upload may take (which one sent chunked shows only as it arrives) is
+      // refused as it is when its length is sent, the upload made for it terminated.
+      return append(caller, upload, session!, 0, body, undefined).catch(async (error: unknown) => {
+        if (!isDomainError(error, 'FILE_TOO_LARGE')) return head(caller, row.id);
+        // One that cannot be terminated now is left to expire: the body is refused either way.
+        await terminate(caller, row.id).catch(() => undefined);
+        throw error;
+      });
     },
 
     head,
@@ -396,24 +429,7 @@ export function createTusUploads(deps: {
       return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
     },
 
-    /**
-     * DELETE: terminates an unfinished upload (its file failed, its parts and quota released), or
-     * forgets a finished one, whose file stays.
-     */
-    async terminate(caller: Caller, id: string): Promise<void> {
-      const { upload, session } = await load(caller, id);
-      if (session && session.status !== 'completed') {
-        await multipart.abort(caller, requireOpen(session).session.id);
-        return;
-      }
-      // Bytes still waiting (left by a last PATCH that could not record its part) go with the record.
-      const tail = await db.tx(async (q) => {
-        const left = (await deleteUpload(q, upload.project_id, upload.id)) ?? [];
-        await retire(q, upload.project_id, left);
-        return left;
-      });
-      void dropTail(tail);
-    },
+    terminate,
   };
 }
 

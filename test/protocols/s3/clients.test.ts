@@ -166,17 +166,21 @@ describe.skipIf(!clients.aws)('aws cli', () => {
     }
   });
 
-  it('uploads files with the types Python names them by: a tarball as tar, a script, C source, a card', async () => {
+  it('uploads files with the types Python names them by: tarballs as tar, a script, C source, a card', async () => {
     // Scanned, so that each file's head is compared with its type too.
     const s = await setup({ virus_scan_enabled: true });
     const aws = awsCli(s);
     const local = join(s.dir, 'typed');
     mkdirSync(local);
     writeFileSync(join(s.dir, 'notes.txt'), 'kept\n');
-    await run('tar', ['-czf', join(local, 'backup.tar.gz'), '-C', s.dir, 'notes.txt']);
+    const tarballs = { 'backup.tar.gz': '-z', 'backup.tgz': '-z', 'backup.tar.xz': '-J' };
+    for (const [name, compression] of Object.entries(tarballs))
+      await run('tar', ['-c', compression, '-f', join(local, name), '-C', s.dir, 'notes.txt']);
     // Debian's /etc/mime.types, which Python's mimetypes reads, names these types; mime-db names others.
     const sent: Record<string, [Buffer, string]> = {
-      'backup.tar.gz': [readFileSync(join(local, 'backup.tar.gz')), 'application/x-tar'],
+      ...Object.fromEntries(
+        Object.keys(tarballs).map((name) => [name, [readFileSync(join(local, name)), 'application/x-tar']]),
+      ),
       'build.sh': [Buffer.from('#!/bin/sh\necho built\n'), 'text/x-sh'],
       'main.c': [Buffer.from('int main(void) { return 0; }\n'), 'text/x-csrc'],
       'card.vcf': [Buffer.from('BEGIN:VCARD\nVERSION:4.0\nFN:Ada\nEND:VCARD\n'), 'text/vcard'],

@@ -649,18 +649,59 @@ describe('tus 1.0 endpoint', () => {
       await expectStored(fileId, data);
     });
 
-    it('answers the offset of the first bytes a creation kept, when the rest was refused', async () => {
-      const data = randomBytes(20 * MiB);
-      const creation = await chunked(
-        `${a.url}/tus`,
-        'POST',
-        tusHeaders(project.key, {
-          ...offsetStream,
-          'upload-length': String(data.length),
-          'upload-metadata': `filename ${b64('kept.bin')}`,
-        }),
-        Buffer.concat([data, Buffer.from('!')]),
+    it('refuses with 413 a chunked creation body past Upload-Length, terminating the upload made for it', async () => {
+      const fresh = await a.newProject();
+      for (const size of [10, 20 * MiB]) {
+        const creation = await chunked(
+          `${a.url}/tus`,
+          'POST',
+          tusHeaders(fresh.key, {
+            ...offsetStream,
+            'upload-length': String(size),
+            'upload-metadata': `filename ${b64('long.bin')}`,
+          }),
+          randomBytes(size + 1),
+        );
+        expect(creation.status, String(size)).toBe(413);
+        expect(creation.headers.location).toBeUndefined();
+      }
+      const files = await a.services.db.query<{ status: string }>(
+        'SELECT status FROM files WHERE project_id = $1',
+        [fresh.id],
       );
+      expect(files.map((file) => file.status)).toEqual(['failed', 'failed']);
+      expect((await fresh.call('GET', '/usage')).body.storage.reserved_bytes).toBe(0);
+    });
+
+    it('answers the offset of the first bytes a creation kept, when the rest could not be stored', async () => {
+      const data = randomBytes(20 * MiB);
+      const { store } = a.services;
+      const { writePart } = store;
+      // The second part, the last 4 MiB, fails once.
+      let failed = false;
+      store.writePart = async (...args) => {
+        if (args[2] === 2 && !failed) {
+          failed = true;
+          throw new Error('store unavailable');
+        }
+        return writePart.apply(store, args);
+      };
+      let creation: Awaited<ReturnType<typeof chunked>>;
+      try {
+        creation = await chunked(
+          `${a.url}/tus`,
+          'POST',
+          tusHeaders(project.key, {
+            ...offsetStream,
+            'upload-length': String(data.length),
+            'upload-metadata': `filename ${b64('kept.bin')}`,
+          }),
+          data,
+        );
+      } finally {
+        store.writePart = writePart;
+      }
+      expect(failed).toBe(true);
       expect(creation.status).toBe(201);
       expect(creation.headers['upload-offset']).toBe(String(16 * MiB));
       const url = creation.headers.location!;
