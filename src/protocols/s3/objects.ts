@@ -539,12 +539,14 @@ export async function copyObject(
   request: { replace: boolean; contentType: string | undefined; metadata: Record<string, string> },
 ) {
   const { file, content } = source;
+  const bytes = await services.store.read(content.storageKey);
+  // A write refused before its bytes are read leaves the store's stream to be closed here.
   return putObject(services, caller, key, {
     size: content.size,
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     metadata: request.replace ? request.metadata : stringValues(file.metadata),
-    body: await services.store.read(content.storageKey),
-  });
+    body: bytes,
+  }).finally(() => bytes.destroy());
 }
 
 const stringValues = (metadata: Record<string, unknown>) =>

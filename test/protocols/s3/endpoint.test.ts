@@ -32,7 +32,7 @@ import {
   type UploadPartCopyCommandInput,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { storage } from '../../support/backends.ts';
@@ -942,6 +942,31 @@ describe('the S3 endpoint', () => {
     // Over a missing key it completes.
     await (await start('o.txt'))('*');
     expect(await read('o.txt')).toBe('parts');
+  });
+
+  it('closes the source read of a CopyObject refused before its bytes are read', async () => {
+    const { client, name } = await bucketWith();
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'src.txt', Body: 'source' }));
+    const { store } = coffer.services;
+    const read = store.read;
+    const destroys: MockInstance[] = [];
+    store.read = async (...args: Parameters<typeof store.read>) => {
+      const stream = await read.apply(store, args);
+      destroys.push(vi.spyOn(stream, 'destroy'));
+      return stream;
+    };
+    try {
+      // A folder key takes no bytes: refused before the copy reads any.
+      expect(
+        await refusal(
+          client.send(new CopyObjectCommand({ Bucket: name, Key: 'dir/', CopySource: `${name}/src.txt` })),
+        ),
+      ).toEqual({ code: 'InvalidRequest', status: 400 });
+    } finally {
+      store.read = read;
+    }
+    expect(destroys).toHaveLength(1);
+    expect(destroys[0]).toHaveBeenCalled();
   });
 
   it('makes a folder of a zero-byte key ending in /', async () => {
