@@ -47,8 +47,9 @@ export function createSessionLifecycle(deps: {
   }
 
   /**
-   * Ends a session whose assembled object its write's guard refused: the new content fails (and is
-   * collected as rejected content is), or the file fails and its object is retired, to be collected.
+   * Ends a session whose assembled object its write's guard refused, or whose conditional complete
+   * the reaper finds unsettled: the new content fails (and is collected as rejected content is), or
+   * the file fails and its object is retired, to be collected.
    */
   async function refuse(session: SessionRow): Promise<void> {
     await db.tx(async (q) => {
@@ -70,6 +71,7 @@ export function createSessionLifecycle(deps: {
 
   return {
     release,
+    refuse,
 
     /**
      * Records the assembled object as the file's content, or as its new content when the session made

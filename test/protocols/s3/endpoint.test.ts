@@ -34,6 +34,7 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
+import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { storage } from '../../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
@@ -942,6 +943,74 @@ describe('the S3 endpoint', () => {
     // Over a missing key it completes.
     await (await start('o.txt'))('*');
     expect(await read('o.txt')).toBe('parts');
+  });
+
+  it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
+    const { client, name, project } = await bucketWith();
+    const { db, store } = coffer.services;
+    const put = (Key: string, Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain' }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    /** A conditional complete whose store assembles the object, then answers nothing more. */
+    const strand = async (Key: string, condition: { IfNoneMatch?: string; IfMatch?: string }) => {
+      const { UploadId } = await client.send(
+        new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain' }),
+      );
+      const part = await client.send(
+        new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'parts' }),
+      );
+      const { completeMultipart, head } = store;
+      store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
+        await completeMultipart.apply(store, args);
+        throw new StoreError('Unavailable', 'The answer of the store was lost');
+      };
+      store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
+      try {
+        const complete = client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: name,
+            Key,
+            UploadId,
+            MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+            ...condition,
+          }),
+        );
+        expect(await refusal(complete)).toEqual({ code: 'ServiceUnavailable', status: 503 });
+      } finally {
+        store.completeMultipart = completeMultipart;
+        store.head = head;
+      }
+      return UploadId!;
+    };
+
+    const created = await strand('new.txt', { IfNoneMatch: '*' });
+    const existing = await put('old.txt', 'existing');
+    const replacing = await strand('old.txt', { IfMatch: existing.ETag });
+    // Another write lands at the key while the first upload waits for the reaper.
+    await put('new.txt', 'winner');
+    await db.query(
+      "UPDATE multipart_sessions SET completing_since = now() - interval '2 hours' WHERE id = ANY($1::text[])",
+      [[created, replacing]],
+    );
+    await coffer.services.multipart.reap();
+
+    const sessions = await db.query<{ status: string }>(
+      'SELECT status FROM multipart_sessions WHERE id = ANY($1::text[])',
+      [[created, replacing]],
+    );
+    expect(sessions).toEqual([{ status: 'aborted' }, { status: 'aborted' }]);
+    expect(await read('new.txt')).toBe('winner');
+    expect(await read('old.txt')).toBe('existing');
+    const contents = await db.query<{ status: string }>(
+      'SELECT status FROM pending_contents WHERE project_id = $1',
+      [project.id],
+    );
+    expect(contents).toEqual([{ status: 'failed' }]);
+    expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+      used_bytes: 'existing'.length + 'winner'.length,
+      reserved_bytes: 0,
+    });
   });
 
   it('closes the source read of a CopyObject refused before its bytes are read', async () => {
