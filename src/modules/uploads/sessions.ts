@@ -98,7 +98,7 @@ export function createSessionLifecycle(deps: {
           if (session.content_id !== null) {
             const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
             // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
-            return { ...outcome.file, etag: sealed.etag };
+            return { ...outcome.file, etag: outcome.etag };
           }
           return commitFile(
             q,

@@ -945,6 +945,56 @@ describe('the S3 endpoint', () => {
     expect(await read('o.txt')).toBe('parts');
   });
 
+  it('refuses If-Match while new content waits for its scan, and answers the ETag of the bytes stored', async () => {
+    const { client, name } = await bucketWith({ virus_scan_enabled: true });
+    const put = (Key: string, Body: string, IfMatch?: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain', IfMatch }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    const first = await put('s.txt', 'one');
+    await drain(coffer.services.pipeline);
+
+    const second = await put('s.txt', 'two', first.ETag);
+    expect(second.ETag).toBe(`"${md5('two')}"`);
+    // The file shows its content before until the scan passes; the write it waits for changed it already.
+    expect((await client.send(new HeadObjectCommand({ Bucket: name, Key: 's.txt' }))).ETag).toBe(first.ETag);
+    expect(await refusal(put('s.txt', 'three', first.ETag))).toEqual({
+      code: 'ConditionalRequestConflict',
+      status: 409,
+    });
+    await drain(coffer.services.pipeline);
+    expect(await read('s.txt')).toBe('two');
+    await put('s.txt', 'four', second.ETag);
+    await drain(coffer.services.pipeline);
+    expect(await read('s.txt')).toBe('four');
+
+    // New content stored between the check and the record: refused as the key is locked.
+    await put('t.txt', 'one');
+    await drain(coffer.services.pipeline);
+    const { ETag } = await client.send(new HeadObjectCommand({ Bucket: name, Key: 't.txt' }));
+    const { store } = coffer.services;
+    const write = store.write.bind(store);
+    let cutIn = true;
+    store.write = async (...args: Parameters<typeof store.write>) => {
+      const written = await write(...args);
+      if (cutIn) {
+        cutIn = false;
+        await put('t.txt', 'winner');
+      }
+      return written;
+    };
+    try {
+      expect(await refusal(put('t.txt', 'loser', ETag))).toEqual({
+        code: 'ConditionalRequestConflict',
+        status: 409,
+      });
+    } finally {
+      store.write = write;
+    }
+    await drain(coffer.services.pipeline);
+    expect(await read('t.txt')).toBe('winner');
+  });
+
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
     const { db, store } = coffer.services;
