@@ -128,8 +128,9 @@ export function writeConditionOf(
 }
 
 /**
- * What a conditional write finds at its key: the file, and whether new content of it waits for its
- * scan, which has changed the object already though the file still shows the ETag of the content before.
+ * What a conditional write finds at its key: a file (`id`), or a folder marker (`id` its key), and
+ * whether new content of the file waits for its scan, which has changed the object already though
+ * the file still shows the ETag of the content before.
  */
 interface Found {
   id: string;
@@ -139,11 +140,16 @@ interface Found {
 
 /** The object S3 shows at `key` as a conditional write sees it, read with `q`. */
 async function foundAt(
-  services: Pick<ObjectServices, 'db'>,
+  services: Pick<ObjectServices, 'db' | 'folders'>,
   q: Queryable,
   caller: Caller,
   key: string,
 ): Promise<Found | undefined> {
+  const place = placeOf(key);
+  if (place.kind === 'folder') {
+    const marker = await markerShown(services, caller, place.folderPath, q);
+    return marker && { id: key, etag: EMPTY_ETAG, pending: false };
+  }
   const file = await shownAt(services, caller, key, { file: await findByKey(q, caller.project.id, key) });
   return file && { id: file.id, etag: etagOf(file), pending: await hasContentInScan(q, file.id) };
 }
@@ -170,7 +176,7 @@ function unmet(condition: WriteCondition, found: Found | undefined): S3Error | u
  * one is refused, its bytes removed.
  */
 export async function guardOf(
-  services: Pick<ObjectServices, 'db'>,
+  services: Pick<ObjectServices, 'db' | 'folders'>,
   caller: Caller,
   key: string,
   condition: WriteCondition | undefined,
@@ -186,6 +192,17 @@ export async function guardOf(
       throw conditionalRequestConflict();
     }
   };
+}
+
+/** The folder marker S3 shows at `path/` (its creation time); an upload token reads only its own files. */
+export function markerShown(
+  services: Pick<ObjectServices, 'folders'>,
+  caller: Caller,
+  path: string,
+  q?: Queryable,
+): Promise<{ created_at: Date } | undefined> {
+  if (caller.principal.kind === 'upload_token') return Promise.resolve(undefined);
+  return services.folders.markerAt(caller.project.id, path, q);
 }
 
 /** The services an S3 object operation works through. */
@@ -335,7 +352,7 @@ export async function putObject(
   if (place.kind === 'folder') {
     if (request.size !== 0) throw invalidRequest('A key ending in / is a folder: it takes no bytes');
     request.body.resume();
-    await services.folders.markPath(caller.project.id, place.folderPath);
+    await services.folders.markPath(caller.project.id, place.folderPath, request.guard);
     return { etag: EMPTY_ETAG };
   }
   const existing = await replaceableAt(services, caller, key);

@@ -995,6 +995,33 @@ describe('the S3 endpoint', () => {
     expect(await read('t.txt')).toBe('winner');
   });
 
+  it('holds a PutObject of a folder key to its conditions, the marker its ETag the empty MD5', async () => {
+    const { client, name } = await bucketWith();
+    const put = (Key: string, conditions: { IfNoneMatch?: string; IfMatch?: string } = {}) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body: '', ...conditions }));
+    const empty = `"${md5('')}"`;
+
+    expect((await put('dir/', { IfNoneMatch: '*' })).ETag).toBe(empty);
+    expect(await refusal(put('dir/', { IfNoneMatch: '*' }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    await put('dir/', { IfMatch: empty });
+    await put('dir/', { IfMatch: '*' });
+    expect(await refusal(put('dir/', { IfMatch: `"${md5('other')}"` }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(put('none/', { IfMatch: empty }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    // A folder a key only implies is no object of its own.
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'implied/a.txt', Body: 'a' }));
+    expect(await refusal(put('implied/', { IfMatch: '*' }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    await put('implied/', { IfNoneMatch: '*' });
+
+    const racing = await Promise.allSettled([1, 2, 3].map(() => put('race/', { IfNoneMatch: '*' })));
+    expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+  });
+
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
     const { db, store } = coffer.services;
