@@ -191,20 +191,28 @@ export function createFolderService(db: Db) {
 
     /**
      * S3's PutObject of `path/`: the folder becomes a key of its own (a marker), created when missing
-     * (the folders above it are only implied, as S3 makes no keys for them).
+     * (the folders above it are only implied, as S3 makes no keys for them); `guard` runs first in
+     * the transaction that marks it.
      */
-    async markPath(projectId: string, path: string): Promise<void> {
+    async markPath(projectId: string, path: string, guard?: (q: Queryable) => Promise<void>): Promise<void> {
       // An S3 delete of the folder may remove it between its lookup and its marking: then it is made again.
       for (let attempt = 1; ; attempt++) {
         const folder = await ensurePath(projectId, path, { field: 'key', implied: true });
-        if (await repo.setMarker(db, projectId, folder.id, true)) return;
+        const marked = await db.tx(async (q) => {
+          await guard?.(q);
+          return repo.setMarker(q, projectId, folder.id, true);
+        });
+        if (marked) return;
         if (attempt === 3) throw conflict('The folder was removed meanwhile: try again', { field: 'key' });
       }
     },
 
-    /** The marker at `path` (its folder's creation time), when that folder is a key of its own in the S3 view. */
-    markerAt(projectId: string, path: string): Promise<{ created_at: Date } | undefined> {
-      return repo.findMarker(db, projectId, path);
+    /**
+     * The marker at `path` (its folder's creation time), when that folder is a key of its own in the
+     * S3 view; read with `q` within a transaction.
+     */
+    markerAt(projectId: string, path: string, q: Queryable = db): Promise<{ created_at: Date } | undefined> {
+      return repo.findMarker(q, projectId, path);
     },
 
     /**

@@ -146,6 +146,15 @@ export function contentKeysOf(q: Queryable, fileIds: string[]): Promise<{ storag
   return q.query('SELECT storage_key FROM pending_contents WHERE file_id = ANY($1::text[])', [fileIds]);
 }
 
+/** Whether new content of the file is stored and waits for its scan, to become its content once clean. */
+export async function hasContentInScan(q: Queryable, fileId: string): Promise<boolean> {
+  const rows = await q.query(
+    "SELECT 1 FROM pending_contents WHERE file_id = $1 AND status = 'processing' LIMIT 1",
+    [fileId],
+  );
+  return rows.length > 0;
+}
+
 /** Whether content still waits for the bytes of `key` (an upload URL not confirmed yet). */
 export async function isContentUploadingTo(q: Queryable, key: string): Promise<boolean> {
   const rows = await q.query(

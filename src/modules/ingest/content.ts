@@ -35,7 +35,10 @@ export interface ContentRequest {
 export interface ContentOutcome {
   version_id: string;
   status: 'processing' | 'committed';
+  /** The file: with its content before while the new content waits for its scan. */
   file: files.FileRow;
+  /** The ETag of the new content's bytes. */
+  etag: string;
 }
 
 /** Makes `snapshot` the file's current content; its metadata, status and folder are untouched. */
@@ -102,11 +105,11 @@ async function commitNewContent(
   if (!claimed) throw invalidState('The upload is no longer uploading');
   if (scan) {
     await enqueueJob(q, 'scan', project.id, file.id, contentId);
-    return { version_id: contentId, status: 'processing', file };
+    return { version_id: contentId, status: 'processing', file, etag: sealed.etag };
   }
   const updated = await commitContent(q, project, claimed);
   if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
-  return { version_id: contentId, status: 'committed', file: updated };
+  return { version_id: contentId, status: 'committed', file: updated, etag: sealed.etag };
 }
 
 /**

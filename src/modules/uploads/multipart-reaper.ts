@@ -22,7 +22,8 @@ export function createMultipartReaper(deps: {
   /**
    * A session left `completing` by a process that died during assembly (its claim not renewed for a
    * lease): finished when its object was stored (the file then moves on exactly as complete would
-   * have done), reopened otherwise.
+   * have done), reopened otherwise. A conditional complete's object is refused instead: its
+   * condition lived in the request, and its client was answered an error.
    */
   async function recoverStuck(): Promise<void> {
     for (const session of await stuckSessions(db, leaseSeconds)) {
@@ -31,6 +32,11 @@ export function createMultipartReaper(deps: {
         const project = await projects.getProject(session.project_id);
         if (!object || !project) {
           await sessions.reopen(session);
+          continue;
+        }
+        if (session.conditional) {
+          await sessions.refuse(session);
+          logger.info({ upload_id: session.id }, 'conditional multipart upload left completing was aborted');
           continue;
         }
         await sessions.settle(session, project, object);

@@ -24,6 +24,7 @@ import type { IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {
+  claimCompleting,
   extendSession,
   findSessionAndFile,
   grantOpenPart,
@@ -33,7 +34,6 @@ import {
   recordGrant,
   type SessionAndFile,
   type SessionRow,
-  setSessionStatus,
 } from './session-repo.ts';
 import { createSessionLifecycle } from './sessions.ts';
 
@@ -441,7 +441,7 @@ export function createMultipartService(deps: {
         session.size_deferred ? { atMost: session.total_size_bytes } : session.total_size_bytes,
       );
       // Claims the session so that concurrent completes or aborts cannot interleave with assembly.
-      if (!(await setSessionStatus(db, session.id, 'open', 'completing'))) {
+      if (!(await claimCompleting(db, session.id, guard !== undefined))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;

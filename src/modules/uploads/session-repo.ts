@@ -18,12 +18,17 @@ export interface SessionRow {
   size_deferred: boolean;
   status: SessionStatus;
   expires_at: Date;
+  /** Whether the complete that claimed it holds a condition on what the upload replaces. */
+  conditional: boolean;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at';
+  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at, conditional';
 
-export async function insertSession(q: Queryable, session: Omit<SessionRow, 'status'>): Promise<void> {
+export async function insertSession(
+  q: Queryable,
+  session: Omit<SessionRow, 'status' | 'conditional'>,
+): Promise<void> {
   await q.query(
     `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes,
        size_deferred, expires_at, content_id)
@@ -115,19 +120,33 @@ export async function findSessionAndFile(
   return { session: session!, file };
 }
 
-/** Moves a session from `from` to `to`, only while it is still in `from`; false when it was not. */
+/**
+ * Moves a session from `from` to `to` (claimCompleting moves it to `completing`), only while it is
+ * still in `from`; false when it was not.
+ */
 export async function setSessionStatus(
   q: Queryable,
   id: string,
   from: SessionStatus,
-  to: SessionStatus,
+  to: Exclude<SessionStatus, 'completing'>,
 ): Promise<boolean> {
-  const finished = to === 'open' || to === 'completing' ? null : new Date();
+  const finished = to === 'open' ? null : new Date();
   const rows = await q.query(
-    `UPDATE multipart_sessions SET status = $3, finished_at = $4,
-       completing_since = CASE WHEN $3 = 'completing' THEN now() ELSE completing_since END
-     WHERE id = $1 AND status = $2 RETURNING id`,
+    'UPDATE multipart_sessions SET status = $3, finished_at = $4 WHERE id = $1 AND status = $2 RETURNING id',
     [id, from, to, finished],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Claims an open session for assembly (`completing`), recording whether its complete is `conditional`;
+ * false when it was not open.
+ */
+export async function claimCompleting(q: Queryable, id: string, conditional: boolean): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE multipart_sessions SET status = 'completing', completing_since = now(), conditional = $2
+     WHERE id = $1 AND status = 'open' RETURNING id`,
+    [id, conditional],
   );
   return rows.length > 0;
 }

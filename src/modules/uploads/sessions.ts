@@ -47,8 +47,9 @@ export function createSessionLifecycle(deps: {
   }
 
   /**
-   * Ends a session whose assembled object its write's guard refused: the new content fails (and is
-   * collected as rejected content is), or the file fails and its object is retired, to be collected.
+   * Ends a session whose assembled object its write's guard refused, or whose conditional complete
+   * the reaper finds unsettled: the new content fails (and is collected as rejected content is), or
+   * the file fails and its object is retired, to be collected.
    */
   async function refuse(session: SessionRow): Promise<void> {
     await db.tx(async (q) => {
@@ -70,6 +71,7 @@ export function createSessionLifecycle(deps: {
 
   return {
     release,
+    refuse,
 
     /**
      * Records the assembled object as the file's content, or as its new content when the session made
@@ -96,7 +98,7 @@ export function createSessionLifecycle(deps: {
           if (session.content_id !== null) {
             const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
             // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
-            return { ...outcome.file, etag: sealed.etag };
+            return { ...outcome.file, etag: outcome.etag };
           }
           return commitFile(
             q,

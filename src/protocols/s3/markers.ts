@@ -2,7 +2,7 @@ import type { Services } from '../../services.ts';
 import { requireScope, type S3Call } from './call.ts';
 import { noSuchKey, noSuchVersion } from './errors.ts';
 import { EMPTY_ETAG } from './etag.ts';
-import { checkConditions, rangeOf } from './objects.ts';
+import { checkConditions, markerShown, rangeOf } from './objects.ts';
 
 /**
  * Folder markers: a key ending in `/` names a folder, which is an object of no bytes when it was made
@@ -17,11 +17,7 @@ export async function getMarker(
   { request, reply, caller, target, query }: S3Call,
 ) {
   requireScope(caller, 'files:read');
-  // An upload token reads only its own files.
-  const marker =
-    caller.principal.kind === 'upload_token'
-      ? undefined
-      : await services.folders.markerAt(caller.project.id, target.key.slice(0, -1));
+  const marker = await markerShown(services, caller, target.key.slice(0, -1));
   if (!marker) throw noSuchKey();
   const versionId = query.get('versionId');
   if (versionId !== null && versionId !== 'null') throw noSuchVersion();

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
+import type { Queryable } from '../../infra/db.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
 import { bareEtag } from '../../lib/etag.ts';
@@ -9,6 +10,7 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
+import { hasContentInScan } from '../../modules/ingest/content-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import { findVersion, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
@@ -64,6 +66,11 @@ export function metadataOf(
   return metadata;
 }
 
+/** Whether an If-Match or If-None-Match list names `etag` (quoted or not), or is `*`. */
+function listsEtag(list: string, etag: string): boolean {
+  return list.split(',').some((tag) => tag.trim() === '*' || bareEtag(tag) === bareEtag(etag));
+}
+
 /**
  * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
  * carries the validators a 200 would (RFC 9110 §15.4.5), so caches can refresh what they hold.
@@ -82,8 +89,7 @@ export function checkConditions(
     forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
-  const matches = (list: string) =>
-    list.split(',').some((tag) => tag.trim() === '*' || bareEtag(tag) === bareEtag(etag));
+  const matches = (list: string) => listsEtag(list, etag);
   const seconds = Math.floor(modified.getTime() / 1000);
   const since = (value: string) => Math.floor(Date.parse(value) / 1000);
   const ifMatch = header('if-match');
@@ -121,43 +127,82 @@ export function writeConditionOf(
   return { ifNoneMatch: ifNoneMatch !== undefined, ifMatch };
 }
 
-/** Why the object at a key (`file`, or none) fails `condition`; undefined when it meets it. */
-function unmet(condition: WriteCondition, file: FileRow | undefined): S3Error | undefined {
+/**
+ * What a conditional write finds at its key: a file (`id`), or a folder marker (`id` its key), and
+ * whether new content of the file waits for its scan, which has changed the object already though
+ * the file still shows the ETag of the content before.
+ */
+interface Found {
+  id: string;
+  etag: string;
+  pending: boolean;
+}
+
+/** The object S3 shows at `key` as a conditional write sees it, read with `q`. */
+async function foundAt(
+  services: Pick<ObjectServices, 'db' | 'folders'>,
+  q: Queryable,
+  caller: Caller,
+  key: string,
+): Promise<Found | undefined> {
+  const place = placeOf(key);
+  if (place.kind === 'folder') {
+    const marker = await markerShown(services, caller, place.folderPath, q);
+    return marker && { id: key, etag: EMPTY_ETAG, pending: false };
+  }
+  const file = await shownAt(services, caller, key, { file: await findByKey(q, caller.project.id, key) });
+  return file && { id: file.id, etag: etagOf(file), pending: await hasContentInScan(q, file.id) };
+}
+
+/** Why the object at a key (`found`, or none) fails `condition`; undefined when it meets it. */
+function unmet(condition: WriteCondition, found: Found | undefined): S3Error | undefined {
   if (condition.ifMatch !== undefined) {
     // S3 answers If-Match over no object as that missing key.
-    if (!file) return noSuchKey();
-    const current = bareEtag(etagOf(file));
-    const listed = condition.ifMatch.split(',').map(bareEtag);
-    if (!listed.some((tag) => tag === '*' || tag === current)) return preconditionFailed();
+    if (!found) return noSuchKey();
+    if (!listsEtag(condition.ifMatch, found.etag)) return preconditionFailed();
+    // Another write changed the object already: the ETag matched is no longer the object's.
+    if (found.pending) return conditionalRequestConflict();
   }
-  if (condition.ifNoneMatch && file) return preconditionFailed();
+  if (condition.ifNoneMatch && found) return preconditionFailed();
   return undefined;
 }
 
 /**
  * Checks a conditional write against the object at `key` before a byte is stored (412
- * PreconditionFailed; If-Match over no object, 404 NoSuchKey), and answers the guard the transaction
- * recording the write runs: with the key locked, the object there must be the one checked, or a write
- * that came in between won (409 ConditionalRequestConflict) and this one is refused, its bytes removed.
+ * PreconditionFailed; If-Match over no object, 404 NoSuchKey; If-Match over an object whose new
+ * content waits for its scan, 409 ConditionalRequestConflict), and answers the guard the transaction
+ * recording the write runs: with the key locked, the object there must be the one checked, with no
+ * new content waiting, or a write that came in between won (409 ConditionalRequestConflict) and this
+ * one is refused, its bytes removed.
  */
 export async function guardOf(
-  services: Pick<ObjectServices, 'db'>,
+  services: Pick<ObjectServices, 'db' | 'folders'>,
   caller: Caller,
   key: string,
   condition: WriteCondition | undefined,
 ): Promise<WriteGuard | undefined> {
   if (!condition) return undefined;
-  const checked = await shownAt(services, caller, key);
+  const checked = await foundAt(services, services.db, caller, key);
   const refused = unmet(condition, checked);
   if (refused) throw refused;
   return async (q) => {
     await lockKey(q, caller.project.id, key);
-    const found = await findByKey(q, caller.project.id, key);
-    const now = found && isVisible(caller, found) ? found : undefined;
-    if (now?.id !== checked?.id || (now && checked && etagOf(now) !== etagOf(checked))) {
+    const now = await foundAt(services, q, caller, key);
+    if (now?.id !== checked?.id || now?.etag !== checked?.etag || now?.pending) {
       throw conditionalRequestConflict();
     }
   };
+}
+
+/** The folder marker S3 shows at `path/` (its creation time); an upload token reads only its own files. */
+export function markerShown(
+  services: Pick<ObjectServices, 'folders'>,
+  caller: Caller,
+  path: string,
+  q?: Queryable,
+): Promise<{ created_at: Date } | undefined> {
+  if (caller.principal.kind === 'upload_token') return Promise.resolve(undefined);
+  return services.folders.markerAt(caller.project.id, path, q);
 }
 
 /** The services an S3 object operation works through. */
@@ -307,7 +352,7 @@ export async function putObject(
   if (place.kind === 'folder') {
     if (request.size !== 0) throw invalidRequest('A key ending in / is a folder: it takes no bytes');
     request.body.resume();
-    await services.folders.markPath(caller.project.id, place.folderPath);
+    await services.folders.markPath(caller.project.id, place.folderPath, request.guard);
     return { etag: EMPTY_ETAG };
   }
   const existing = await replaceableAt(services, caller, key);
@@ -321,7 +366,8 @@ export async function putObject(
       request.guard,
     );
     return {
-      etag: etagOf(outcome.file),
+      // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
+      etag: outcome.etag,
       file: outcome.file,
       versionId: await writtenVersion(services, caller, outcome.file, outcome.version_id),
     };
@@ -539,12 +585,14 @@ export async function copyObject(
   request: { replace: boolean; contentType: string | undefined; metadata: Record<string, string> },
 ) {
   const { file, content } = source;
+  const bytes = await services.store.read(content.storageKey);
+  // A write refused before its bytes are read leaves the store's stream to be closed here.
   return putObject(services, caller, key, {
     size: content.size,
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     metadata: request.replace ? request.metadata : stringValues(file.metadata),
-    body: await services.store.read(content.storageKey),
-  });
+    body: bytes,
+  }).finally(() => bytes.destroy());
 }
 
 const stringValues = (metadata: Record<string, unknown>) =>

@@ -32,8 +32,9 @@ import {
   type UploadPartCopyCommandInput,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
+import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { storage } from '../../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
@@ -942,6 +943,176 @@ describe('the S3 endpoint', () => {
     // Over a missing key it completes.
     await (await start('o.txt'))('*');
     expect(await read('o.txt')).toBe('parts');
+  });
+
+  it('refuses If-Match while new content waits for its scan, and answers the ETag of the bytes stored', async () => {
+    const { client, name } = await bucketWith({ virus_scan_enabled: true });
+    const put = (Key: string, Body: string, IfMatch?: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain', IfMatch }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    const first = await put('s.txt', 'one');
+    await drain(coffer.services.pipeline);
+
+    const second = await put('s.txt', 'two', first.ETag);
+    expect(second.ETag).toBe(`"${md5('two')}"`);
+    // The file shows its content before until the scan passes; the write it waits for changed it already.
+    expect((await client.send(new HeadObjectCommand({ Bucket: name, Key: 's.txt' }))).ETag).toBe(first.ETag);
+    expect(await refusal(put('s.txt', 'three', first.ETag))).toEqual({
+      code: 'ConditionalRequestConflict',
+      status: 409,
+    });
+    await drain(coffer.services.pipeline);
+    expect(await read('s.txt')).toBe('two');
+    await put('s.txt', 'four', second.ETag);
+    await drain(coffer.services.pipeline);
+    expect(await read('s.txt')).toBe('four');
+
+    // New content stored between the check and the record: refused as the key is locked.
+    await put('t.txt', 'one');
+    await drain(coffer.services.pipeline);
+    const { ETag } = await client.send(new HeadObjectCommand({ Bucket: name, Key: 't.txt' }));
+    const { store } = coffer.services;
+    const write = store.write.bind(store);
+    let cutIn = true;
+    store.write = async (...args: Parameters<typeof store.write>) => {
+      const written = await write(...args);
+      if (cutIn) {
+        cutIn = false;
+        await put('t.txt', 'winner');
+      }
+      return written;
+    };
+    try {
+      expect(await refusal(put('t.txt', 'loser', ETag))).toEqual({
+        code: 'ConditionalRequestConflict',
+        status: 409,
+      });
+    } finally {
+      store.write = write;
+    }
+    await drain(coffer.services.pipeline);
+    expect(await read('t.txt')).toBe('winner');
+  });
+
+  it('holds a PutObject of a folder key to its conditions, the marker its ETag the empty MD5', async () => {
+    const { client, name } = await bucketWith();
+    const put = (Key: string, conditions: { IfNoneMatch?: string; IfMatch?: string } = {}) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body: '', ...conditions }));
+    const empty = `"${md5('')}"`;
+
+    expect((await put('dir/', { IfNoneMatch: '*' })).ETag).toBe(empty);
+    expect(await refusal(put('dir/', { IfNoneMatch: '*' }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    await put('dir/', { IfMatch: empty });
+    await put('dir/', { IfMatch: '*' });
+    expect(await refusal(put('dir/', { IfMatch: `"${md5('other')}"` }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(put('none/', { IfMatch: empty }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    // A folder a key only implies is no object of its own.
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'implied/a.txt', Body: 'a' }));
+    expect(await refusal(put('implied/', { IfMatch: '*' }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    await put('implied/', { IfNoneMatch: '*' });
+
+    const racing = await Promise.allSettled([1, 2, 3].map(() => put('race/', { IfNoneMatch: '*' })));
+    expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+  });
+
+  it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
+    const { client, name, project } = await bucketWith();
+    const { db, store } = coffer.services;
+    const put = (Key: string, Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain' }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    /** A conditional complete whose store assembles the object, then answers nothing more. */
+    const strand = async (Key: string, condition: { IfNoneMatch?: string; IfMatch?: string }) => {
+      const { UploadId } = await client.send(
+        new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain' }),
+      );
+      const part = await client.send(
+        new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'parts' }),
+      );
+      const { completeMultipart, head } = store;
+      store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
+        await completeMultipart.apply(store, args);
+        throw new StoreError('Unavailable', 'The answer of the store was lost');
+      };
+      store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
+      try {
+        const complete = client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: name,
+            Key,
+            UploadId,
+            MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+            ...condition,
+          }),
+        );
+        expect(await refusal(complete)).toEqual({ code: 'ServiceUnavailable', status: 503 });
+      } finally {
+        store.completeMultipart = completeMultipart;
+        store.head = head;
+      }
+      return UploadId!;
+    };
+
+    const created = await strand('new.txt', { IfNoneMatch: '*' });
+    const existing = await put('old.txt', 'existing');
+    const replacing = await strand('old.txt', { IfMatch: existing.ETag });
+    // Another write lands at the key while the first upload waits for the reaper.
+    await put('new.txt', 'winner');
+    await db.query(
+      "UPDATE multipart_sessions SET completing_since = now() - interval '2 hours' WHERE id = ANY($1::text[])",
+      [[created, replacing]],
+    );
+    await coffer.services.multipart.reap();
+
+    const sessions = await db.query<{ status: string }>(
+      'SELECT status FROM multipart_sessions WHERE id = ANY($1::text[])',
+      [[created, replacing]],
+    );
+    expect(sessions).toEqual([{ status: 'aborted' }, { status: 'aborted' }]);
+    expect(await read('new.txt')).toBe('winner');
+    expect(await read('old.txt')).toBe('existing');
+    const contents = await db.query<{ status: string }>(
+      'SELECT status FROM pending_contents WHERE project_id = $1',
+      [project.id],
+    );
+    expect(contents).toEqual([{ status: 'failed' }]);
+    expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+      used_bytes: 'existing'.length + 'winner'.length,
+      reserved_bytes: 0,
+    });
+  });
+
+  it('closes the source read of a CopyObject refused before its bytes are read', async () => {
+    const { client, name } = await bucketWith();
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'src.txt', Body: 'source' }));
+    const { store } = coffer.services;
+    const read = store.read;
+    const destroys: MockInstance[] = [];
+    store.read = async (...args: Parameters<typeof store.read>) => {
+      const stream = await read.apply(store, args);
+      destroys.push(vi.spyOn(stream, 'destroy'));
+      return stream;
+    };
+    try {
+      // A folder key takes no bytes: refused before the copy reads any.
+      expect(
+        await refusal(
+          client.send(new CopyObjectCommand({ Bucket: name, Key: 'dir/', CopySource: `${name}/src.txt` })),
+        ),
+      ).toEqual({ code: 'InvalidRequest', status: 400 });
+    } finally {
+      store.read = read;
+    }
+    expect(destroys).toHaveLength(1);
+    expect(destroys[0]).toHaveBeenCalled();
   });
 
   it('makes a folder of a zero-byte key ending in /', async () => {
