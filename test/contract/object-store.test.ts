@@ -372,6 +372,36 @@ describe.each(backends)('object store contract: $name', (backend) => {
       if (store.capabilities.sha256OnUpload) expect((await store.head(key))?.sha256).toBe(expected);
     });
 
+    it('tells the parts of an assembled object: where each lies, and how many there are', async () => {
+      const key = newKey();
+      const parts = [randomBytes(5 * MiB), randomBytes(1234)];
+      // Copies: a store may hand the buffers' memory over to the thread that writes them.
+      const whole = Buffer.concat(parts);
+      const last = Buffer.from(parts[1]!);
+      const uploadId = await store.createMultipart(key, {
+        contentType: 'text/plain',
+        totalSize: whole.length,
+      });
+      const completed = [];
+      for (const [index, bytes] of parts.entries()) {
+        const etag = await store.writePart(key, uploadId, index + 1, Readable.from([bytes]), bytes.length);
+        completed.push({ partNumber: index + 1, etag });
+      }
+      await store.completeMultipart(key, uploadId, completed);
+      const first = await store.headPart(key, 1);
+      // The local store keeps the parts; an S3 server that ignores partNumber shows the whole object.
+      if (backend.name === 'local' || first?.partsCount !== undefined) {
+        expect(first).toEqual({ range: { start: 0, end: 5 * MiB - 1 }, partsCount: 2 });
+        const second = await store.headPart(key, 2);
+        expect(second).toEqual({ range: { start: 5 * MiB, end: whole.length - 1 }, partsCount: 2 });
+        expect((await collect(await store.read(key, second!.range))).equals(last)).toBe(true);
+        expect(await storeError(store.headPart(key, 3))).toMatchObject({ code: 'InvalidRange' });
+      } else {
+        expect(first).toEqual({ range: { start: 0, end: whole.length - 1 }, partsCount: undefined });
+        expect(await storeError(store.headPart(key, 2))).toMatchObject({ code: 'InvalidRange' });
+      }
+    });
+
     it('refuses a part stream of another length than declared, keeping no part', async () => {
       const key = newKey();
       const uploadId = await store.createMultipart(key, { contentType: 'text/plain', totalSize: 1000 });
@@ -396,6 +426,22 @@ describe.each(backends)('object store contract: $name', (backend) => {
       ).toBe(true);
       expect(await store.head(newKey())).toBeUndefined();
       expect((await storeError(store.read(newKey()).then(collect))).code).toBe('NoSuchKey');
+    });
+
+    it('answers an object written whole as its one part; a missing object has none', async () => {
+      const key = newKey();
+      // The size first: a store may hand the buffer's memory over to the thread that writes it.
+      const size = 100_000;
+      await store.write(key, Readable.from([randomBytes(size)]), { size, contentType: 'text/plain' });
+      expect(await store.headPart(key, 1)).toEqual({
+        range: { start: 0, end: size - 1 },
+        partsCount: undefined,
+      });
+      expect(await storeError(store.headPart(key, 2))).toMatchObject({ code: 'InvalidRange' });
+      const empty = newKey();
+      await store.write(empty, Readable.from([]), { size: 0, contentType: 'text/plain' });
+      expect(await store.headPart(empty, 1)).toEqual({ range: undefined, partsCount: undefined });
+      expect(await store.headPart(newKey(), 1)).toBeUndefined();
     });
 
     it('serves a download URL as an attachment of the signed type, with ranges', async () => {

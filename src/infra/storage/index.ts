@@ -9,6 +9,7 @@ const TRACED: (keyof ObjectStore & string)[] = [
   'seal',
   'write',
   'head',
+  'headPart',
   'read',
   'delete',
   'createMultipart',

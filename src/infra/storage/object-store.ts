@@ -22,6 +22,14 @@ export interface ByteRange {
   end: number;
 }
 
+/** Part `partNumber` of an object, as S3's GetObject with partNumber reads it (see ObjectStore.headPart). */
+export interface ObjectPart {
+  /** Where the part's bytes lie in the object; undefined for a part of no bytes. */
+  range: ByteRange | undefined;
+  /** How many parts the object was assembled from; undefined for an object that is its own only part. */
+  partsCount: number | undefined;
+}
+
 /** The most bytes one object PUT or one part may hold (S3's limit, kept by every backend). */
 export const MAX_PART_SIZE = 5 * 1024 ** 3;
 export const MAX_PART_NUMBER = 10_000;
@@ -45,7 +53,7 @@ export type StoreErrorCode =
   | 'InvalidArgument'
   /** A presigned URL that is tampered with, expired or used for another request. */
   | 'Forbidden'
-  /** The byte range lies outside the object. */
+  /** The byte range, or the part, lies outside the object. */
   | 'InvalidRange'
   /** The store has no room left for the bytes (a full disk, a quota): nothing was written. */
   | 'InsufficientStorage'
@@ -134,6 +142,13 @@ export interface ObjectStore {
   ): Promise<string>;
   head(key: string): Promise<ObjectInfo | undefined>;
   read(key: string, range?: ByteRange): Promise<Readable>;
+  /**
+   * Part `partNumber` of the object (undefined when the object is missing): the parts it was assembled
+   * from are numbered 1 to their count in the order they make it up. An object written whole is its
+   * own only part, and so is every object of a store that does not tell them apart. A part past the
+   * last is InvalidRange (details: `parts_count`, when known).
+   */
+  headPart(key: string, partNumber: number): Promise<ObjectPart | undefined>;
   /**
    * Removes the object, and the bytes of an upload to it not sealed yet (multipart uploads end with
    * abortMultipart); removing a missing object is not an error.

@@ -10,6 +10,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  type HeadObjectCommandOutput,
   ListMultipartUploadsCommand,
   ListPartsCommand,
   PutObjectCommand,
@@ -29,6 +30,7 @@ import {
   isStoreError,
   MAX_PART_SIZE,
   type ObjectInfo,
+  type ObjectPart,
   type ObjectStore,
   type PartInfo,
   StoreError,
@@ -94,6 +96,12 @@ function lifetime(expiresAt: Date): { signingDate: Date; expiresIn: number } {
     throw new StoreError('InvalidArgument', `URL lifetimes run from 1 to ${MAX_URL_SECONDS} seconds`);
   }
   return { signingDate, expiresIn };
+}
+
+/** The bytes a Content-Range header (`bytes first-last/size`) names; undefined without one. */
+function rangeOfHeader(header: string | undefined): ByteRange | undefined {
+  const match = header ? /^bytes (\d+)-(\d+)\//.exec(header) : null;
+  return match ? { start: Number(match[1]), end: Number(match[2]) } : undefined;
 }
 
 function checkSize(size: number, field: string): void {
@@ -308,6 +316,37 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         if (mapped.code === 'NoSuchKey') return undefined;
         throw mapped;
       }
+    },
+
+    /**
+     * The store's own HeadObject of the part, a ranged HEAD: its Content-Range places the part. A store
+     * that answers without one (an empty object, or a store that ignores partNumber) showed the whole
+     * object, which is then its one part.
+     */
+    async headPart(key, partNumber): Promise<ObjectPart | undefined> {
+      assertKey(key);
+      checkPartNumber(partNumber);
+      let head: HeadObjectCommandOutput;
+      try {
+        head = await client.send(new HeadObjectCommand({ Bucket, Key: key, PartNumber: partNumber }));
+      } catch (error) {
+        // A HEAD's refusal has no body to name it: a part past the last is its status, 416.
+        if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 416) {
+          throw new StoreError('InvalidRange', `The object has no part ${partNumber}`, undefined, {
+            cause: error,
+          });
+        }
+        const mapped = toStoreError(error, 'head part');
+        if (mapped.code === 'NoSuchKey') return undefined;
+        throw mapped;
+      }
+      const range = rangeOfHeader(head.ContentRange);
+      if (range) return { range, partsCount: head.PartsCount };
+      if (partNumber > 1) {
+        throw new StoreError('InvalidRange', `The object has no part ${partNumber}`, { parts_count: 1 });
+      }
+      const size = head.ContentLength ?? 0;
+      return { range: size > 0 ? { start: 0, end: size - 1 } : undefined, partsCount: undefined };
     },
 
     async read(key, range?: ByteRange): Promise<Readable> {

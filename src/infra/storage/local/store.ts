@@ -9,6 +9,7 @@ import {
   checkPartNumber,
   checkWriteSize,
   type ObjectInfo,
+  type ObjectPart,
   type ObjectStore,
   type PartInfo,
   type StagedPart,
@@ -201,6 +202,26 @@ class LocalStore implements LocalObjectStore {
     assertKey(key);
     const meta = await this.#readMeta(key);
     return meta && { size: meta.size, etag: meta.etag, sha256: meta.sha256 };
+  }
+
+  /** An assembled object's parts are its segments; any other object is one part. */
+  async headPart(key: string, partNumber: number): Promise<ObjectPart | undefined> {
+    assertKey(key);
+    checkPartNumber(partNumber);
+    const meta = await this.#readMeta(key);
+    if (!meta) return undefined;
+    const sizes = meta.segments ?? [meta.size];
+    if (partNumber > sizes.length) {
+      throw new StoreError('InvalidRange', `The object has ${sizes.length} part(s)`, {
+        parts_count: sizes.length,
+      });
+    }
+    const start = sizes.slice(0, partNumber - 1).reduce((sum, size) => sum + size, 0);
+    const size = sizes[partNumber - 1]!;
+    return {
+      range: size > 0 ? { start, end: start + size - 1 } : undefined,
+      partsCount: meta.segments?.length,
+    };
   }
 
   async locate(key: string): Promise<Located | undefined> {
