@@ -247,8 +247,14 @@ describe('CORS of the S3 endpoint', () => {
     expect(refused.text).toContain('<Code>AccessDenied</Code>');
     expect(refused.headers.get('access-control-allow-origin')).toBe(APP);
     const exposed = list(refused.headers.get('access-control-expose-headers'));
-    for (const header of ['etag', 'x-amz-version-id', 'x-coffer-file-id', 'x-amz-checksum-crc32'])
-      expect(exposed).toContain(header);
+    const s3Headers = [
+      'etag',
+      'x-amz-version-id',
+      'x-amz-mp-parts-count',
+      'x-coffer-file-id',
+      'x-amz-checksum-crc32',
+    ];
+    for (const header of s3Headers) expect(exposed).toContain(header);
   });
 
   it('answers a GetObject with the headers of its HeadObject, CORS and request id included, whole and in a range', async () => {

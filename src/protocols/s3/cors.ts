@@ -15,6 +15,7 @@ const S3_CORS = {
     'ETag',
     'x-amz-version-id',
     'x-amz-delete-marker',
+    'x-amz-mp-parts-count',
     'x-amz-request-id',
     'x-amz-checksum-crc32',
     'x-amz-checksum-crc32c',

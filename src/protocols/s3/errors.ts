@@ -102,6 +102,13 @@ export const conditionalRequestConflict = () =>
     'ConditionalRequestConflict',
     'A conflicting operation occurred at this key while the conditional write ran: read the key again and retry',
   );
+export const invalidPartNumber = (requested: number, partsCount?: number) =>
+  new S3Error(416, 'InvalidPartNumber', 'The requested partnumber is not satisfiable', {
+    details: {
+      PartNumberRequested: String(requested),
+      ...(partsCount === undefined ? {} : { ActualPartCount: String(partsCount) }),
+    },
+  });
 export const invalidObjectState = (status: string) =>
   new S3Error(403, 'InvalidObjectState', `The object is ${status}, not ready: it cannot be read yet`);
 

@@ -1,8 +1,8 @@
 import type { Services } from '../../services.ts';
 import { requireScope, type S3Call } from './call.ts';
-import { noSuchKey, noSuchVersion } from './errors.ts';
+import { invalidPartNumber, noSuchKey, noSuchVersion } from './errors.ts';
 import { EMPTY_ETAG } from './etag.ts';
-import { checkConditions, markerShown, rangeOf } from './objects.ts';
+import { checkConditions, markerShown, rangeOf, readPartNumber } from './objects.ts';
 
 /**
  * Folder markers: a key ending in `/` names a folder, which is an object of no bytes when it was made
@@ -17,12 +17,15 @@ export async function getMarker(
   { request, reply, caller, target, query }: S3Call,
 ) {
   requireScope(caller, 'files:read');
+  const partNumber = readPartNumber(request.headers, query);
   const marker = await markerShown(services, caller, target.key.slice(0, -1));
   if (!marker) throw noSuchKey();
   const versionId = query.get('versionId');
   if (versionId !== null && versionId !== 'null') throw noSuchVersion();
   checkConditions(request.headers, { etag: EMPTY_ETAG, modified: marker.created_at });
   rangeOf(request.headers.range, 0);
+  // A marker is an object written whole: its one part is itself.
+  if (partNumber !== undefined && partNumber > 1) throw invalidPartNumber(partNumber, 1);
   return reply
     .headers({
       'content-type': 'application/x-directory',

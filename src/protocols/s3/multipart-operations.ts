@@ -20,10 +20,17 @@ import {
   createUpload,
   listParts,
   listUploads,
-  partNumberOf,
   uploadPart,
 } from './multipart.ts';
-import { copyRangeOf, copySource, declaredSize, guardOf, metadataOf, writeConditionOf } from './objects.ts';
+import {
+  copyRangeOf,
+  copySource,
+  declaredSize,
+  guardOf,
+  metadataOf,
+  partNumberOf,
+  writeConditionOf,
+} from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
 
 /** Multipart uploads: Create, UploadPart, UploadPartCopy, Complete, Abort, ListParts, ListMultipartUploads. */

@@ -7,7 +7,7 @@ import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { successor } from './listing.ts';
-import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
+import { folderFor, partNumberOf, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -63,15 +63,6 @@ export async function createUpload(
     metadata,
   });
   return started.uploadId;
-}
-
-/** A part number as S3 sends it: a whole number from 1 to 10,000. */
-export function partNumberOf(value: string | null): number {
-  const number = Number(value);
-  if (!value || !/^\d+$/.test(value) || number < 1 || number > 10_000) {
-    throw invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
-  }
-  return number;
 }
 
 export const uploadPart = (

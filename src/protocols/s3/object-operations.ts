@@ -28,8 +28,10 @@ import {
   metadataOf,
   metaHeaders,
   objectBody,
+  partOf,
   putObject,
   rangeOf,
+  readPartNumber,
   requireReadable,
   responseOverrides,
   writeConditionOf,
@@ -47,25 +49,30 @@ export function objectOperations(services: Services): Record<string, Operation> 
   async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
     const overrides = responseOverrides(query);
+    const partNumber = readPartNumber(request.headers, query);
     const file = await fileAt(services, caller, target.key, atKey);
     // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
     if (request.method !== 'HEAD') requireReadable(file);
     const content = await contentOf(services, caller, file, query.get('versionId'));
     checkConditions(request.headers, content);
-    const range = rangeOf(request.headers.range, content.size);
+    // A part is read as the range it spans; a part of no bytes has none.
+    const part = partNumber === undefined ? undefined : await partOf(services.store, content, partNumber);
+    const range = part ? part.range : rangeOf(request.headers.range, content.size);
+    const length = range ? range.end - range.start + 1 : part ? 0 : content.size;
     reply.headers({
       'content-type': content.contentType,
-      'content-length': String(range ? range.end - range.start + 1 : content.size),
+      'content-length': String(length),
       etag: content.etag,
       'last-modified': content.modified.toUTCString(),
       'accept-ranges': 'bytes',
       'x-coffer-file-id': file.id,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
+      ...(part?.partsCount === undefined ? {} : { 'x-amz-mp-parts-count': String(part.partsCount) }),
       ...metaHeaders(file.metadata),
       ...overrides,
     });
     if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${content.size}`);
-    if (request.method === 'HEAD' || content.size === 0) return reply.send();
+    if (request.method === 'HEAD' || length === 0) return reply.send();
     const body = await objectBody(services.store, content.storageKey, range);
     // The local store's bytes go from its files to the socket, as a presigned download's do.
     return Array.isArray(body) ? sendSlices(request, reply, body) : reply.send(body);

@@ -4,7 +4,12 @@ import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
 import type { Queryable } from '../../infra/db.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
-import type { ByteRange, ObjectStore } from '../../infra/storage/object-store.ts';
+import {
+  type ByteRange,
+  isStoreError,
+  type ObjectPart,
+  type ObjectStore,
+} from '../../infra/storage/object-store.ts';
 import { bareEtag } from '../../lib/etag.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
@@ -20,6 +25,7 @@ import {
   conditionalRequestConflict,
   invalidArgument,
   invalidObjectState,
+  invalidPartNumber,
   invalidRequest,
   noSuchBucket,
   noSuchKey,
@@ -333,6 +339,43 @@ export function rangeOf(header: string | undefined, size: number) {
       headers: { 'content-range': `bytes */${size}` },
     });
   }
+}
+
+/** A part number as S3 sends it: a whole number from 1 to 10,000. */
+export function partNumberOf(value: string | null): number {
+  const number = Number(value);
+  if (!value || !/^\d+$/.test(value) || number < 1 || number > 10_000) {
+    throw invalidArgument('Part number must be an integer between 1 and 10000, inclusive');
+  }
+  return number;
+}
+
+/** The part a GetObject or HeadObject reads (`partNumber`), undefined for the whole object; never with a Range. */
+export function readPartNumber(
+  headers: Record<string, string | string[] | undefined>,
+  query: URLSearchParams,
+): number | undefined {
+  const value = query.get('partNumber');
+  if (value === null) return undefined;
+  const partNumber = partNumberOf(value);
+  if (headers.range !== undefined) {
+    throw invalidRequest('Cannot specify both Range header and partNumber query parameter');
+  }
+  return partNumber;
+}
+
+/** Part `partNumber` of `content`: where it lies, and how many parts the object has. */
+export async function partOf(store: ObjectStore, content: Content, partNumber: number): Promise<ObjectPart> {
+  let part: ObjectPart | undefined;
+  try {
+    part = await store.headPart(content.storageKey, partNumber);
+  } catch (error) {
+    if (!isStoreError(error, 'InvalidRange')) throw error;
+    const count = error.details?.parts_count;
+    throw invalidPartNumber(partNumber, typeof count === 'number' ? count : undefined);
+  }
+  if (!part) throw noSuchKey();
+  return part;
 }
 
 /** Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder. */

@@ -77,10 +77,13 @@ function targetOf(path: string): Target {
 
 /** The name of the operation a request asks for: the subresource it names, or the plain one. */
 function operationOf(method: string, target: Target, query: URLSearchParams): string {
+  // GetObject and HeadObject take a part number as the part to read, not as another operation.
+  const reads = method === 'GET' || method === 'HEAD';
+  const named = [...query.keys()].filter(
+    (name) => SUBRESOURCES.has(name) && !(reads && name === 'partNumber'),
+  );
   // An UploadPart names the upload too: the part is its operation, whatever the order of the query.
-  const subresource = query.has('partNumber')
-    ? 'partNumber'
-    : [...query.keys()].find((name) => SUBRESOURCES.has(name));
+  const subresource = named.includes('partNumber') ? 'partNumber' : named[0];
   const where = target.key !== undefined ? 'object' : target.bucket !== undefined ? 'bucket' : 'service';
   return `${method} ${where}${subresource ? `?${subresource}` : ''}`;
 }
