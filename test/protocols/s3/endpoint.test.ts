@@ -1040,9 +1040,10 @@ describe('the S3 endpoint', () => {
       const { completeMultipart, head } = store;
       store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
         await completeMultipart.apply(store, args);
+        // From now on, not before: a store may look at the key itself while it assembles.
+        store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
         throw new StoreError('Unavailable', 'The answer of the store was lost');
       };
-      store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
       try {
         const complete = client.send(
           new CompleteMultipartUploadCommand({
