@@ -160,14 +160,20 @@ async function foundAt(
   return file && { id: file.id, etag: etagOf(file), pending: await hasContentInScan(q, file.id) };
 }
 
+/** Whether `condition` asks for a given ETag (If-Match other than `*`). */
+const namesEtag = (condition: WriteCondition) =>
+  condition.ifMatch !== undefined && !condition.ifMatch.split(',').some((tag) => tag.trim() === '*');
+
 /** Why the object at a key (`found`, or none) fails `condition`; undefined when it meets it. */
 function unmet(condition: WriteCondition, found: Found | undefined): S3Error | undefined {
   if (condition.ifMatch !== undefined) {
     // S3 answers If-Match over no object as that missing key.
     if (!found) return noSuchKey();
+    // Any object at the key meets `*`; otherwise new content waiting for its scan is a write in
+    // progress whose ETag the object does not show yet: not a mismatch (412 would say the object is
+    // another's for good), a conflict to try again once it settles.
+    if (found.pending && namesEtag(condition)) return conditionalRequestConflict();
     if (!listsEtag(condition.ifMatch, found.etag)) return preconditionFailed();
-    // Another write changed the object already: the ETag matched is no longer the object's.
-    if (found.pending) return conditionalRequestConflict();
   }
   if (condition.ifNoneMatch && found) return preconditionFailed();
   return undefined;
@@ -194,7 +200,7 @@ export async function guardOf(
   return async (q) => {
     await lockKey(q, caller.project.id, key);
     const now = await foundAt(services, q, caller, key);
-    if (now?.id !== checked?.id || now?.etag !== checked?.etag || now?.pending) {
+    if (now?.id !== checked?.id || now?.etag !== checked?.etag || (now?.pending && namesEtag(condition))) {
       throw conditionalRequestConflict();
     }
   };
