@@ -320,8 +320,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
 
     /**
      * The store's own HeadObject of the part, a ranged HEAD: its Content-Range places the part. A store
-     * that answers without one (an empty object, or a store that ignores partNumber) showed the whole
-     * object, which is then its one part.
+     * that answers without one and without a parts count (an empty object, or a store that ignores
+     * partNumber) showed the whole object, which is then its one part.
      */
     async headPart(key, partNumber): Promise<ObjectPart | undefined> {
       assertKey(key);
@@ -342,10 +342,23 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
       }
       const range = rangeOfHeader(head.ContentRange);
       if (range) return { range, partsCount: head.PartsCount };
+      const size = head.ContentLength ?? 0;
+      if (head.PartsCount !== undefined) {
+        // Parts counted but not placed (some servers leave Content-Range out): the part starts where
+        // the ones before it end.
+        let start = 0;
+        for (let before = 1; before < partNumber; before++) {
+          const earlier = await client.send(new HeadObjectCommand({ Bucket, Key: key, PartNumber: before }));
+          start += earlier.ContentLength ?? 0;
+        }
+        return {
+          range: size > 0 ? { start, end: start + size - 1 } : undefined,
+          partsCount: head.PartsCount,
+        };
+      }
       if (partNumber > 1) {
         throw new StoreError('InvalidRange', `The object has no part ${partNumber}`, { parts_count: 1 });
       }
-      const size = head.ContentLength ?? 0;
       return { range: size > 0 ? { start: 0, end: size - 1 } : undefined, partsCount: undefined };
     },
 
