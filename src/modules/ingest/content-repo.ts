@@ -155,6 +155,18 @@ export async function hasContentInScan(q: Queryable, fileId: string): Promise<bo
   return rows.length > 0;
 }
 
+/**
+ * Whether content of the file newer than `contentId` (ids follow the order writes began) is already
+ * committed: `contentId` then comes too late to become current.
+ */
+export async function hasNewerCommitted(q: Queryable, fileId: string, contentId: string): Promise<boolean> {
+  const [row] = await q.query<{ newer: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pending_contents WHERE file_id = $1 AND id > $2 AND status = 'committed') AS newer`,
+    [fileId, contentId],
+  );
+  return row!.newer;
+}
+
 /** Whether content still waits for the bytes of `key` (an upload URL not confirmed yet). */
 export async function isContentUploadingTo(q: Queryable, key: string): Promise<boolean> {
   const rows = await q.query(

@@ -15,6 +15,7 @@ import { enforceQuotas } from '../usage/service.ts';
 import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
 import {
   findContent,
+  hasNewerCommitted,
   insertContent,
   type PendingContent,
   settleContentSize,
@@ -73,6 +74,12 @@ export async function commitContent(
 ): Promise<files.FileRow> {
   const file = await files.findFile(q, content.project_id, content.file_id, true);
   if (!file || file.deleted_at !== null) throw notFound('File');
+  // Contents of a file commit in any order (their scans run at once); the newest write stays current.
+  // One a newer write overtook, the file locked above, is not kept: its bytes are collected.
+  if (await hasNewerCommitted(q, file.id, content.id)) {
+    await files.retireObject(q, file.project_id, content.storage_key);
+    return file;
+  }
   const versioned = await hasVersions(q, file.id);
   if (project.settings.versioning_enabled || versioned) {
     if (!versioned) await recordVersion(q, file, file, 'upload');
