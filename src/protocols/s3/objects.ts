@@ -72,9 +72,12 @@ export function metadataOf(
   return metadata;
 }
 
+/** Whether an If-Match or If-None-Match list is `*` (any object). */
+const anyEtag = (list: string) => list.split(',').some((tag) => tag.trim() === '*');
+
 /** Whether an If-Match or If-None-Match list names `etag` (quoted or not), or is `*`. */
 function listsEtag(list: string, etag: string): boolean {
-  return list.split(',').some((tag) => tag.trim() === '*' || bareEtag(tag) === bareEtag(etag));
+  return anyEtag(list) || list.split(',').some((tag) => bareEtag(tag) === bareEtag(etag));
 }
 
 /**
@@ -162,7 +165,7 @@ async function foundAt(
 
 /** Whether `condition` asks for a given ETag (If-Match other than `*`). */
 const namesEtag = (condition: WriteCondition) =>
-  condition.ifMatch !== undefined && !condition.ifMatch.split(',').some((tag) => tag.trim() === '*');
+  condition.ifMatch !== undefined && !anyEtag(condition.ifMatch);
 
 /** Why the object at a key (`found`, or none) fails `condition`; undefined when it meets it. */
 function unmet(condition: WriteCondition, found: Found | undefined): S3Error | undefined {
