@@ -400,6 +400,19 @@ describe('the clamd client', () => {
     expect(fake.requests.map((request) => request.command)).toEqual(['zPING']);
   });
 
+  it('takes a close without a verdict after the whole stream as a refusal while clamd answers PING', async () => {
+    // The stream can fit in the socket buffers before clamd reads past its limit and resets.
+    const fake = await fakeClamd({
+      answer: (request, socket) =>
+        request.command === 'zINSTREAM' ? socket.resetAndDestroy() : likeClamd(request, socket),
+    });
+    const error = await createClamdScanner(fake.url)
+      .scan(nearMisses(MiB, 65_536))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ScanRejectedError);
+    expect(fake.requests.map((request) => request.command)).toEqual(['zINSTREAM', 'zPING']);
+  });
+
   it('takes an early close by a daemon that went away as unavailable', async () => {
     const fake = await fakeClamd({
       answer: likeClamd,

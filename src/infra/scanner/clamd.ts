@@ -50,10 +50,11 @@ export function parseClamdUrl(url: string): ClamdAddress {
  * - `stream: Heuristics.Limits.Exceeded... FOUND` (clamd's AlertExceedsMax) → ScanRejectedError: the
  *   engine did not look at the whole file, which is neither clean nor a detection.
  * - `INSTREAM size limit exceeded. ERROR` → ScanRejectedError (the stream is over StreamMaxLength).
- * - clamd closing the connection before the whole stream was sent, without a reply (it does so after
- *   that size-limit reply, which can be lost when the close resets the connection first): a quick
- *   PING tells the two causes apart: clamd answers → ScanRejectedError (it refused this stream),
- *   clamd does not → ScannerUnavailableError.
+ * - clamd closing or resetting the connection of a scan without a reply (it does so after that
+ *   size-limit reply, which is lost when the close resets the connection first; the whole stream may
+ *   already sit in the socket buffers by then, so how much was sent tells nothing): a quick PING tells
+ *   the two causes apart: clamd answers → ScanRejectedError (it refused this stream), clamd does not →
+ *   ScannerUnavailableError.
  * - Any other `... ERROR` reply → ScannerUnavailableError. Such errors (out of memory, no room for a
  *   temporary file, a read timeout, an overloaded queue) are conditions of the daemon, not verdicts on
  *   the file, so the caller retries with backoff; its attempt limit ends one that never clears.
@@ -85,18 +86,18 @@ export function createClamdScanner(url: string, options: ClamdOptions = {}): Sca
     async scan(stream: Readable): Promise<ScanResult> {
       const outcome = await exchange(address, where, 'zINSTREAM\0', stream, timeoutMs);
       if (outcome.kind === 'reply') return parseScanReply(outcome.reply, where);
-      if (outcome.kind === 'closed-early') {
+      if (outcome.kind === 'closed') {
         try {
           await ping(Math.min(timeoutMs, PROBE_TIMEOUT_MS));
         } catch (error) {
           throw new ScannerUnavailableError(
-            `clamd at ${where} closed the connection while the file was being sent, and no longer answers`,
+            `clamd at ${where} closed the connection without a verdict, and no longer answers`,
             { cause: error },
           );
         }
         throw new ScanRejectedError(
-          `clamd at ${where} closed the connection before the whole file was sent, as it does when a ` +
-            'stream exceeds its StreamMaxLength',
+          `clamd at ${where} closed the connection without a verdict, as it does when a stream exceeds ` +
+            'its StreamMaxLength',
         );
       }
       throw new ScannerUnavailableError(`clamd at ${where} closed the connection without a verdict`);
@@ -129,15 +130,13 @@ export function parseScanReply(reply: string, where = 'clamd'): ScanResult {
 type Outcome =
   /** A complete reply, without its terminating NUL. */
   | { kind: 'reply'; reply: string }
-  /** clamd closed or reset the connection before the whole body was sent, without a reply. */
-  | { kind: 'closed-early' }
-  /** clamd closed the connection after the whole request was sent, without a reply. */
+  /** clamd closed or reset the connection without a reply. */
   | { kind: 'closed' };
 
 /**
  * Sends `command`, then `body` as INSTREAM chunks when given, and waits for one NUL-terminated
- * reply. Rejects with ScannerUnavailableError when connecting fails, on a connection error other than
- * an early close, on an overlong reply and after `timeoutMs`; with the body's own error when it fails.
+ * reply. Rejects with ScannerUnavailableError when connecting fails, on a connection error of a
+ * request without a body, on an overlong reply and after `timeoutMs`; with the body's own error when it fails.
  * The body is consumed or destroyed in every case.
  */
 function exchange(
@@ -152,7 +151,6 @@ function exchange(
     const received: Buffer[] = [];
     let receivedBytes = 0;
     let connected = false;
-    let sending = body !== undefined;
     let settled = false;
 
     const settle = (error: Error | undefined, outcome?: Outcome): void => {
@@ -172,9 +170,8 @@ function exchange(
       const partial = Buffer.concat(received).toString('utf8').trim();
       if (partial) settle(undefined, { kind: 'reply', reply: partial });
       else if (!connected) unavailable(`cannot connect (${describe(cause)})`, cause);
-      else if (sending) settle(undefined, { kind: 'closed-early' });
-      else if (cause) unavailable(`connection failed (${describe(cause)})`, cause);
-      else settle(undefined, { kind: 'closed' });
+      else if (body || !cause) settle(undefined, { kind: 'closed' });
+      else unavailable(`connection failed (${describe(cause)})`, cause);
     };
 
     const timer = setTimeout(
@@ -203,16 +200,11 @@ function exchange(
       connected = true;
       socket.write(command);
       if (!body) return;
-      sendBody(socket, body, () => settled).then(
-        () => {
-          sending = false;
-        },
-        (error: unknown) => {
-          if (settled) return;
-          // A failed write is reported by the socket's own events; only the body's errors land here.
-          settle(error instanceof Error ? error : new Error(String(error)));
-        },
-      );
+      sendBody(socket, body, () => settled).catch((error: unknown) => {
+        if (settled) return;
+        // A failed write is reported by the socket's own events; only the body's errors land here.
+        settle(error instanceof Error ? error : new Error(String(error)));
+      });
     });
   });
 }
