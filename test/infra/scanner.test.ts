@@ -403,8 +403,10 @@ describe('the clamd client', () => {
   it('takes a close without a verdict after the whole stream as a refusal while clamd answers PING', async () => {
     // The stream can fit in the socket buffers before clamd reads past its limit and resets.
     const fake = await fakeClamd({
-      answer: (request, socket) =>
-        request.command === 'zINSTREAM' ? socket.resetAndDestroy() : likeClamd(request, socket),
+      answer: (request, socket, server) => {
+        if (request.command === 'zINSTREAM') socket.resetAndDestroy();
+        else likeClamd(request, socket, server);
+      },
     });
     const error = await createClamdScanner(fake.url)
       .scan(nearMisses(MiB, 65_536))
