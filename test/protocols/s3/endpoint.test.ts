@@ -956,6 +956,32 @@ describe('the S3 endpoint', () => {
     expect(await read('o.txt')).toBe('parts');
   });
 
+  it('answers 200 to a PutObject a newer one overtook, which is not kept: the last writer wins', async () => {
+    const { client, name, project } = await bucketWith({ versioning_enabled: true });
+    const put = (Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key: 'k.txt', Body, ContentType: 'text/plain' }));
+    await put('first');
+    // The newer write begins and is recorded while the older one's bytes are stored, not yet recorded.
+    const undo = cutInAfterNextWrite(() => put('newer'));
+    try {
+      expect((await put('older')).ETag).toBe(`"${md5('older')}"`);
+    } finally {
+      undo();
+    }
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'k.txt' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
+    const contents = await coffer.services.db.query(
+      'SELECT status, failure_reason FROM pending_contents WHERE project_id = $1 ORDER BY id',
+      [project.id],
+    );
+    expect(contents).toEqual([
+      { status: 'failed', failure_reason: 'superseded' },
+      { status: 'committed', failure_reason: null },
+    ]);
+    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect(versions.Versions).toHaveLength(2);
+  });
+
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
     const { client, name, project } = await bucketWith({ virus_scan_enabled: true });
     const { db, pipeline } = coffer.services;
