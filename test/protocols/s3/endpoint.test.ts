@@ -112,6 +112,22 @@ function cutInAfterNextWrite(cutIn: () => Promise<unknown>): () => void {
   };
 }
 
+/** The statements `work` sends through the database outside transactions, with what it answers. */
+async function statementsOf<T>(work: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
+  const { db } = coffer.services;
+  const query = db.query;
+  const statements: string[] = [];
+  db.query = ((sql: string, params?: unknown[]) => {
+    statements.push(sql);
+    return query.call(db, sql, params);
+  }) as typeof db.query;
+  try {
+    return { result: await work(), statements };
+  } finally {
+    db.query = query;
+  }
+}
+
 /** The S3 error an SDK call was refused with. */
 async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
   try {
@@ -658,6 +674,29 @@ describe('the S3 endpoint', () => {
       expect(storage.reserved_bytes).toBe(0);
       expect(storage.used_bytes).toBe(versioning ? first.length + second.length : second.length);
     }
+  });
+
+  it('names the version a CompleteMultipartUpload over a key made without reading its upload again', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'm.txt', UploadId, PartNumber: 1, Body: 'second' }),
+    );
+    const { result, statements } = await statementsOf(() =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'm.txt',
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+        }),
+      ),
+    );
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: 'm.txt' }));
+    expect(result.VersionId).toBe(listed.Versions?.[0]?.VersionId);
+    expect(listed.Versions).toHaveLength(2);
+    expect(statements.filter((sql) => /FROM multipart_sessions s LEFT JOIN files/.test(sql))).toHaveLength(1);
   });
 
   it("lists a key's versions newest first, page by page, a page ending inside a key where it must", async () => {
