@@ -17,7 +17,7 @@ import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
 import { hasContentInScan } from '../../modules/ingest/content-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
-import { findVersion, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
+import { findVersion, firstVersionId, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { requireScope } from './call.ts';
 import {
@@ -451,7 +451,7 @@ export async function writtenVersion(
   contentId: string | null,
 ): Promise<string | undefined> {
   if (!caller.project.settings.versioning_enabled) return undefined;
-  return contentId ?? (await listVersions(services.db, file.id)).at(-1)?.id;
+  return contentId ?? (await firstVersionId(services.db, file.id));
 }
 
 /**

@@ -699,6 +699,34 @@ describe('the S3 endpoint', () => {
     expect(statements.filter((sql) => /FROM multipart_sessions s LEFT JOIN files/.test(sql))).toHaveLength(1);
   });
 
+  it('names the version a write of a new key made by reading that one version only', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    const { result: put, statements: putting } = await statementsOf(() =>
+      client.send(new PutObjectCommand({ Bucket: name, Key: 'n.txt', Body: 'new' })),
+    );
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'mp.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'mp.txt', UploadId, PartNumber: 1, Body: 'parts' }),
+    );
+    const { result: completed, statements: completing } = await statementsOf(() =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'mp.txt',
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+        }),
+      ),
+    );
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect([completed.VersionId, put.VersionId]).toEqual(listed.Versions?.map((v) => v.VersionId));
+    for (const statements of [putting, completing]) {
+      const reads = statements.filter((sql) => /FROM file_versions/.test(sql));
+      expect(reads).toHaveLength(1);
+      expect(reads[0]).toMatch(/LIMIT 1$/);
+    }
+  });
+
   it("lists a key's versions newest first, page by page, a page ending inside a key where it must", async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
     const put = (Key: string, Body: string) =>
