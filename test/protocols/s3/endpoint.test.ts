@@ -1156,6 +1156,34 @@ describe('the S3 endpoint', () => {
     expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
   });
 
+  it('leaves no folder behind when a conditional PutObject of a folder key is refused', async () => {
+    const { client, name, project } = await bucketWith();
+    const empty = `"${md5('')}"`;
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '' }));
+    // The key, and the folder above it that it implied, are deleted between the check and the record.
+    const { folders } = coffer.services;
+    const markerAt = folders.markerAt;
+    let pending = true;
+    folders.markerAt = async (...args: Parameters<typeof markerAt>) => {
+      const found = await markerAt.apply(folders, args);
+      if (pending) {
+        pending = false;
+        for (const Key of ['x/y/', 'x/']) await client.send(new DeleteObjectCommand({ Bucket: name, Key }));
+      }
+      return found;
+    };
+    try {
+      const put = client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '', IfMatch: empty }));
+      expect(await refusal(put)).toEqual({ code: 'ConditionalRequestConflict', status: 409 });
+    } finally {
+      folders.markerAt = markerAt;
+    }
+    expect(pending).toBe(false);
+    expect(
+      await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
+    ).toEqual([]);
+  });
+
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
     const { db, store } = coffer.services;
