@@ -627,14 +627,20 @@ export function copyRangeOf(header: string | string[] | undefined, size: number)
 
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
- * content) at `key`, with the source's type and metadata (COPY) or the request's (REPLACE).
+ * content) at `key`, with the source's type and metadata (COPY) or the request's (REPLACE); `guard`
+ * holds the write to the destination's condition.
  */
 export async function copyObject(
   services: ObjectServices,
   caller: Caller,
   source: { file: FileRow; content: Content },
   key: string,
-  request: { replace: boolean; contentType: string | undefined; metadata: Record<string, string> },
+  request: {
+    replace: boolean;
+    contentType: string | undefined;
+    metadata: Record<string, string>;
+    guard?: WriteGuard;
+  },
 ) {
   const { file, content } = source;
   const bytes = await services.store.read(content.storageKey);
@@ -644,6 +650,7 @@ export async function copyObject(
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     metadata: request.replace ? request.metadata : stringValues(file.metadata),
     body: bytes,
+    guard: request.guard,
   }).finally(() => bytes.destroy());
 }
 

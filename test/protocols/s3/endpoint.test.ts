@@ -1253,6 +1253,46 @@ describe('the S3 endpoint', () => {
     });
   });
 
+  it('holds a CopyObject to the conditions on its destination: If-None-Match: * and If-Match', async () => {
+    const { client, name } = await bucketWith();
+    const put = (Key: string, Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key, Body }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    const copy = (Key: string, conditions: { IfNoneMatch?: string; IfMatch?: string }) =>
+      client.send(new CopyObjectCommand({ Bucket: name, Key, CopySource: `${name}/src.txt`, ...conditions }));
+    await put('src.txt', 'source');
+    const taken = await put('taken.txt', 'taken');
+
+    expect(await refusal(copy('taken.txt', { IfNoneMatch: '*' }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(copy('taken.txt', { IfMatch: `"${md5('other')}"` }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(copy('missing.txt', { IfMatch: '*' }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    expect(await read('taken.txt')).toBe('taken');
+    await expect(read('missing.txt')).rejects.toThrow();
+
+    await copy('new.txt', { IfNoneMatch: '*' });
+    expect(await read('new.txt')).toBe('source');
+    await copy('taken.txt', { IfMatch: taken.ETag });
+    expect(await read('taken.txt')).toBe('source');
+
+    // A write that lands between the check and the record wins: the conditional copy is refused with 409.
+    const undo = cutInAfterNextWrite(() => put('late.txt', 'winner'));
+    try {
+      expect(await refusal(copy('late.txt', { IfNoneMatch: '*' }))).toEqual({
+        code: 'ConditionalRequestConflict',
+        status: 409,
+      });
+    } finally {
+      undo();
+    }
+    expect(await read('late.txt')).toBe('winner');
+  });
+
   it('closes the source read of a CopyObject refused before its bytes are read', async () => {
     const { client, name } = await bucketWith();
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'src.txt', Body: 'source' }));
