@@ -17,7 +17,7 @@ import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
 import { hasContentInScan } from '../../modules/ingest/content-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
-import { findVersion, firstVersionId, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
+import { findVersion, firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { requireScope } from './call.ts';
 import {
@@ -311,8 +311,7 @@ export async function contentOf(
     return { ...current, versionId: undefined };
   }
   if (versionId === null || versionId === 'null') {
-    const [latest] = await listVersions(services.db, file.id);
-    return { ...current, versionId: latest?.id };
+    return { ...current, versionId: await newestVersionId(services.db, file.id) };
   }
   const version = await findVersion(services.db, file.id, versionId);
   if (!version) throw noSuchVersion();

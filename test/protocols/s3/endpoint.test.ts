@@ -727,6 +727,21 @@ describe('the S3 endpoint', () => {
     }
   });
 
+  it('names the current version of a read object by reading that one version only', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    let last: string | undefined;
+    for (const Body of ['a', 'b', 'c']) {
+      last = (await client.send(new PutObjectCommand({ Bucket: name, Key: 'r.txt', Body }))).VersionId;
+    }
+    const { result: head, statements } = await statementsOf(() =>
+      client.send(new HeadObjectCommand({ Bucket: name, Key: 'r.txt' })),
+    );
+    expect(head.VersionId).toBe(last);
+    const reads = statements.filter((sql) => /FROM file_versions/.test(sql));
+    expect(reads).toHaveLength(1);
+    expect(reads[0]).toMatch(/LIMIT 1$/);
+  });
+
   it("lists a key's versions newest first, page by page, a page ending inside a key where it must", async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
     const put = (Key: string, Body: string) =>
