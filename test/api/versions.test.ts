@@ -369,6 +369,31 @@ describe('new content with scanning on', () => {
     );
     expect(content).toMatchObject({ status: 'quarantined', scan_signature: expect.stringMatching(/^Eicar/) });
   });
+
+  it('refuses with 409 CONFLICT, before any scan, the confirm of new content a newer one overtook', async () => {
+    const project = await coffer.newProject({ versioning_enabled: true, virus_scan_enabled: true });
+    const fileId = (await upload(project, { bytes: 'clean one' })).body.id;
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+    const declare = async (bytes: string) => {
+      const started = await project.call('POST', `/files/${fileId}/versions`, {
+        body: { size_bytes: bytes.length, content_type: 'text/plain' },
+      });
+      await put(started.body.upload_url, bytes);
+      return started.body.version_id as string;
+    };
+    const confirm = (versionId: string) =>
+      project.call('POST', `/files/${fileId}/versions/${versionId}/confirm`);
+    const older = await declare('older');
+    const newer = await declare('newer');
+    expect((await confirm(newer)).body.status).toBe('processing');
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+
+    const late = await confirm(older);
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatchObject({ code: 'CONFLICT', details: { version_id: older } });
+    expect(await coffer.services.db.query('SELECT 1 FROM jobs WHERE content_id = $1', [older])).toEqual([]);
+    expect(await download(project, `/files/${fileId}/download`)).toBe('newer');
+  });
 });
 
 describe('version downloads of files that are not ready', () => {
