@@ -130,6 +130,11 @@ export const removedMeanwhile = () =>
   conflict('A record this request refers to was removed meanwhile: try again');
 /** PostgreSQL aborted the transaction (deadlock, serialization): nothing changed, a retry may pass. */
 export const concurrentChange = () => conflict('The request crossed a concurrent change: try again');
+/** Confirmed new content that a newer write to its file, committed first, overtook: it is not kept. */
+export const supersededContent = (versionId: string) =>
+  conflict('A newer content of the file was committed meanwhile: this one is not kept', {
+    version_id: versionId,
+  });
 export const invalidState = (message: string, details?: Details) =>
   new DomainError('INVALID_STATE', message, details);
 export const legalHold = () =>

@@ -84,6 +84,43 @@ describe('file versions', () => {
     expect(again.body.error.code).toBe('INVALID_STATE');
   });
 
+  it('refuses with 409 CONFLICT the confirm of new content a newer confirmed one overtook', async () => {
+    const project = await coffer.newProject({ versioning_enabled: true });
+    const file = (await upload(project, { bytes: 'first' })).body;
+    const declare = async (bytes: string) => {
+      const started = await project.call('POST', `/files/${file.id}/versions`, {
+        body: { size_bytes: bytes.length, content_type: 'text/plain' },
+      });
+      expect((await put(started.body.upload_url, bytes)).status).toBe(200);
+      return started.body.version_id as string;
+    };
+    const confirm = (versionId: string) =>
+      project.call('POST', `/files/${file.id}/versions/${versionId}/confirm`);
+    const older = await declare('older');
+    const newer = await declare('newer');
+    expect((await confirm(newer)).body).toMatchObject({ version_id: newer, status: 'committed' });
+
+    const late = await confirm(older);
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatchObject({
+      code: 'CONFLICT',
+      message: expect.stringContaining('newer content'),
+      details: { version_id: older },
+      request_id: expect.any(String),
+    });
+    expect(await download(project, `/files/${file.id}/download`)).toBe('newer');
+    const ids = (await versionsOf(project, file.id)).items.map((v: { id: string }) => v.id);
+    expect(ids).toHaveLength(2);
+    expect(ids).not.toContain(older);
+    // Not kept: it failed, and its object is collected as that of rejected content.
+    const [content] = await coffer.services.db.query(
+      'SELECT status, failure_reason FROM pending_contents WHERE id = $1',
+      [older],
+    );
+    expect(content).toEqual({ status: 'failed', failure_reason: 'superseded' });
+    expect((await confirm(older)).body.error.code).toBe('INVALID_STATE');
+  });
+
   it('downloads old versions, restores them, and restores a restore', async () => {
     const project = await coffer.newProject({ versioning_enabled: true });
     const file = (await upload(project, { bytes: 'one' })).body;
@@ -331,6 +368,31 @@ describe('new content with scanning on', () => {
       [infected.body.version_id],
     );
     expect(content).toMatchObject({ status: 'quarantined', scan_signature: expect.stringMatching(/^Eicar/) });
+  });
+
+  it('refuses with 409 CONFLICT, before any scan, the confirm of new content a newer one overtook', async () => {
+    const project = await coffer.newProject({ versioning_enabled: true, virus_scan_enabled: true });
+    const fileId = (await upload(project, { bytes: 'clean one' })).body.id;
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+    const declare = async (bytes: string) => {
+      const started = await project.call('POST', `/files/${fileId}/versions`, {
+        body: { size_bytes: bytes.length, content_type: 'text/plain' },
+      });
+      await put(started.body.upload_url, bytes);
+      return started.body.version_id as string;
+    };
+    const confirm = (versionId: string) =>
+      project.call('POST', `/files/${fileId}/versions/${versionId}/confirm`);
+    const older = await declare('older');
+    const newer = await declare('newer');
+    expect((await confirm(newer)).body.status).toBe('processing');
+    while ((await coffer.services.pipeline.runOnce()) > 0);
+
+    const late = await confirm(older);
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatchObject({ code: 'CONFLICT', details: { version_id: older } });
+    expect(await coffer.services.db.query('SELECT 1 FROM jobs WHERE content_id = $1', [older])).toEqual([]);
+    expect(await download(project, `/files/${fileId}/download`)).toBe('newer');
   });
 });
 

@@ -90,9 +90,10 @@ export async function findChild(
   projectId: string,
   parentId: string | null,
   name: string,
+  lock?: Lock,
 ): Promise<Folder | undefined> {
   const [row] = await q.query<FolderRow>(
-    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND parent_id IS NOT DISTINCT FROM $2 AND name = $3`,
+    `SELECT ${COLUMNS} FROM folders WHERE project_id = $1 AND parent_id IS NOT DISTINCT FROM $2 AND name = $3${lock ? ` FOR ${lock.toUpperCase()}` : ''}`,
     [projectId, parentId, name],
   );
   return row && toFolder(row);

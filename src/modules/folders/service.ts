@@ -42,6 +42,14 @@ function checkParentId(parentId: string | null | undefined): void {
     throw validationError('parent_id must be a folder id, or null for the root', { field: 'parent_id' });
 }
 
+/** The folder names of a slash-separated path (slashes repeated or at its ends are no names), checked. */
+function namesOf(path: string, field: string): string[] {
+  const names = path.split('/').filter((segment) => segment.length > 0);
+  if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
+  for (const name of names) checkName(field, name);
+  return names;
+}
+
 export function createFolderService(db: Db) {
   /**
    * A new folder `name` in `parent` (found before, outside any transaction), or the one another
@@ -74,12 +82,28 @@ export function createFolderService(db: Db) {
     }
   }
 
+  /**
+   * The folder at the path `names` within `q`'s transaction, the missing ones created there as
+   * implied folders; those found are locked, so that a concurrent delete waits and finds them in use.
+   */
+  async function pathIn(q: Queryable, projectId: string, names: string[]): Promise<Folder> {
+    const existing = await repo.findFolderByPath(q, projectId, names.join('/'), 'key share');
+    if (existing) return existing;
+    // Under the folder lock, so that the paths new folders are given stay current until they commit.
+    await repo.lockFolders(q, projectId, 'shared');
+    let parent: Folder | undefined;
+    for (const name of names) {
+      parent =
+        (await repo.findChild(q, projectId, parent?.id ?? null, name, 'key share')) ??
+        (await insert(q, projectId, name, parent, false));
+    }
+    return parent!;
+  }
+
   /** The folder at a slash-separated path, creating the missing segments. */
   async function ensurePath(projectId: string, path: string, use: PathUse = {}): Promise<Folder> {
     const { field = 'folder_path', implied = false } = use;
-    const names = path.split('/').filter((segment) => segment.length > 0);
-    if (names.length === 0) throw validationError(`${field} must name at least one folder`, { field });
-    for (const name of names) checkName(field, name);
+    const names = namesOf(path, field);
     // Most paths exist already (every S3 PutObject under a prefix names one): one lookup by the whole
     // path, where the walk below reads each segment's folder in turn.
     const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
@@ -191,19 +215,25 @@ export function createFolderService(db: Db) {
 
     /**
      * S3's PutObject of `path/`: the folder becomes a key of its own (a marker), created when missing
-     * (the folders above it are only implied, as S3 makes no keys for them); `guard` runs first in
-     * the transaction that marks it.
+     * (the folders above it are only implied, as S3 makes no keys for them). `guard` runs first in
+     * the one transaction that creates and marks them: a refusal leaves no folder behind.
      */
     async markPath(projectId: string, path: string, guard?: (q: Queryable) => Promise<void>): Promise<void> {
-      // An S3 delete of the folder may remove it between its lookup and its marking: then it is made again.
+      const names = namesOf(path, 'key');
+      // Another request may create a folder of the path at once: its insert wins, and this one runs
+      // again to find it (a failed statement aborts a PostgreSQL transaction).
       for (let attempt = 1; ; attempt++) {
-        const folder = await ensurePath(projectId, path, { field: 'key', implied: true });
-        const marked = await db.tx(async (q) => {
-          await guard?.(q);
-          return repo.setMarker(q, projectId, folder.id, true);
-        });
-        if (marked) return;
-        if (attempt === 3) throw conflict('The folder was removed meanwhile: try again', { field: 'key' });
+        try {
+          return await db.tx(async (q) => {
+            await guard?.(q);
+            const folder = await pathIn(q, projectId, names);
+            await repo.setMarker(q, projectId, folder.id, true);
+          });
+        } catch (error) {
+          if (!repo.isUniqueViolation(error)) throw error;
+          if (attempt === 3)
+            throw conflict('A folder of the path changed meanwhile: try again', { field: 'key' });
+        }
       }
     },
 

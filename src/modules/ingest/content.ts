@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { invalidState, notFound, validationError } from '../../domain/errors.ts';
+import { invalidState, notFound, supersededContent, validationError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
@@ -32,11 +32,17 @@ export interface ContentRequest {
   metadata?: Record<string, unknown>;
 }
 
-/** New content, committed at once (no scan) or waiting for its scan. */
+/** Why new content that a newer write to its file overtook failed. */
+const SUPERSEDED = 'superseded';
+
+/**
+ * New content, committed at once (no scan), waiting for its scan, or not kept: a newer write to the
+ * file was committed first (S3's last writer wins; the REST confirm refuses it).
+ */
 export interface ContentOutcome {
   version_id: string;
-  status: 'processing' | 'committed';
-  /** The file: with its content before while the new content waits for its scan. */
+  status: 'processing' | 'committed' | 'superseded';
+  /** The file: with its content before while the new content waits for its scan, or was superseded. */
   file: files.FileRow;
   /** The ETag of the new content's bytes. */
   etag: string;
@@ -62,24 +68,18 @@ async function replaceContent(
 }
 
 /**
- * Makes committed new content the file's current content, with its file.ready event: a version (its
- * id is the content's) where the project keeps versions or the file has some already (a file whose
- * earlier content predates versioning gets that content recorded first, so it can be restored);
- * otherwise the earlier content is retired, and collected after the grace period.
+ * Makes committed new content the current content of `file` (locked, and no newer content of it
+ * committed), with its file.ready event: a version (its id is the content's) where the project
+ * keeps versions or the file has some already (a file whose earlier content predates versioning
+ * gets that content recorded first, so it can be restored); otherwise the earlier content is
+ * retired, and collected after the grace period.
  */
-export async function commitContent(
+async function makeCurrent(
   q: Queryable,
   project: Project,
+  file: files.FileRow,
   content: PendingContent,
 ): Promise<files.FileRow> {
-  const file = await files.findFile(q, content.project_id, content.file_id, true);
-  if (!file || file.deleted_at !== null) throw notFound('File');
-  // Contents of a file commit in any order (their scans run at once); the newest write stays current.
-  // One a newer write overtook, the file locked above, is not kept: its bytes are collected.
-  if (await hasNewerCommitted(q, file.id, content.id)) {
-    await files.retireObject(q, file.project_id, content.storage_key);
-    return file;
-  }
   const versioned = await hasVersions(q, file.id);
   if (project.settings.versioning_enabled || versioned) {
     if (!versioned) await recordVersion(q, file, file, 'upload');
@@ -94,7 +94,34 @@ export async function commitContent(
   return updated;
 }
 
-/** Commits new content whose bytes are sealed: at once, or once its scan finds it clean. */
+/** The file new content commits over, locked (a delete, or another content's commit, waits). */
+async function lockFile(q: Queryable, projectId: string, fileId: string): Promise<files.FileRow> {
+  const file = await files.findFile(q, projectId, fileId, true);
+  if (!file || file.deleted_at !== null) throw notFound('File');
+  return file;
+}
+
+/** Makes content whose scan passed the file's current content, unless a newer write overtook it. */
+export async function commitContent(
+  q: Queryable,
+  project: Project,
+  content: PendingContent,
+): Promise<files.FileRow> {
+  const file = await lockFile(q, content.project_id, content.file_id);
+  // Contents of a file commit in any order (their scans run at once); the newest write stays current.
+  // One a newer write overtook, the file locked above, is not kept: its bytes are collected.
+  if (await hasNewerCommitted(q, file.id, content.id)) {
+    await files.retireObject(q, file.project_id, content.storage_key);
+    return file;
+  }
+  return makeCurrent(q, project, file, content);
+}
+
+/**
+ * Commits new content of `file` (locked) whose bytes are sealed: at once, or once its scan finds it
+ * clean. Content a newer write to the file overtook (committed first) would never become current:
+ * it fails (`superseded`), its bytes collected as rejected content's are.
+ */
 async function commitNewContent(
   q: Queryable,
   project: Project,
@@ -104,17 +131,22 @@ async function commitNewContent(
 ): Promise<ContentOutcome> {
   const scan = project.settings.virus_scan_enabled;
   const checksum = sealed.sha256 ?? null;
+  const overtaken = await hasNewerCommitted(q, file.id, contentId);
   // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
-  const claimed = await transitionContent(q, contentId, 'uploading', scan ? 'processing' : 'committed', {
-    checksum_sha256: checksum,
-    etag: sealed.etag,
-  });
+  const claimed = await transitionContent(
+    q,
+    contentId,
+    'uploading',
+    overtaken ? 'failed' : scan ? 'processing' : 'committed',
+    { checksum_sha256: checksum, etag: sealed.etag, failure_reason: overtaken ? SUPERSEDED : undefined },
+  );
   if (!claimed) throw invalidState('The upload is no longer uploading');
+  if (overtaken) return { version_id: contentId, status: 'superseded', file, etag: sealed.etag };
   if (scan) {
     await enqueueJob(q, 'scan', project.id, file.id, contentId);
     return { version_id: contentId, status: 'processing', file, etag: sealed.etag };
   }
-  const updated = await commitContent(q, project, claimed);
+  const updated = await makeCurrent(q, project, file, claimed);
   if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
   return { version_id: contentId, status: 'committed', file: updated, etag: sealed.etag };
 }
@@ -236,7 +268,11 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     },
 
     /** Seals the bytes of new content; they become current at once, or after the scan when the project scans. */
-    async confirmContent(caller: Caller, file: files.FileRow, contentId: string): Promise<ContentOutcome> {
+    async confirmContent(
+      caller: Caller,
+      file: files.FileRow,
+      contentId: string,
+    ): Promise<ContentOutcome & { status: 'processing' | 'committed' }> {
       const content = await findContent(db, file.id, contentId);
       if (!content) throw notFound('Upload');
       if (content.status !== 'uploading') {
@@ -250,7 +286,12 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
         });
       }
       failpoint('version.confirm.sealed');
-      return db.tx((q) => commitNewContent(q, caller.project, file, content.id, object));
+      const outcome = await db.tx(async (q) =>
+        commitNewContent(q, caller.project, await lockFile(q, file.project_id, file.id), content.id, object),
+      );
+      // Not kept, which the answer must say (an S3 PUT overtaken so answers 200: the last writer wins).
+      if (outcome.status === 'superseded') throw supersededContent(content.id);
+      return { ...outcome, status: outcome.status };
     },
 
     /**
@@ -273,7 +314,8 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
         db.tx(async (q) => {
           await guard?.(q);
           await recordContent(q, caller, file, content);
-          return commitNewContent(q, caller.project, file, content.id, object);
+          const locked = await lockFile(q, file.project_id, file.id);
+          return commitNewContent(q, caller.project, locked, content.id, object);
         }),
       );
     },

@@ -412,19 +412,20 @@ export function createMultipartService(deps: {
 
     /** Validates the parts, assembles the object, then finishes the file exactly as confirm does. */
     async complete(caller: Caller, uploadId: string, parts: { part_number: number; etag: string }[]) {
-      return files.toFileObject(await this.finish(caller, uploadId, parts));
+      return files.toFileObject((await this.finish(caller, uploadId, parts)).file);
     },
 
     /**
-     * complete, answering the file as recorded (its ETag too, for S3's answer); `guard` runs first in
-     * the transaction that records it (a refusal ends the upload, its object collected).
+     * complete, answering the file as recorded (its ETag too, for S3's answer) and the new content
+     * the upload made of it, if any (`contentId`, its version's id); `guard` runs first in the
+     * transaction that records it (a refusal ends the upload, its object collected).
      */
     async finish(
       caller: Caller,
       uploadId: string,
       parts: { part_number: number; etag: string }[],
       guard?: WriteGuard,
-    ): Promise<files.FileRow> {
+    ): Promise<{ file: files.FileRow; contentId: string | null }> {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       if (session.content_id === null && file.status !== 'uploading') {
@@ -444,6 +445,7 @@ export function createMultipartService(deps: {
       if (!(await claimCompleting(db, session.id, guard !== undefined))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
+      const settled = (recorded: files.FileRow) => ({ file: recorded, contentId: session.content_id });
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
       const stopHolding = sessions.holdCompleting(session.id);
       try {
@@ -460,14 +462,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled) return sessions.settle(session, caller.project, assembled, guard);
+        if (assembled) return settled(await sessions.settle(session, caller.project, assembled, guard));
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return sessions.settle(session, caller.project, object, guard);
+      return settled(await sessions.settle(session, caller.project, object, guard));
     },
 
     async abort(caller: Caller, uploadId: string): Promise<void> {

@@ -95,6 +95,15 @@ export async function newestVersionId(q: Queryable, fileId: string): Promise<str
   return row?.id;
 }
 
+/** The id of the file's first version (its content as first uploaded); undefined when it has none. */
+export async function firstVersionId(q: Queryable, fileId: string): Promise<string | undefined> {
+  const [row] = await q.query<{ id: string }>(
+    'SELECT id FROM file_versions WHERE file_id = $1 ORDER BY version_number LIMIT 1',
+    [fileId],
+  );
+  return row?.id;
+}
+
 /**
  * Removes a version for good; answers its object, and whether it was the last version of the file to
  * hold it (a restore records an earlier object again).

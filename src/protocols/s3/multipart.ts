@@ -2,7 +2,6 @@ import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
-import { findSessionAndFile } from '../../modules/uploads/session-repo.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
@@ -95,12 +94,9 @@ export async function completeUpload(
   parts: { part_number: number; etag: string }[],
   guard?: WriteGuard,
 ) {
-  const file = await onUpload(() => services.multipart.finish(caller, uploadId, parts, guard));
+  const { file, contentId } = await onUpload(() => services.multipart.finish(caller, uploadId, parts, guard));
   // An upload over a key made new content of its file, whose id is that version's.
-  const found = caller.project.settings.versioning_enabled
-    ? await findSessionAndFile(services.db, caller.project.id, uploadId)
-    : undefined;
-  return { file, versionId: await writtenVersion(services, caller, file, found?.session.content_id ?? null) };
+  return { file, versionId: await writtenVersion(services, caller, file, contentId) };
 }
 
 export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>

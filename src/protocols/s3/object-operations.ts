@@ -90,10 +90,13 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const source = await copySource(services, caller, request.headers);
+        // If-None-Match and If-Match hold the destination to a condition, as on a PutObject.
+        const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
         const copied = await copyObject(services, caller, source, target.key, {
           replace: request.headers['x-amz-metadata-directive'] === 'REPLACE',
           contentType: request.headers['content-type'],
           metadata,
+          guard,
         });
         if (source.content.versionId) reply.header('x-amz-copy-source-version-id', source.content.versionId);
         if (copied.file) reply.header('x-coffer-file-id', copied.file.id);

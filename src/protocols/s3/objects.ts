@@ -17,7 +17,7 @@ import type { FileRow } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
 import { hasContentInScan } from '../../modules/ingest/content-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
-import { findVersion, listVersions, newestVersionId } from '../../modules/versions/repo.ts';
+import { findVersion, firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { requireScope } from './call.ts';
 import {
@@ -311,8 +311,7 @@ export async function contentOf(
     return { ...current, versionId: undefined };
   }
   if (versionId === null || versionId === 'null') {
-    const [latest] = await listVersions(services.db, file.id);
-    return { ...current, versionId: latest?.id };
+    return { ...current, versionId: await newestVersionId(services.db, file.id) };
   }
   const version = await findVersion(services.db, file.id, versionId);
   if (!version) throw noSuchVersion();
@@ -451,7 +450,7 @@ export async function writtenVersion(
   contentId: string | null,
 ): Promise<string | undefined> {
   if (!caller.project.settings.versioning_enabled) return undefined;
-  return contentId ?? (await listVersions(services.db, file.id)).at(-1)?.id;
+  return contentId ?? (await firstVersionId(services.db, file.id));
 }
 
 /**
@@ -627,14 +626,20 @@ export function copyRangeOf(header: string | string[] | undefined, size: number)
 
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
- * content) at `key`, with the source's type and metadata (COPY) or the request's (REPLACE).
+ * content) at `key`, with the source's type and metadata (COPY) or the request's (REPLACE); `guard`
+ * holds the write to the destination's condition.
  */
 export async function copyObject(
   services: ObjectServices,
   caller: Caller,
   source: { file: FileRow; content: Content },
   key: string,
-  request: { replace: boolean; contentType: string | undefined; metadata: Record<string, string> },
+  request: {
+    replace: boolean;
+    contentType: string | undefined;
+    metadata: Record<string, string>;
+    guard?: WriteGuard;
+  },
 ) {
   const { file, content } = source;
   const bytes = await services.store.read(content.storageKey);
@@ -644,6 +649,7 @@ export async function copyObject(
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     metadata: request.replace ? request.metadata : stringValues(file.metadata),
     body: bytes,
+    guard: request.guard,
   }).finally(() => bytes.destroy());
 }
 

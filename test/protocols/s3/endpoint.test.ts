@@ -112,6 +112,22 @@ function cutInAfterNextWrite(cutIn: () => Promise<unknown>): () => void {
   };
 }
 
+/** The statements `work` sends through the database outside transactions, with what it answers. */
+async function statementsOf<T>(work: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
+  const { db } = coffer.services;
+  const query = db.query;
+  const statements: string[] = [];
+  db.query = ((sql: string, params?: unknown[]) => {
+    statements.push(sql);
+    return query.call(db, sql, params);
+  }) as typeof db.query;
+  try {
+    return { result: await work(), statements };
+  } finally {
+    db.query = query;
+  }
+}
+
 /** The S3 error an SDK call was refused with. */
 async function refusal(promise: Promise<unknown>): Promise<{ code: string; status: number | undefined }> {
   try {
@@ -660,6 +676,72 @@ describe('the S3 endpoint', () => {
     }
   });
 
+  it('names the version a CompleteMultipartUpload over a key made without reading its upload again', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'm.txt', UploadId, PartNumber: 1, Body: 'second' }),
+    );
+    const { result, statements } = await statementsOf(() =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'm.txt',
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+        }),
+      ),
+    );
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name, Prefix: 'm.txt' }));
+    expect(result.VersionId).toBe(listed.Versions?.[0]?.VersionId);
+    expect(listed.Versions).toHaveLength(2);
+    expect(statements.filter((sql) => /FROM multipart_sessions s LEFT JOIN files/.test(sql))).toHaveLength(1);
+  });
+
+  it('names the version a write of a new key made by reading that one version only', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    const { result: put, statements: putting } = await statementsOf(() =>
+      client.send(new PutObjectCommand({ Bucket: name, Key: 'n.txt', Body: 'new' })),
+    );
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'mp.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'mp.txt', UploadId, PartNumber: 1, Body: 'parts' }),
+    );
+    const { result: completed, statements: completing } = await statementsOf(() =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'mp.txt',
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+        }),
+      ),
+    );
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect([completed.VersionId, put.VersionId]).toEqual(listed.Versions?.map((v) => v.VersionId));
+    for (const statements of [putting, completing]) {
+      const reads = statements.filter((sql) => /FROM file_versions/.test(sql));
+      expect(reads).toHaveLength(1);
+      expect(reads[0]).toMatch(/LIMIT 1$/);
+    }
+  });
+
+  it('names the current version of a read object by reading that one version only', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    let last: string | undefined;
+    for (const Body of ['a', 'b', 'c']) {
+      last = (await client.send(new PutObjectCommand({ Bucket: name, Key: 'r.txt', Body }))).VersionId;
+    }
+    const { result: head, statements } = await statementsOf(() =>
+      client.send(new HeadObjectCommand({ Bucket: name, Key: 'r.txt' })),
+    );
+    expect(head.VersionId).toBe(last);
+    const reads = statements.filter((sql) => /FROM file_versions/.test(sql));
+    expect(reads).toHaveLength(1);
+    expect(reads[0]).toMatch(/LIMIT 1$/);
+  });
+
   it("lists a key's versions newest first, page by page, a page ending inside a key where it must", async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
     const put = (Key: string, Body: string) =>
@@ -956,6 +1038,32 @@ describe('the S3 endpoint', () => {
     expect(await read('o.txt')).toBe('parts');
   });
 
+  it('answers 200 to a PutObject a newer one overtook, which is not kept: the last writer wins', async () => {
+    const { client, name, project } = await bucketWith({ versioning_enabled: true });
+    const put = (Body: string) =>
+      client.send(new PutObjectCommand({ Bucket: name, Key: 'k.txt', Body, ContentType: 'text/plain' }));
+    await put('first');
+    // The newer write begins and is recorded while the older one's bytes are stored, not yet recorded.
+    const undo = cutInAfterNextWrite(() => put('newer'));
+    try {
+      expect((await put('older')).ETag).toBe(`"${md5('older')}"`);
+    } finally {
+      undo();
+    }
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'k.txt' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
+    const contents = await coffer.services.db.query(
+      'SELECT status, failure_reason FROM pending_contents WHERE project_id = $1 ORDER BY id',
+      [project.id],
+    );
+    expect(contents).toEqual([
+      { status: 'failed', failure_reason: 'superseded' },
+      { status: 'committed', failure_reason: null },
+    ]);
+    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect(versions.Versions).toHaveLength(2);
+  });
+
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
     const { client, name, project } = await bucketWith({ virus_scan_enabled: true });
     const { db, pipeline } = coffer.services;
@@ -1063,6 +1171,34 @@ describe('the S3 endpoint', () => {
     expect(racing.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
   });
 
+  it('leaves no folder behind when a conditional PutObject of a folder key is refused', async () => {
+    const { client, name, project } = await bucketWith();
+    const empty = `"${md5('')}"`;
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '' }));
+    // The key, and the folder above it that it implied, are deleted between the check and the record.
+    const { folders } = coffer.services;
+    const markerAt = folders.markerAt;
+    let pending = true;
+    folders.markerAt = async (...args: Parameters<typeof markerAt>) => {
+      const found = await markerAt.apply(folders, args);
+      if (pending) {
+        pending = false;
+        for (const Key of ['x/y/', 'x/']) await client.send(new DeleteObjectCommand({ Bucket: name, Key }));
+      }
+      return found;
+    };
+    try {
+      const put = client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '', IfMatch: empty }));
+      expect(await refusal(put)).toEqual({ code: 'ConditionalRequestConflict', status: 409 });
+    } finally {
+      folders.markerAt = markerAt;
+    }
+    expect(pending).toBe(false);
+    expect(
+      await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
+    ).toEqual([]);
+  });
+
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
     const { db, store } = coffer.services;
@@ -1130,6 +1266,46 @@ describe('the S3 endpoint', () => {
       used_bytes: 'existing'.length + 'winner'.length,
       reserved_bytes: 0,
     });
+  });
+
+  it('holds a CopyObject to the conditions on its destination: If-None-Match: * and If-Match', async () => {
+    const { client, name } = await bucketWith();
+    const put = (Key: string, Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key, Body }));
+    const read = async (Key: string) =>
+      (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
+    const copy = (Key: string, conditions: { IfNoneMatch?: string; IfMatch?: string }) =>
+      client.send(new CopyObjectCommand({ Bucket: name, Key, CopySource: `${name}/src.txt`, ...conditions }));
+    await put('src.txt', 'source');
+    const taken = await put('taken.txt', 'taken');
+
+    expect(await refusal(copy('taken.txt', { IfNoneMatch: '*' }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(copy('taken.txt', { IfMatch: `"${md5('other')}"` }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(copy('missing.txt', { IfMatch: '*' }))).toEqual({ code: 'NoSuchKey', status: 404 });
+    expect(await read('taken.txt')).toBe('taken');
+    await expect(read('missing.txt')).rejects.toThrow();
+
+    await copy('new.txt', { IfNoneMatch: '*' });
+    expect(await read('new.txt')).toBe('source');
+    await copy('taken.txt', { IfMatch: taken.ETag });
+    expect(await read('taken.txt')).toBe('source');
+
+    // A write that lands between the check and the record wins: the conditional copy is refused with 409.
+    const undo = cutInAfterNextWrite(() => put('late.txt', 'winner'));
+    try {
+      expect(await refusal(copy('late.txt', { IfNoneMatch: '*' }))).toEqual({
+        code: 'ConditionalRequestConflict',
+        status: 409,
+      });
+    } finally {
+      undo();
+    }
+    expect(await read('late.txt')).toBe('winner');
   });
 
   it('closes the source read of a CopyObject refused before its bytes are read', async () => {
