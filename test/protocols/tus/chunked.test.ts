@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
+import { Readable } from 'node:stream';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -129,6 +130,42 @@ describe('tus chunked bodies', () => {
     const part = Math.ceil(length / 9000);
     expect(upload?.parts.map((stored) => stored.size)).toEqual([part, 40 * MiB - part]);
     expect((await request(url, 'DELETE', { headers: tusHeaders() })).status).toBe(204);
+  });
+
+  it('holds the upload while the store takes a part of a chunked body slowly, a HEAD meanwhile', async () => {
+    const data = randomBytes(20 * MiB);
+    const { url, fileId } = await created(data.length);
+    const { store } = coffer.services;
+    const { writePart } = store;
+    // The first part is read over about 5 seconds: longer than a PATCH receiving nothing holds its upload.
+    store.writePart = (key, uploadId, partNumber, body, size, options) => {
+      const slow = async function* () {
+        for await (const chunk of body) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          yield chunk;
+        }
+      };
+      const bytes = partNumber === 1 ? Readable.from(slow()) : body;
+      return writePart.call(store, key, uploadId, partNumber, bytes, size, options);
+    };
+    try {
+      const patch = openChunked(url, 0);
+      let answered = false;
+      const answer = patch.answered.finally(() => {
+        answered = true;
+      });
+      await patch.continued;
+      await feed(patch.sent, data);
+      patch.sent.end();
+      while (!answered) {
+        expect([0, 16 * MiB, data.length]).toContain(await offsetOf(url));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      expect(await answer).toEqual({ status: 204, offset: String(data.length) });
+    } finally {
+      store.writePart = writePart;
+    }
+    await expectStored(fileId, data);
   });
 
   it('resumes a chunked body cut mid-way at the offset of the parts it stored', async () => {
