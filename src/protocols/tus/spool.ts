@@ -70,6 +70,7 @@ export class Spool {
     this.#path = undefined;
   }
 
+  /** Adds what the store read of the last piece to the total: the next piece goes over it. */
   #settle() {
     this.#fed += this.#reading?.bytesRead ?? 0;
     this.#reading = undefined;
