@@ -25,6 +25,7 @@ import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { ByteCutter } from './cutter.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
+import { Spool } from './spool.ts';
 import {
   deleteUpload,
   findUpload,
@@ -193,7 +194,10 @@ export function createTusUploads(deps: {
     let staged = stageable(upload, offset, body, declaredLength)
       ? multipart.stagePart(session.session, body.stream, body.size!, { md5: false })
       : undefined;
-    const lock = await lockUpload(db, upload.id, body).catch((error: unknown) => {
+    // A chunked body is stored from a temporary file: the store reading it is progress too.
+    let spool: Spool | undefined;
+    const incoming = { stream: body.stream, received: () => body.received() + (spool?.fed ?? 0) };
+    const lock = await lockUpload(db, upload.id, incoming).catch((error: unknown) => {
       void staged?.discard();
       throw error;
     });
@@ -305,17 +309,20 @@ export function createTusUploads(deps: {
 
       if (body.size !== undefined) await put(body.stream, body.size, true);
       else {
-        // A body sent without its length (chunked): gathered a piece at a time, each stored as if it
-        // had come alone, so that every size the store is given is exact. More than the upload may
-        // still take is refused before the piece that goes past it is stored.
+        // A body sent without its length (chunked): received a part at a time into a temporary file,
+        // each then stored as if it had come alone, so that every size the store is given is exact
+        // and memory holds none of it. Each fills a part with the bytes waiting before it, as a body
+        // with its length is cut. More than the upload may still take is refused before the piece
+        // that goes past it is stored.
+        spool = await Spool.open();
         const pieces = new ByteCutter(body.stream);
         let room = limit - offset;
         for (let ended = false; !ended; ) {
-          const piece = await pieces.take(Math.min(SEGMENT_BYTES, room));
+          const piece = await spool.fill(pieces, Math.min(segment - sizeOf(at.tail), room));
           ended = piece.ended;
-          room -= piece.bytes.length;
+          room -= piece.size;
           if (!ended && room === 0) throw fileTooLarge(limit, 'project', 'Upload-Length');
-          await put(Readable.from(piece.bytes), piece.bytes.length, ended);
+          await put(spool.read(piece.size), piece.size, ended);
         }
       }
       if (length !== null && at.offset === length)
@@ -324,6 +331,7 @@ export function createTusUploads(deps: {
       return stateOf({ ...current, upload_length: length }, at.offset, expiresAt);
     } finally {
       void staged?.discard();
+      await spool?.close().catch(() => undefined);
       await lock.release(held);
     }
   }
