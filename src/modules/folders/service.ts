@@ -215,8 +215,10 @@ export function createFolderService(db: Db) {
 
     /**
      * S3's PutObject of `path/`: the folder becomes a key of its own (a marker), created when missing
-     * (the folders above it are only implied, as S3 makes no keys for them). `guard` runs first in
-     * the one transaction that creates and marks them: a refusal leaves no folder behind.
+     * (the folders above it are only implied, as S3 makes no keys for them). `guard` runs in the one
+     * transaction that creates and marks them, once the path is locked or created there: a delete of
+     * the key then either committed before (the guard finds no marker) or waits; a refusal leaves no
+     * folder behind.
      */
     async markPath(projectId: string, path: string, guard?: (q: Queryable) => Promise<void>): Promise<void> {
       const names = namesOf(path, 'key');
@@ -225,8 +227,8 @@ export function createFolderService(db: Db) {
       for (let attempt = 1; ; attempt++) {
         try {
           return await db.tx(async (q) => {
-            await guard?.(q);
             const folder = await pathIn(q, projectId, names);
+            await guard?.(q);
             await repo.setMarker(q, projectId, folder.id, true);
           });
         } catch (error) {

@@ -36,7 +36,7 @@ import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
-import { storage } from '../../support/backends.ts';
+import { backend, storage } from '../../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
@@ -1198,6 +1198,54 @@ describe('the S3 endpoint', () => {
       await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
     ).toEqual([]);
   });
+
+  // The embedded database runs one transaction at a time: the races below need PostgreSQL.
+  it.runIf(backend === 'postgres')(
+    'orders a conditional PutObject of a folder key with a delete of it that comes in while it records',
+    async () => {
+      const { client, name, project } = await bucketWith();
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '' }));
+      // The key, and the folder above it that it implied, are deleted once the guard read the key again
+      // in the transaction recording the write: done before it goes on, or waiting for it to commit.
+      const { folders } = coffer.services;
+      const markerAt = folders.markerAt;
+      let deleting: Promise<void> | undefined;
+      let deletedFirst = false;
+      let reads = 0;
+      folders.markerAt = async (...args: Parameters<typeof markerAt>) => {
+        const found = await markerAt.apply(folders, args);
+        if (++reads === 2) {
+          deleting = (async () => {
+            for (const Key of ['x/y/', 'x/'])
+              await client.send(new DeleteObjectCommand({ Bucket: name, Key }));
+          })();
+          deletedFirst = await Promise.race([
+            deleting.then(() => true),
+            new Promise<boolean>((resolve) => setTimeout(resolve, 1000, false)),
+          ]);
+        }
+        return found;
+      };
+      let put: { code: string; status: number | undefined } | 'ok';
+      try {
+        const sent = client.send(
+          new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '', IfMatch: `"${md5('')}"` }),
+        );
+        put = await sent.then(
+          () => 'ok' as const,
+          () => refusal(sent),
+        );
+      } finally {
+        folders.markerAt = markerAt;
+      }
+      await deleting;
+      // Deleted first: the write is refused; otherwise it was recorded first, and the delete removed it.
+      expect(put).toEqual(deletedFirst ? { code: 'ConditionalRequestConflict', status: 409 } : 'ok');
+      expect(
+        await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
+      ).toEqual([]);
+    },
+  );
 
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
