@@ -313,8 +313,11 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await guard?.(q);
-          await recordContent(q, caller, file, content);
+          // The file first, as every commit of new content locks it: recording the content takes a
+          // key share of the file row, and a second write holding one too would wait for this one's
+          // lock while this one waits for its (a deadlock); the quota lock then comes after it too.
           const locked = await lockFile(q, file.project_id, file.id);
+          await recordContent(q, caller, file, content);
           return commitNewContent(q, caller.project, locked, content.id, object);
         }),
       );

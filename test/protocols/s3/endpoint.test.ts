@@ -1247,6 +1247,43 @@ describe('the S3 endpoint', () => {
     },
   );
 
+  it.runIf(backend === 'postgres')(
+    'records two PutObjects to one key at once, the one after the other',
+    async () => {
+      const { client, name } = await bucketWith();
+      const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'k.txt', Body }));
+      await put('first');
+      // Each write, once it recorded its new content, waits for the other to record its own (a second at most).
+      const { db } = coffer.services;
+      const tx = db.tx;
+      let recorded = 0;
+      const bothRecorded = Promise.withResolvers<void>();
+      db.tx = ((work) =>
+        tx.call(db, (q) =>
+          work({
+            ...q,
+            async query(sql, params) {
+              const rows = await q.query(sql, params);
+              if (/^INSERT INTO pending_contents/.test(sql.trim())) {
+                if (++recorded === 2) bothRecorded.resolve();
+                await Promise.race([
+                  bothRecorded.promise,
+                  new Promise((resolve) => setTimeout(resolve, 1000)),
+                ]);
+              }
+              return rows as never;
+            },
+          }),
+        )) as typeof db.tx;
+      try {
+        const written = await Promise.allSettled([put('one'), put('two')]);
+        expect(written.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled']);
+      } finally {
+        db.tx = tx;
+      }
+    },
+  );
+
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
     const { db, store } = coffer.services;
