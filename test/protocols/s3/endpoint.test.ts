@@ -1046,7 +1046,10 @@ describe('the S3 endpoint', () => {
     // The newer write begins and is recorded while the older one's bytes are stored, not yet recorded.
     const undo = cutInAfterNextWrite(() => put('newer'));
     try {
-      expect((await put('older')).ETag).toBe(`"${md5('older')}"`);
+      const older = await put('older');
+      expect(older.ETag).toBe(`"${md5('older')}"`);
+      // Not kept, it is no version: it names none.
+      expect(older.VersionId).toBeUndefined();
     } finally {
       undo();
     }
@@ -1062,6 +1065,28 @@ describe('the S3 endpoint', () => {
     ]);
     const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
     expect(versions.Versions).toHaveLength(2);
+  });
+
+  it('answers no version id to a CompleteMultipartUpload a newer PutObject overtook', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'm.txt', UploadId, PartNumber: 1, Body: 'parts' }),
+    );
+    const newer = await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'newer' }));
+    const completed = await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+    expect(completed.VersionId).toBeUndefined();
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect(listed.Versions?.[0]?.VersionId).toBe(newer.VersionId);
+    expect(listed.Versions).toHaveLength(2);
   });
 
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
