@@ -120,7 +120,8 @@ export async function commitContent(
 /**
  * Commits new content of `file` (locked) whose bytes are sealed: at once, or once its scan finds it
  * clean. Content a newer write to the file overtook (committed first) would never become current:
- * it fails (`superseded`), its bytes collected as rejected content's are.
+ * it fails (`superseded`), its bytes collected as rejected content's are. `admit` runs first for
+ * content that is kept.
  */
 async function commitNewContent(
   q: Queryable,
@@ -128,10 +129,12 @@ async function commitNewContent(
   file: files.FileRow,
   contentId: string,
   sealed: Sealed,
+  admit?: () => Promise<void>,
 ): Promise<ContentOutcome> {
   const scan = project.settings.virus_scan_enabled;
   const checksum = sealed.sha256 ?? null;
   const overtaken = await hasNewerCommitted(q, file.id, contentId);
+  if (!overtaken) await admit?.();
   // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
   const claimed = await transitionContent(
     q,
@@ -153,7 +156,8 @@ async function commitNewContent(
 
 /**
  * New content uploaded in parts is complete (commitFile's counterpart for a multipart upload over a
- * file): its size, learned now, counts against the quota now, and it commits as a PUT's would.
+ * file): its size, learned now, counts against the quota now (unless a newer write overtook it), and
+ * it commits as a PUT's would.
  */
 export async function commitContentParts(
   q: Queryable,
@@ -165,8 +169,10 @@ export async function commitContentParts(
   const file = await files.findFile(q, project.id, fileId, true);
   if (!file || file.deleted_at !== null) throw invalidState('The file is no longer there');
   await settleContentSize(q, contentId, sealed.size);
-  await enforceQuotas(q, project, { bytes: sealed.size, files: 0 });
-  return commitNewContent(q, project, file, contentId, sealed);
+  // Content a newer write overtook is not kept: no quota holds its complete back.
+  return commitNewContent(q, project, file, contentId, sealed, () =>
+    enforceQuotas(q, project, { bytes: sealed.size, files: 0 }),
+  );
 }
 
 /** New content given up before it was complete (its multipart upload aborted or expired). */

@@ -1089,6 +1089,33 @@ describe('the S3 endpoint', () => {
     expect(listed.Versions).toHaveLength(2);
   });
 
+  it('completes a multipart upload a newer PutObject overtook, its bytes beyond the quota', async () => {
+    const { client, name } = await bucketWith({ max_storage_bytes: 20 });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        PartNumber: 1,
+        Body: 'sixteen bytes!!!',
+      }),
+    );
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'newer' }));
+    // 'newer' and the parts' 16 bytes would hold 21: over the quota, were the overtaken bytes kept.
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'm.txt' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
+  });
+
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
     const { client, name, project } = await bucketWith({ virus_scan_enabled: true });
     const { db, pipeline } = coffer.services;
