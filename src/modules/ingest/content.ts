@@ -94,10 +94,18 @@ async function makeCurrent(
   return updated;
 }
 
-/** The file new content commits over, locked (a delete, or another content's commit, waits). */
-async function lockFile(q: Queryable, projectId: string, fileId: string): Promise<files.FileRow> {
+/**
+ * The file new content commits over, locked (a delete, or another content's commit, waits); `gone`:
+ * the refusal when it is deleted.
+ */
+async function lockFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  gone = () => notFound('File'),
+): Promise<files.FileRow> {
   const file = await files.findFile(q, projectId, fileId, true);
-  if (!file || file.deleted_at !== null) throw notFound('File');
+  if (!file || file.deleted_at !== null) throw gone();
   return file;
 }
 
@@ -166,8 +174,8 @@ export async function commitContentParts(
   contentId: string,
   sealed: Sealed & { size: number },
 ): Promise<ContentOutcome> {
-  const file = await files.findFile(q, project.id, fileId, true);
-  if (!file || file.deleted_at !== null) throw invalidState('The file is no longer there');
+  // Deleted while its parts were uploaded: the upload is what is refused (its session then ends aborted).
+  const file = await lockFile(q, project.id, fileId, () => invalidState('The file is no longer there'));
   await settleContentSize(q, contentId, sealed.size);
   // Content a newer write overtook is not kept: no quota holds its complete back.
   return commitNewContent(q, project, file, contentId, sealed, () =>
