@@ -52,41 +52,11 @@ function namesOf(path: string, field: string): string[] {
 
 export function createFolderService(db: Db) {
   /**
-   * A new folder `name` in `parent` (found before, outside any transaction), or the one another
-   * request created there meanwhile.
+   * The folder at the path `names` within `q`'s transaction, the missing ones created there (made on
+   * purpose when `marker`, else implied); those found are locked, so that a concurrent delete waits
+   * and finds them in use.
    */
-  async function createChild(
-    projectId: string,
-    parent: Folder | undefined,
-    name: string,
-    use: Required<PathUse>,
-  ): Promise<Folder> {
-    try {
-      // A transaction of its own, so that the parent's path is read again under the folder lock; the
-      // retry read runs after it, since a failed statement aborts a PostgreSQL transaction.
-      return await db.tx(async (q) => {
-        await repo.lockFolders(q, projectId, 'shared');
-        const current = parent && (await repo.findFolder(q, projectId, parent.id, 'key share'));
-        if (parent && !current) {
-          throw conflict('A folder of the path was removed meanwhile: try again', { field: use.field });
-        }
-        return insert(q, projectId, name, current, !use.implied);
-      });
-    } catch (error) {
-      if (!repo.isUniqueViolation(error)) throw error;
-      // Created concurrently by another request: use that one.
-      const existing = await repo.findChild(db, projectId, parent?.id ?? null, name);
-      if (!existing)
-        throw conflict('A folder of the path changed meanwhile: try again', { field: use.field });
-      return existing;
-    }
-  }
-
-  /**
-   * The folder at the path `names` within `q`'s transaction, the missing ones created there as
-   * implied folders; those found are locked, so that a concurrent delete waits and finds them in use.
-   */
-  async function pathIn(q: Queryable, projectId: string, names: string[]): Promise<Folder> {
+  async function pathIn(q: Queryable, projectId: string, names: string[], marker: boolean): Promise<Folder> {
     const existing = await repo.findFolderByPath(q, projectId, names.join('/'), 'key share');
     if (existing) return existing;
     // Under the folder lock, so that the paths new folders are given stay current until they commit.
@@ -95,9 +65,25 @@ export function createFolderService(db: Db) {
     for (const name of names) {
       parent =
         (await repo.findChild(q, projectId, parent?.id ?? null, name, 'key share')) ??
-        (await insert(q, projectId, name, parent, false));
+        (await insert(q, projectId, name, parent, marker));
     }
     return parent!;
+  }
+
+  /**
+   * `work` in a transaction of its own, run again when another request created a folder it creates
+   * at once: that insert wins, and the next run finds it (a failed statement aborts a PostgreSQL
+   * transaction).
+   */
+  async function creatingPath<T>(field: string, work: (q: Queryable) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await db.tx(work);
+      } catch (error) {
+        if (!repo.isUniqueViolation(error)) throw error;
+        if (attempt === 3) throw conflict('A folder of the path changed meanwhile: try again', { field });
+      }
+    }
   }
 
   /** The folder at a slash-separated path, creating the missing segments. */
@@ -105,16 +91,10 @@ export function createFolderService(db: Db) {
     const { field = 'folder_path', implied = false } = use;
     const names = namesOf(path, field);
     // Most paths exist already (every S3 PutObject under a prefix names one): one lookup by the whole
-    // path, where the walk below reads each segment's folder in turn.
+    // path, outside any transaction.
     const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
     if (existing) return existing;
-    let parent: Folder | undefined;
-    for (const name of names) {
-      parent =
-        (await repo.findChild(db, projectId, parent?.id ?? null, name)) ??
-        (await createChild(projectId, parent, name, { field, implied }));
-    }
-    return parent!;
+    return creatingPath(field, (q) => pathIn(q, projectId, names, !implied));
   }
 
   return {
@@ -215,26 +195,18 @@ export function createFolderService(db: Db) {
 
     /**
      * S3's PutObject of `path/`: the folder becomes a key of its own (a marker), created when missing
-     * (the folders above it are only implied, as S3 makes no keys for them). `guard` runs first in
-     * the one transaction that creates and marks them: a refusal leaves no folder behind.
+     * (the folders above it are only implied, as S3 makes no keys for them). `guard` runs in the one
+     * transaction that creates and marks them, once the path is locked or created there: a delete of
+     * the key then either committed before (the guard finds no marker) or waits; a refusal leaves no
+     * folder behind.
      */
     async markPath(projectId: string, path: string, guard?: (q: Queryable) => Promise<void>): Promise<void> {
       const names = namesOf(path, 'key');
-      // Another request may create a folder of the path at once: its insert wins, and this one runs
-      // again to find it (a failed statement aborts a PostgreSQL transaction).
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await db.tx(async (q) => {
-            await guard?.(q);
-            const folder = await pathIn(q, projectId, names);
-            await repo.setMarker(q, projectId, folder.id, true);
-          });
-        } catch (error) {
-          if (!repo.isUniqueViolation(error)) throw error;
-          if (attempt === 3)
-            throw conflict('A folder of the path changed meanwhile: try again', { field: 'key' });
-        }
-      }
+      await creatingPath('key', async (q) => {
+        const folder = await pathIn(q, projectId, names, false);
+        await guard?.(q);
+        await repo.setMarker(q, projectId, folder.id, true);
+      });
     },
 
     /**

@@ -94,10 +94,18 @@ async function makeCurrent(
   return updated;
 }
 
-/** The file new content commits over, locked (a delete, or another content's commit, waits). */
-async function lockFile(q: Queryable, projectId: string, fileId: string): Promise<files.FileRow> {
+/**
+ * The file new content commits over, locked (a delete, or another content's commit, waits); `gone`:
+ * the refusal when it is deleted.
+ */
+async function lockFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+  gone = () => notFound('File'),
+): Promise<files.FileRow> {
   const file = await files.findFile(q, projectId, fileId, true);
-  if (!file || file.deleted_at !== null) throw notFound('File');
+  if (!file || file.deleted_at !== null) throw gone();
   return file;
 }
 
@@ -120,7 +128,8 @@ export async function commitContent(
 /**
  * Commits new content of `file` (locked) whose bytes are sealed: at once, or once its scan finds it
  * clean. Content a newer write to the file overtook (committed first) would never become current:
- * it fails (`superseded`), its bytes collected as rejected content's are.
+ * it fails (`superseded`), its bytes collected as rejected content's are. `admit` runs first for
+ * content that is kept.
  */
 async function commitNewContent(
   q: Queryable,
@@ -128,10 +137,12 @@ async function commitNewContent(
   file: files.FileRow,
   contentId: string,
   sealed: Sealed,
+  admit?: () => Promise<void>,
 ): Promise<ContentOutcome> {
   const scan = project.settings.virus_scan_enabled;
   const checksum = sealed.sha256 ?? null;
   const overtaken = await hasNewerCommitted(q, file.id, contentId);
+  if (!overtaken) await admit?.();
   // Leaves `uploading` in this statement, so that a concurrent second confirm finds nothing to claim.
   const claimed = await transitionContent(
     q,
@@ -153,7 +164,8 @@ async function commitNewContent(
 
 /**
  * New content uploaded in parts is complete (commitFile's counterpart for a multipart upload over a
- * file): its size, learned now, counts against the quota now, and it commits as a PUT's would.
+ * file): its size, learned now, counts against the quota now (unless a newer write overtook it), and
+ * it commits as a PUT's would.
  */
 export async function commitContentParts(
   q: Queryable,
@@ -162,11 +174,13 @@ export async function commitContentParts(
   contentId: string,
   sealed: Sealed & { size: number },
 ): Promise<ContentOutcome> {
-  const file = await files.findFile(q, project.id, fileId, true);
-  if (!file || file.deleted_at !== null) throw invalidState('The file is no longer there');
+  // Deleted while its parts were uploaded: the upload is what is refused (its session then ends aborted).
+  const file = await lockFile(q, project.id, fileId, () => invalidState('The file is no longer there'));
   await settleContentSize(q, contentId, sealed.size);
-  await enforceQuotas(q, project, { bytes: sealed.size, files: 0 });
-  return commitNewContent(q, project, file, contentId, sealed);
+  // Content a newer write overtook is not kept: no quota holds its complete back.
+  return commitNewContent(q, project, file, contentId, sealed, () =>
+    enforceQuotas(q, project, { bytes: sealed.size, files: 0 }),
+  );
 }
 
 /** New content given up before it was complete (its multipart upload aborted or expired). */
@@ -313,8 +327,11 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await guard?.(q);
-          await recordContent(q, caller, file, content);
+          // The file first, as every commit of new content locks it: recording the content takes a
+          // key share of the file row, and a second write holding one too would wait for this one's
+          // lock while this one waits for its (a deadlock); the quota lock then comes after it too.
           const locked = await lockFile(q, file.project_id, file.id);
+          await recordContent(q, caller, file, content);
           return commitNewContent(q, caller.project, locked, content.id, object);
         }),
       );

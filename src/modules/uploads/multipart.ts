@@ -417,15 +417,16 @@ export function createMultipartService(deps: {
 
     /**
      * complete, answering the file as recorded (its ETag too, for S3's answer) and the new content
-     * the upload made of it, if any (`contentId`, its version's id); `guard` runs first in the
-     * transaction that records it (a refusal ends the upload, its object collected).
+     * the upload made of it, if any (`contentId`, its version's id, unless `superseded`: not kept, a
+     * newer write having committed first); `guard` runs first in the transaction that records it (a
+     * refusal ends the upload, its object collected).
      */
     async finish(
       caller: Caller,
       uploadId: string,
       parts: { part_number: number; etag: string }[],
       guard?: WriteGuard,
-    ): Promise<{ file: files.FileRow; contentId: string | null }> {
+    ): Promise<{ file: files.FileRow; contentId: string | null; superseded: boolean }> {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       if (session.content_id === null && file.status !== 'uploading') {
@@ -445,7 +446,10 @@ export function createMultipartService(deps: {
       if (!(await claimCompleting(db, session.id, guard !== undefined))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
-      const settled = (recorded: files.FileRow) => ({ file: recorded, contentId: session.content_id });
+      const settled = (recorded: { file: files.FileRow; superseded: boolean }) => ({
+        ...recorded,
+        contentId: session.content_id,
+      });
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
       const stopHolding = sessions.holdCompleting(session.id);
       try {

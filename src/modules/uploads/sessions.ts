@@ -77,17 +77,18 @@ export function createSessionLifecycle(deps: {
      * Records the assembled object as the file's content, or as its new content when the session made
      * one (session `completing` → `completed`). When the file moved on meanwhile (deleted), the session
      * ends `aborted` and the object goes with the file. `guard` runs first in that transaction: when it
-     * refuses, the session ends `aborted` too, and the object is collected.
+     * refuses, the session ends `aborted` too, and the object is collected. `superseded`: the new
+     * content was not kept, a newer write to the file having committed first.
      */
     async settle(
       session: SessionRow,
       project: Project,
       sealed: ObjectInfo,
       guard?: WriteGuard,
-    ): Promise<files.FileRow> {
+    ): Promise<{ file: files.FileRow; superseded: boolean }> {
       let refused = false;
       try {
-        const file = await db.tx(async (q) => {
+        const settled = await db.tx(async (q) => {
           await guard?.(q).catch((error: unknown) => {
             refused = true;
             throw error;
@@ -98,18 +99,16 @@ export function createSessionLifecycle(deps: {
           if (session.content_id !== null) {
             const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
             // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
-            return { ...outcome.file, etag: outcome.etag };
+            return {
+              file: { ...outcome.file, etag: outcome.etag },
+              superseded: outcome.status === 'superseded',
+            };
           }
-          return commitFile(
-            q,
-            project,
-            session.file_id,
-            sealed,
-            session.size_deferred ? sealed.size : undefined,
-          );
+          const size = session.size_deferred ? sealed.size : undefined;
+          return { file: await commitFile(q, project, session.file_id, sealed, size), superseded: false };
         });
         metrics?.uploads.inc({ outcome: 'completed' });
-        return file;
+        return settled;
       } catch (error) {
         if (refused) await refuse(session);
         else if (isDomainError(error, 'INVALID_STATE'))

@@ -420,7 +420,11 @@ export async function putObject(
       // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
       etag: outcome.etag,
       file: outcome.file,
-      versionId: await writtenVersion(services, caller, outcome.file, outcome.version_id),
+      // Overtaken by a newer write, the content is no version at all.
+      versionId:
+        outcome.status === 'superseded'
+          ? undefined
+          : await writtenVersion(services, caller, outcome.file, outcome.version_id),
     };
   }
   const file = await services.ingest.writeFile(

@@ -36,7 +36,7 @@ import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
-import { storage } from '../../support/backends.ts';
+import { backend, storage } from '../../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
@@ -1046,7 +1046,10 @@ describe('the S3 endpoint', () => {
     // The newer write begins and is recorded while the older one's bytes are stored, not yet recorded.
     const undo = cutInAfterNextWrite(() => put('newer'));
     try {
-      expect((await put('older')).ETag).toBe(`"${md5('older')}"`);
+      const older = await put('older');
+      expect(older.ETag).toBe(`"${md5('older')}"`);
+      // Not kept, it is no version: it names none.
+      expect(older.VersionId).toBeUndefined();
     } finally {
       undo();
     }
@@ -1062,6 +1065,55 @@ describe('the S3 endpoint', () => {
     ]);
     const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
     expect(versions.Versions).toHaveLength(2);
+  });
+
+  it('answers no version id to a CompleteMultipartUpload a newer PutObject overtook', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'm.txt', UploadId, PartNumber: 1, Body: 'parts' }),
+    );
+    const newer = await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'newer' }));
+    const completed = await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+    expect(completed.VersionId).toBeUndefined();
+    const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    expect(listed.Versions?.[0]?.VersionId).toBe(newer.VersionId);
+    expect(listed.Versions).toHaveLength(2);
+  });
+
+  it('completes a multipart upload a newer PutObject overtook, its bytes beyond the quota', async () => {
+    const { client, name } = await bucketWith({ max_storage_bytes: 20 });
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'm.txt' }));
+    const part = await client.send(
+      new UploadPartCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        PartNumber: 1,
+        Body: 'sixteen bytes!!!',
+      }),
+    );
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'newer' }));
+    // 'newer' and the parts' 16 bytes would hold 21: over the quota, were the overtaken bytes kept.
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key: 'm.txt',
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'm.txt' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
   });
 
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
@@ -1198,6 +1250,91 @@ describe('the S3 endpoint', () => {
       await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
     ).toEqual([]);
   });
+
+  // The embedded database runs one transaction at a time: the races below need PostgreSQL.
+  it.runIf(backend === 'postgres')(
+    'orders a conditional PutObject of a folder key with a delete of it that comes in while it records',
+    async () => {
+      const { client, name, project } = await bucketWith();
+      await client.send(new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '' }));
+      // The key, and the folder above it that it implied, are deleted once the guard read the key again
+      // in the transaction recording the write: done before it goes on, or waiting for it to commit.
+      const { folders } = coffer.services;
+      const markerAt = folders.markerAt;
+      let deleting: Promise<void> | undefined;
+      let deletedFirst = false;
+      let reads = 0;
+      folders.markerAt = async (...args: Parameters<typeof markerAt>) => {
+        const found = await markerAt.apply(folders, args);
+        if (++reads === 2) {
+          deleting = (async () => {
+            for (const Key of ['x/y/', 'x/'])
+              await client.send(new DeleteObjectCommand({ Bucket: name, Key }));
+          })();
+          deletedFirst = await Promise.race([
+            deleting.then(() => true),
+            new Promise<boolean>((resolve) => setTimeout(resolve, 1000, false)),
+          ]);
+        }
+        return found;
+      };
+      let put: { code: string; status: number | undefined } | 'ok';
+      try {
+        const sent = client.send(
+          new PutObjectCommand({ Bucket: name, Key: 'x/y/', Body: '', IfMatch: `"${md5('')}"` }),
+        );
+        put = await sent.then(
+          () => 'ok' as const,
+          () => refusal(sent),
+        );
+      } finally {
+        folders.markerAt = markerAt;
+      }
+      await deleting;
+      // Deleted first: the write is refused; otherwise it was recorded first, and the delete removed it.
+      expect(put).toEqual(deletedFirst ? { code: 'ConditionalRequestConflict', status: 409 } : 'ok');
+      expect(
+        await coffer.services.db.query('SELECT path FROM folders WHERE project_id = $1', [project.id]),
+      ).toEqual([]);
+    },
+  );
+
+  it.runIf(backend === 'postgres')(
+    'records two PutObjects to one key at once, the one after the other',
+    async () => {
+      const { client, name } = await bucketWith();
+      const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'k.txt', Body }));
+      await put('first');
+      // Each write, once it recorded its new content, waits for the other to record its own (a second at most).
+      const { db } = coffer.services;
+      const tx = db.tx;
+      let recorded = 0;
+      const bothRecorded = Promise.withResolvers<void>();
+      db.tx = ((work) =>
+        tx.call(db, (q) =>
+          work({
+            ...q,
+            async query(sql, params) {
+              const rows = await q.query(sql, params);
+              if (/^INSERT INTO pending_contents/.test(sql.trim())) {
+                if (++recorded === 2) bothRecorded.resolve();
+                await Promise.race([
+                  bothRecorded.promise,
+                  new Promise((resolve) => setTimeout(resolve, 1000)),
+                ]);
+              }
+              return rows as never;
+            },
+          }),
+        )) as typeof db.tx;
+      try {
+        const written = await Promise.allSettled([put('one'), put('two')]);
+        expect(written.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled']);
+      } finally {
+        db.tx = tx;
+      }
+    },
+  );
 
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
     const { client, name, project } = await bucketWith();
