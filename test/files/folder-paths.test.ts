@@ -52,6 +52,20 @@ describe('ensurePath', () => {
     expect((await folders.ensurePath(PROJECT, 'o/n')).id).toBe(moved.id);
     expect((await folders.ensurePath(PROJECT, 'm/n')).id).not.toBe(moved.id);
   });
+
+  it("creates deep paths that share their prefixes from many requests at once, each taking the others' folders", async () => {
+    const folders = createFolderService(counted);
+    for (let round = 0; round < 5; round++) {
+      // Paths r/0/1/…, r/1/…: every request creates some segments and meets others' inserts of the rest.
+      const paths = Array.from({ length: 40 }, (_, i) =>
+        [`deep${round}`, ...Array.from({ length: 6 }, (_, level) => String((i >> level) % 2))].join('/'),
+      );
+      const made = await Promise.all(paths.map((path) => folders.ensurePath(PROJECT, path)));
+      expect(made.map((folder) => folder.path)).toEqual(paths);
+      for (const [i, path] of paths.entries())
+        expect((await folders.findByPath(PROJECT, path))?.id).toBe(made[i]!.id);
+    }
+  });
 });
 
 describe('S3 markers', () => {

@@ -123,12 +123,15 @@ export async function insertFolder(
     /** Whether it is a key of its own in the S3 view (migration 023). */
     marker: boolean;
   },
-): Promise<Folder> {
+): Promise<Folder | undefined> {
+  // Undefined when a folder of that name or path is there: ON CONFLICT waits for a concurrent insert
+  // of the same folder to end instead of aborting the transaction, so that the caller can take it.
   const [row] = await q.query<FolderRow>(
-    `INSERT INTO folders (id, project_id, parent_id, name, path, s3_marker) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+    `INSERT INTO folders (id, project_id, parent_id, name, path, s3_marker) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
     [folder.id, folder.projectId, folder.parentId, folder.name, folder.path, folder.marker],
   );
-  return toFolder(row!);
+  return row && toFolder(row);
 }
 
 /**

@@ -9,8 +9,8 @@ const siblingTaken = (name: string) =>
   conflict(`A folder named ${JSON.stringify(name)} already exists here`, { field: 'name' });
 
 /**
- * A new folder `name` in `parent` (the root when undefined); `marker`: whether it is a key of its own
- * in the S3 view, as folders made on purpose are.
+ * A new folder `name` in `parent` (the root when undefined), or undefined when one of that name is
+ * there; `marker`: whether it is a key of its own in the S3 view, as folders made on purpose are.
  */
 function insert(
   q: Queryable,
@@ -18,7 +18,7 @@ function insert(
   name: string,
   parent: Folder | undefined,
   marker: boolean,
-): Promise<Folder> {
+): Promise<Folder | undefined> {
   return repo.insertFolder(q, {
     id: newId('fld'),
     projectId,
@@ -56,34 +56,26 @@ export function createFolderService(db: Db) {
    * purpose when `marker`, else implied); those found are locked, so that a concurrent delete waits
    * and finds them in use.
    */
-  async function pathIn(q: Queryable, projectId: string, names: string[], marker: boolean): Promise<Folder> {
+  async function pathIn(
+    q: Queryable,
+    projectId: string,
+    names: string[],
+    marker: boolean,
+    field: string,
+  ): Promise<Folder> {
     const existing = await repo.findFolderByPath(q, projectId, names.join('/'), 'key share');
     if (existing) return existing;
     // Under the folder lock, so that the paths new folders are given stay current until they commit.
     await repo.lockFolders(q, projectId, 'shared');
     let parent: Folder | undefined;
     for (const name of names) {
-      parent =
-        (await repo.findChild(q, projectId, parent?.id ?? null, name, 'key share')) ??
-        (await insert(q, projectId, name, parent, marker));
+      const find = () => repo.findChild(q, projectId, parent?.id ?? null, name, 'key share');
+      // A request creating the same folder at once: its insert wins, and this one takes its folder.
+      const folder = (await find()) ?? (await insert(q, projectId, name, parent, marker)) ?? (await find());
+      if (!folder) throw conflict('A folder of the path changed meanwhile: try again', { field });
+      parent = folder;
     }
     return parent!;
-  }
-
-  /**
-   * `work` in a transaction of its own, run again when another request created a folder it creates
-   * at once: that insert wins, and the next run finds it (a failed statement aborts a PostgreSQL
-   * transaction).
-   */
-  async function creatingPath<T>(field: string, work: (q: Queryable) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await db.tx(work);
-      } catch (error) {
-        if (!repo.isUniqueViolation(error)) throw error;
-        if (attempt === 3) throw conflict('A folder of the path changed meanwhile: try again', { field });
-      }
-    }
   }
 
   /** The folder at a slash-separated path, creating the missing segments. */
@@ -94,7 +86,7 @@ export function createFolderService(db: Db) {
     // path, outside any transaction.
     const existing = await repo.findFolderByPath(db, projectId, names.join('/'));
     if (existing) return existing;
-    return creatingPath(field, (q) => pathIn(q, projectId, names, !implied));
+    return db.tx((q) => pathIn(q, projectId, names, !implied, field));
   }
 
   return {
@@ -106,12 +98,9 @@ export function createFolderService(db: Db) {
         const parent = parentId ? await repo.findFolder(q, projectId, parentId, 'key share') : undefined;
         if (parentId && !parent)
           throw validationError('parent_id is not a folder of this project', { field: 'parent_id' });
-        try {
-          return await insert(q, projectId, name, parent, true);
-        } catch (error) {
-          if (repo.isUniqueViolation(error)) throw siblingTaken(name);
-          throw error;
-        }
+        const folder = await insert(q, projectId, name, parent, true);
+        if (!folder) throw siblingTaken(name);
+        return folder;
       });
     },
 
@@ -202,8 +191,8 @@ export function createFolderService(db: Db) {
      */
     async markPath(projectId: string, path: string, guard?: (q: Queryable) => Promise<void>): Promise<void> {
       const names = namesOf(path, 'key');
-      await creatingPath('key', async (q) => {
-        const folder = await pathIn(q, projectId, names, false);
+      await db.tx(async (q) => {
+        const folder = await pathIn(q, projectId, names, false, 'key');
         await guard?.(q);
         await repo.setMarker(q, projectId, folder.id, true);
       });
