@@ -264,8 +264,11 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       upload_expires_at: content.expiresAt,
       metadata: content.metadata,
     });
-    await enforceQuotas(q, caller.project, { bytes: content.size, files: 0 });
   }
+
+  /** Holds recorded content of `size` bytes to the project's quota. */
+  const admitSize = (q: Queryable, caller: Caller, size: number) =>
+    enforceQuotas(q, caller.project, { bytes: size, files: 0 });
 
   return {
     /** A presigned URL for new content of a ready file; the current content stays served until it is confirmed. */
@@ -277,7 +280,12 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       const content = await planContent(caller, file, request);
       // The URL first: one that cannot be made leaves no content behind.
       const url = await store.presignUpload(content.storageKey, content);
-      await keepingOnCommit(content.storageKey, () => db.tx((q) => recordContent(q, caller, file, content)));
+      await keepingOnCommit(content.storageKey, () =>
+        db.tx(async (q) => {
+          await recordContent(q, caller, file, content);
+          await admitSize(q, caller, content.size);
+        }),
+      );
       return { version_id: content.id, upload_url: url, expires_at: content.expiresAt };
     },
 
@@ -332,7 +340,10 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
           // lock while this one waits for its (a deadlock); the quota lock then comes after it too.
           const locked = await lockFile(q, file.project_id, file.id);
           await recordContent(q, caller, file, content);
-          return commitNewContent(q, caller.project, locked, content.id, object);
+          // A write a newer one overtook is not kept, so it is not held to the quota either.
+          return commitNewContent(q, caller.project, locked, content.id, object, () =>
+            admitSize(q, caller, content.size),
+          );
         }),
       );
     },
@@ -361,6 +372,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       };
       return fromSource(source, planned, async (q, made) => {
         await recordContent(q, caller, file, { ...content, expiresAt });
+        await admitSize(q, caller, 0);
         return { contentId: content.id, extra: await source.record?.(q, planned, made) };
       });
     },

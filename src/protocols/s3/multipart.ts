@@ -97,12 +97,8 @@ export async function completeUpload(
   const { file, contentId, superseded } = await onUpload(() =>
     services.multipart.finish(caller, uploadId, parts, guard),
   );
-  // An upload over a key made new content of its file, whose id is that version's; content a newer
-  // write overtook is no version at all.
-  return {
-    file,
-    versionId: superseded ? undefined : await writtenVersion(services, caller, file, contentId),
-  };
+  // An upload over a key made new content of its file, whose id is that version's.
+  return { file, versionId: await writtenVersion(services, caller, file, { contentId, superseded }) };
 }
 
 export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>

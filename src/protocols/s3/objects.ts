@@ -420,11 +420,10 @@ export async function putObject(
       // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
       etag: outcome.etag,
       file: outcome.file,
-      // Overtaken by a newer write, the content is no version at all.
-      versionId:
-        outcome.status === 'superseded'
-          ? undefined
-          : await writtenVersion(services, caller, outcome.file, outcome.version_id),
+      versionId: await writtenVersion(services, caller, outcome.file, {
+        contentId: outcome.version_id,
+        superseded: outcome.status === 'superseded',
+      }),
     };
   }
   const file = await services.ingest.writeFile(
@@ -440,20 +439,25 @@ export async function putObject(
     request.body,
     { guard: request.guard },
   );
-  return { etag: etagOf(file), file, versionId: await writtenVersion(services, caller, file, null) };
+  return {
+    etag: etagOf(file),
+    file,
+    versionId: await writtenVersion(services, caller, file, { contentId: null }),
+  };
 }
 
 /**
  * The version id a write to a versioning-enabled bucket answers with, the one ListObjectVersions and
- * HeadObject show: its new content's (`contentId`), or the first version of the file it made.
+ * HeadObject show: its new content's (`contentId`), or the first version of the file it made; none
+ * for content a newer write overtook, which is no version at all.
  */
 export async function writtenVersion(
   services: Pick<ObjectServices, 'db'>,
   caller: Caller,
   file: FileRow,
-  contentId: string | null,
+  { contentId, superseded = false }: { contentId: string | null; superseded?: boolean },
 ): Promise<string | undefined> {
-  if (!caller.project.settings.versioning_enabled) return undefined;
+  if (!caller.project.settings.versioning_enabled || superseded) return undefined;
   return contentId ?? (await firstVersionId(services.db, file.id));
 }
 

@@ -1116,6 +1116,22 @@ describe('the S3 endpoint', () => {
     expect((await text(got.Body)).toString()).toBe('newer');
   });
 
+  it('answers 200 to a PutObject a newer one overtook, its bytes beyond the quota', async () => {
+    const { client, name } = await bucketWith({ max_storage_bytes: 20 });
+    const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'q.txt', Body }));
+    await put('first');
+    // 'newer' and the older write's 16 bytes would hold 21: over the quota, were the overtaken bytes kept.
+    const undo = cutInAfterNextWrite(() => put('newer'));
+    try {
+      const older = await put('sixteen bytes!!!');
+      expect(older.ETag).toBe(`"${md5('sixteen bytes!!!')}"`);
+    } finally {
+      undo();
+    }
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'q.txt' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
+  });
+
   it('keeps the newest write current when the scans of two writes to a key finish in the other order', async () => {
     const { client, name, project } = await bucketWith({ virus_scan_enabled: true });
     const { db, pipeline } = coffer.services;
