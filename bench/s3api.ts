@@ -8,13 +8,16 @@
  *      against radosgw; the REST small upload (initiate + PUT + confirm) is measured too, for reference;
  *   2. GetObject of those objects, as many and as parallel, against radosgw;
  *   3. a multipart upload of COFFER_BENCH_SIZE_MB (1 GiB) in parts of a sixteenth of it (≥ 5 MiB),
- *      COFFER_BENCH_PARTS_IN_FLIGHT (4) at once, and its download by one GetObject, against radosgw;
+ *      COFFER_BENCH_PARTS_IN_FLIGHT (4) at once, and its download by one GetObject, against radosgw; and,
+ *      for the bound Coffer's durable store puts on the upload, dd writing as much to the same disk
+ *      (before and after each round);
  *   4. ListObjectsV2 pages of 1,000 keys on a project of `--files N` (default 1,000,000) files seeded by
  *      bench/list-seed.ts: every page of a walk by continuation token, p50 / p99.
  * Sides 1–3 run A B B A per round (B A A B the next), COFFER_BENCH_ROUNDS rounds; rates are medians of
  * the rounds' means, ratios medians of the rounds' own ratios.
  */
 import { randomFillSync } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -45,6 +48,7 @@ import {
   pool,
   progress,
   purgeFiles,
+  rawWrite,
   type Section,
   startCoffer,
   startInsertServer,
@@ -249,7 +253,15 @@ async function multipartRounds(
   p: Plan,
 ) {
   const rounds: MultipartRound[] = [];
+  const rawFile = join(c.scratch, 's3api-dd.bin');
+  const disk = async () => {
+    progress(`s3api: dd ${fmt.size(data.length / MiB)} to the disk of Coffer's store`);
+    const seconds = await rawWrite(rawFile, data.length / MiB);
+    await rm(rawFile, { force: true });
+    return seconds;
+  };
   for (let round = 1; round <= c.rounds; round++) {
+    const diskBefore = await disk();
     const times = {
       up: { coffer: [] as number[], sdk: [] as number[] },
       down: { coffer: [] as number[], sdk: [] as number[] },
@@ -269,6 +281,7 @@ async function multipartRounds(
       await clean[side]();
     }
     rounds.push({
+      disk: mean([diskBefore, await disk()]),
       up: { coffer: mean(times.up.coffer), sdk: mean(times.up.sdk) },
       down: { coffer: mean(times.down.coffer), sdk: mean(times.down.sdk) },
     });

@@ -1,16 +1,16 @@
 import { createHash, type Hash } from 'node:crypto';
-import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fstatSync, openSync, readSync, writevSync } from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { fileIdentity } from './file-identity.ts';
 
 /**
- * Messages of writer-pool.ts. An upload is an `open`, its `chunk`s in order, then `end` or `abort`.
+ * Messages of writer-pool.ts. An upload is an `open`, its `chunks` in order, then `end` or `abort`.
  * A digest of files is a `digest`, its `file`s in order, then `end` (answering the digest) or `abort`.
  */
 export type WriterRequest =
   /** `algorithm` null: the bytes are only written (their digest is answered empty). */
   | { type: 'open'; id: number; fd: number; algorithm: 'sha256' | 'md5' | null }
-  | { type: 'chunk'; id: number; data: Uint8Array }
+  | { type: 'chunks'; id: number; data: Uint8Array[] }
   | { type: 'digest'; id: number; algorithm: 'sha256' | 'md5' }
   | { type: 'file'; id: number; path: string }
   | { type: 'end'; id: number }
@@ -47,6 +47,20 @@ function hashFile(hash: Hash, path: string): { size: number; identity: string } 
   }
 }
 
+/** Writes `chunks` at `position` in as few system calls as the file takes them. */
+function writeAll(fd: number, chunks: Uint8Array[], position: number): void {
+  let rest = chunks;
+  while (rest.length > 0) {
+    let written = writevSync(fd, rest, position);
+    position += written;
+    // A short write: the rest of the chunk it stopped in, then the chunks after it.
+    let index = 0;
+    while (index < rest.length && written >= rest[index]!.length) written -= rest[index++]!.length;
+    rest = rest.slice(index);
+    if (written > 0) rest[0] = rest[0]!.subarray(written);
+  }
+}
+
 function handle(message: WriterRequest): void {
   if (message.type === 'open' || message.type === 'digest') {
     const fd = message.type === 'open' ? message.fd : -1;
@@ -62,15 +76,15 @@ function handle(message: WriterRequest): void {
   }
   const job = jobs.get(message.id);
   if (!job) return; // failed already
-  if (message.type === 'chunk') {
-    const data = message.data;
-    for (let offset = 0; offset < data.length; ) {
-      const written = writeSync(job.fd, data, offset, data.length - offset, job.position);
-      offset += written;
-      job.position += written;
+  if (message.type === 'chunks') {
+    let bytes = 0;
+    for (const data of message.data) {
+      job.hash?.update(data);
+      bytes += data.length;
     }
-    job.hash?.update(data);
-    port.postMessage({ type: 'ack', id: message.id, bytes: data.length } satisfies WriterReply);
+    writeAll(job.fd, message.data, job.position);
+    job.position += bytes;
+    port.postMessage({ type: 'ack', id: message.id, bytes } satisfies WriterReply);
   } else if (message.type === 'file') {
     port.postMessage({
       type: 'hashed',

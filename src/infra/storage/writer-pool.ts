@@ -6,6 +6,11 @@ import type { WriterReply, WriterRequest } from './write-worker.ts';
 /** Bytes of one upload that may be on their way to the worker before reading pauses. */
 const MAX_IN_FLIGHT = 4 * 1024 * 1024;
 /**
+ * Bytes of one upload gathered into a message to the worker, answered by one acknowledgement: a socket
+ * hands a body over 64 KiB at a time, and a message each cost both threads more than moving the bytes.
+ */
+const BATCH_BYTES = 1024 * 1024;
+/**
  * Bytes an upload writes between two syncs started in the background, from this thread (idle while
  * the worker hashes): the sync that ends the upload, which its answer waits for, then finds little to flush.
  */
@@ -161,6 +166,28 @@ export class WriterThread {
       await syncing;
       if (syncFailure) throw syncFailure;
     };
+    let batch: Buffer[] = [];
+    let batched = 0;
+    const send = () => {
+      if (batch.length === 0) return;
+      const data = batch;
+      job.inFlight += batched;
+      batch = [];
+      batched = 0;
+      try {
+        this.#post(
+          { type: 'chunks', id, data },
+          data.map((chunk) => chunk.buffer as ArrayBuffer),
+        );
+      } catch (error) {
+        // Memory a native addon allocated (sharp's output) cannot be moved: it is copied instead.
+        if (!(error instanceof DOMException && error.name === 'DataCloneError')) throw error;
+        const owned = Buffer.allocUnsafeSlow(data.reduce((sum, chunk) => sum + chunk.length, 0));
+        let offset = 0;
+        for (const chunk of data) offset += chunk.copy(owned, offset);
+        this.#post({ type: 'chunks', id, data: [owned] }, [owned.buffer as ArrayBuffer]);
+      }
+    };
     return {
       write: async (chunk) => {
         if (job.failure) throw job.failure;
@@ -174,16 +201,9 @@ export class WriterThread {
           owned = Buffer.allocUnsafeSlow(chunk.length);
           chunk.copy(owned);
         }
-        job.inFlight += owned.length;
-        try {
-          this.#post({ type: 'chunk', id, data: owned }, [owned.buffer as ArrayBuffer]);
-        } catch (error) {
-          // Memory a native addon allocated (sharp's output) cannot be moved: it is copied instead.
-          if (!(error instanceof DOMException && error.name === 'DataCloneError')) throw error;
-          const copy = Buffer.allocUnsafeSlow(owned.length);
-          owned.copy(copy);
-          this.#post({ type: 'chunk', id, data: copy }, [copy.buffer as ArrayBuffer]);
-        }
+        batch.push(owned);
+        batched += owned.length;
+        if (batched >= BATCH_BYTES) send();
         while (job.inFlight > MAX_IN_FLIGHT && !job.failure) {
           await new Promise<void>((resolve) => {
             job.drained = resolve;
@@ -192,6 +212,7 @@ export class WriterThread {
         if (job.failure) throw job.failure;
       },
       finish: async () => {
+        send();
         const digest = await this.#finish(id, job).catch(async (error: unknown) => {
           await syncing;
           throw error;

@@ -183,6 +183,18 @@ export function createMultipartService(deps: {
   }
 
   /**
+   * grant for a part about to be stored, the usual case in one statement (no transaction holding the
+   * session's row while parts of the same upload wait for it); a refusal is told by reading the
+   * session again and granting as grant does.
+   */
+  async function grantPart(caller: Caller, session: SessionRow, partNumber: number, size: number) {
+    if (await grantOpenPart(db, session.id, partNumber, size, STORED_PER_DECLARED_BYTE)) return;
+    const { session: current } = await load(caller, session.id);
+    requireOpen(current);
+    await grant(current, partNumber, size);
+  }
+
+  /**
    * The bytes of a multipart upload: the store's upload, made before the file is recorded, and its
    * session recorded with it. `sizeLimit` marks a deferred size (the session holds the limit, not a total).
    */
@@ -324,7 +336,7 @@ export function createMultipartService(deps: {
       const { session, file } = await load(caller, uploadId);
       requireOpen(session);
       checkPartNumber(partNumber);
-      await grant(session, partNumber, size);
+      await grantPart(caller, session, partNumber, size);
       // The first part holds the file's head: checked against its type like a single upload's.
       const bytes =
         partNumber === 1
@@ -346,12 +358,7 @@ export function createMultipartService(deps: {
           try {
             if (partNumber === 1) throw new Error('A first part is written by writePart');
             checkPartNumber(partNumber);
-            // The usual case in one statement; a refusal goes the way of writePart, which tells why.
-            if (!(await grantOpenPart(db, session.id, partNumber, size, STORED_PER_DECLARED_BYTE))) {
-              const { session: current } = await load(caller, session.id);
-              requireOpen(current);
-              await grant(current, partNumber, size);
-            }
+            await grantPart(caller, session, partNumber, size);
           } catch (error) {
             await staged.discard();
             throw error;

@@ -1896,6 +1896,49 @@ describe('the S3 endpoint', () => {
     expect(await refusal(completing)).toEqual({ code: 'EntityTooLarge', status: 400 });
   });
 
+  it('grants a part in one statement, no transaction holding its upload while other parts wait', async () => {
+    const { client, name } = await bucketWith();
+    const Key = 'granted.bin';
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
+    const { db } = coffer.services;
+    const { query, tx } = db;
+    /** The statements about the upload, those run in a transaction marked so. */
+    const statements: string[] = [];
+    const record = (sql: string, params: unknown[] | undefined, where = '') => {
+      if (params?.includes(UploadId)) statements.push(`${where}${sql.replace(/\s+/g, ' ').trim()}`);
+    };
+    db.query = ((sql: string, params?: unknown[]) => {
+      record(sql, params);
+      return query.call(db, sql, params);
+    }) as typeof db.query;
+    db.tx = ((work: Parameters<typeof db.tx>[0]) =>
+      tx.call(db, (q) =>
+        work({
+          query: (sql: string, params?: unknown[]) => {
+            record(sql, params, 'in a transaction: ');
+            return q.query(sql, params);
+          },
+          exec: (sql: string) => q.exec(sql),
+        } as typeof q),
+      )) as typeof db.tx;
+    try {
+      for (const PartNumber of [1, 2])
+        await client.send(
+          new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber, Body: randomBytes(1024) }),
+        );
+    } finally {
+      db.query = query;
+      db.tx = tx;
+    }
+    // Per part: the upload with its file, then the grant.
+    expect(statements).toEqual([
+      expect.stringMatching(/FROM multipart_sessions/),
+      expect.stringMatching(/^UPDATE multipart_sessions SET part_grants/),
+      expect.stringMatching(/FROM multipart_sessions/),
+      expect.stringMatching(/^UPDATE multipart_sessions SET part_grants/),
+    ]);
+  });
+
   it('copies objects, keeping or replacing their metadata, and deletes many at once', async () => {
     const { client, name } = await bucketWith();
     await client.send(
