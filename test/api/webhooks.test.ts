@@ -1181,46 +1181,6 @@ describe('claims and outcomes in batches', () => {
     expect(claims.filter((n) => n > 0).length).toBeLessThanOrEqual(1 + (120 - 32) / 8);
     expect(outcomes).toBeLessThan(120);
   });
-
-  it('leases a claimed delivery in leased_until, its due time left as it was: due again once the lease runs out', async () => {
-    const project = await newProject();
-    const endpoint = receiver.endpoint();
-    const hook = await register(project, endpoint, ['file.uploaded']);
-    await initiate(project);
-    const { db } = coffer.services;
-    const row = () =>
-      db.query<{ due: Date; leased: Date | null; attempts: number }>(
-        'SELECT next_attempt_at AS due, leased_until AS leased, attempts FROM deliveries WHERE webhook_id = $1',
-        [hook.id],
-      );
-    const [before] = await row();
-    const queue = deliveriesQueue({ firstDelaySeconds: 0, maxAttempts: 5 });
-    const claimMine = async () =>
-      (await claim(db, queue, { kinds: ['deliver'], limit: 100, leaseSeconds: 30 })).filter(
-        (delivery) => delivery.url === endpoint.url,
-      );
-    expect(await claimMine()).toHaveLength(1);
-    const [claimed] = await row();
-    // The claim writes no indexed column (deliveries_due indexes next_attempt_at): a HOT update.
-    expect(claimed!.due).toEqual(before!.due);
-    expect(claimed!.leased!.getTime() - Date.now()).toBeGreaterThan(25_000);
-    expect(claimed!.attempts).toBe(1);
-    // Due, but leased: no other worker takes it.
-    expect(await claimMine()).toEqual([]);
-    await db.query("UPDATE deliveries SET leased_until = now() - interval '1 second' WHERE webhook_id = $1", [
-      hook.id,
-    ]);
-    const [again] = await claimMine();
-    expect(again?.attempts).toBe(2);
-    // An outcome clears the lease: a retry is due at its own time, not the lease's.
-    await recordAttempts(db, [
-      { lease: again!, status: 'pending', delaySeconds: 0, responseStatus: 500, error: 'HTTP 500' },
-    ]);
-    expect((await row())[0]!.leased).toBeNull();
-    const [third] = await claimMine();
-    expect(third?.attempts).toBe(3);
-    expect(endpoint.requests).toHaveLength(0);
-  });
 });
 
 describe('outcomes recorded in batches', () => {
@@ -1298,9 +1258,10 @@ describe('outcomes recorded in batches', () => {
     expect(first).toHaveLength(2);
     // The first worker stopped between claim and record: once its lease runs out, both are due again.
     expect(await claimAll()).toEqual([]);
-    await db.query("UPDATE deliveries SET leased_until = now() - interval '1 second' WHERE webhook_id = $1", [
-      hook.id,
-    ]);
+    await db.query(
+      "UPDATE deliveries SET next_attempt_at = now() - interval '1 second' WHERE webhook_id = $1",
+      [hook.id],
+    );
     const second = await claimAll();
     expect(second.map((d) => [d.id, d.attempts]).sort()).toEqual(first.map((d) => [d.id, 2]).sort());
 

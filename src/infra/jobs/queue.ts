@@ -32,14 +32,8 @@ export interface QueueTable<J extends Claimed = Claimed> {
   /** Names the queue in log lines and depth reports. */
   readonly name: string;
   readonly table: string;
-  /** The column holding when the row is next due: a retry pushes it forward by its delay, and a claim by the lease unless `lease` is set. */
+  /** The column holding when the row is next due: a claim pushes it forward by the lease, a retry by its delay. */
   readonly due: string;
-  /**
-   * A column of its own for until when a claim holds the row, in a table where `due` is indexed: a claim
-   * and its renewals then write no indexed column, so with room on the row's page they are HOT updates
-   * (no new index entries). A row is claimable once due and its lease, if any, has run out.
-   */
-  readonly lease?: string;
   /** An expression of the row's kind: a column, or a constant for a queue of one kind. */
   readonly kind: string;
   /** Which rows wait for work at all, beside being due (e.g. a status); true when absent. */
@@ -72,12 +66,6 @@ function parameters(): { values: unknown[]; param: Param } {
   };
 }
 
-/** The column a claim's lease runs out in: the queue's own lease column, or its due time. */
-const leaseColumn = (queue: QueueTable<Claimed>) => queue.lease ?? queue.due;
-
-/** A row of `c` held by a lease that has not run out, for a queue with a lease column. */
-const held = (lease: string) => `coalesce(c.${lease} > now(), false)`;
-
 /** The condition on rows waiting for work, with its parameters added. */
 function waitingRows(queue: QueueTable<Claimed>, param: Param): string {
   return queue.waiting ? `(${queue.waiting(param)})` : 'true';
@@ -102,12 +90,12 @@ export async function claim<J extends Claimed>(
   // The sub-select names the rows and their attempts before the claim (a spent row is not counted again).
   const rows = await db.query<J>(
     `WITH c AS (
-       UPDATE ${queue.table} t SET ${leaseColumn(queue)} = now() + make_interval(secs => ${lease}), lease_token = ${token},
+       UPDATE ${queue.table} t SET ${due} = now() + make_interval(secs => ${lease}), lease_token = ${token},
          attempts = CASE WHEN s.attempts >= ${max}::int4 THEN t.attempts ELSE t.attempts + 1 END
        FROM (
          SELECT c.id, c.attempts FROM ${queue.table} c
          WHERE c.${due} <= now() AND ${queue.kind} = ANY (${param(options.kinds)}::text[])
-           AND ${waitingRows(queue, param)}${queue.lease ? ` AND NOT ${held(queue.lease)}` : ''}
+           AND ${waitingRows(queue, param)}
          ORDER BY c.${due} LIMIT ${param(options.limit)} FOR UPDATE SKIP LOCKED
        ) s
        WHERE t.id = s.id
@@ -127,7 +115,7 @@ export interface Lease {
   lease_token: string;
 }
 
-/** Pushes the lease of rows still leased with their tokens forward by `leaseSeconds`; returns the ids renewed. */
+/** Pushes the due time of rows still leased with their tokens forward by `leaseSeconds`; returns the ids renewed. */
 export async function renew(
   db: Queryable,
   queue: QueueTable<Claimed>,
@@ -135,7 +123,7 @@ export async function renew(
   leaseSeconds: number,
 ): Promise<Set<string>> {
   const rows = await db.query<{ id: string }>(
-    `UPDATE ${queue.table} t SET ${leaseColumn(queue)} = now() + make_interval(secs => $3)
+    `UPDATE ${queue.table} t SET ${queue.due} = now() + make_interval(secs => $3)
      FROM unnest($1::text[], $2::text[]) AS h (id, token)
      WHERE t.id = h.id AND t.lease_token = h.token
      RETURNING t.id`,
@@ -157,7 +145,7 @@ export async function release(
 ): Promise<boolean> {
   const rows = await q.query(
     `UPDATE ${queue.table} SET ${queue.due} = now() + make_interval(secs => $3), lease_token = NULL,
-       ${queue.lease ? `${queue.lease} = NULL, ` : ''}last_error = $4, failing_since = coalesce(failing_since, now())
+       last_error = $4, failing_since = coalesce(failing_since, now())
      WHERE id = $1 AND lease_token = $2 RETURNING id`,
     [lease.id, lease.lease_token, delaySeconds, error.slice(0, 2000)],
   );
@@ -183,15 +171,12 @@ export async function queueDepth(db: Queryable, queue: QueueTable<Claimed>): Pro
   const { values, param } = parameters();
   const due = `c.${queue.due}`;
   const created = queue.created ? `c.${queue.created}` : undefined;
-  // Without a lease column, a leased row is one due later that holds a token.
-  const running = queue.lease ? held(queue.lease) : `${due} > now() AND c.lease_token IS NOT NULL`;
-  const isDue = `${due} <= now() AND NOT (${running})`;
   return db.query<QueueDepth>(
     `SELECT ${queue.kind} AS kind,
-       count(*) FILTER (WHERE ${isDue})::int4 AS due,
-       count(*) FILTER (WHERE ${running})::int4 AS running,
-       count(*) FILTER (WHERE ${due} > now() AND NOT (${running}))::int4 AS scheduled,
-       extract(epoch FROM now() - min(${due}) FILTER (WHERE ${isDue}))::float8 AS oldest_due_seconds,
+       count(*) FILTER (WHERE ${due} <= now())::int4 AS due,
+       count(*) FILTER (WHERE ${due} > now() AND c.lease_token IS NOT NULL)::int4 AS running,
+       count(*) FILTER (WHERE ${due} > now() AND c.lease_token IS NULL)::int4 AS scheduled,
+       extract(epoch FROM now() - min(${due}) FILTER (WHERE ${due} <= now()))::float8 AS oldest_due_seconds,
        ${created ? `extract(epoch FROM now() - min(${created}))::float8` : 'NULL::float8'} AS oldest_seconds
      FROM ${queue.table} c WHERE ${waitingRows(queue, param)} GROUP BY 1 ORDER BY 1`,
     values,

@@ -74,8 +74,7 @@ export async function restartDelivery(
   id: string,
 ): Promise<Delivery | undefined> {
   const [row] = await q.query<DeliveryRow>(
-    `UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), leased_until = NULL,
-       updated_at = now()
+    `UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
      WHERE webhook_id = $1 AND id = $2 AND status <> 'pending' RETURNING ${COLUMNS}`,
     [webhookId, id],
   );
@@ -101,15 +100,11 @@ export interface ClaimedDelivery extends Claimed<'deliver'> {
   live: boolean;
 }
 
-/**
- * The deliveries table as the jobs module sees it: due at next_attempt_at, one kind, leased until
- * leased_until (no index covers it, so a claim is a HOT update).
- */
+/** The deliveries table as the jobs module sees it: due at next_attempt_at, one kind. */
 const QUEUE = {
   name: 'deliveries',
   table: 'deliveries',
   due: 'next_attempt_at',
-  lease: 'leased_until',
   kind: "'deliver'",
   created: 'created_at',
 } as const;
@@ -156,8 +151,8 @@ export async function recordAttempts(
 ): Promise<Map<string, DeliveryStatus>> {
   const rows = await q.query<{ id: string; status: DeliveryStatus }>(
     `UPDATE deliveries d SET status = o.status, next_attempt_at = now() + make_interval(secs => o.delay),
-       last_response_status = o.code, last_error = o.error, lease_token = NULL, leased_until = NULL,
-       failing_since = NULL, updated_at = now()
+       last_response_status = o.code, last_error = o.error, lease_token = NULL, failing_since = NULL,
+       updated_at = now()
      FROM unnest($1::text[], $2::text[], $3::float8[], $4::int4[], $5::text[], $6::text[])
        AS o (id, status, delay, code, error, token)
      WHERE d.id = o.id AND d.status = 'pending' AND d.lease_token = o.token
@@ -177,8 +172,7 @@ export async function recordAttempts(
 /** Cancels a claimed delivery that was not sent, setting its attempts back to `attempts`. */
 export async function cancelClaimed(q: Queryable, lease: Lease, attempts: number): Promise<void> {
   await q.query(
-    `UPDATE deliveries SET status = 'cancelled', attempts = $3, lease_token = NULL, leased_until = NULL,
-       updated_at = now()
+    `UPDATE deliveries SET status = 'cancelled', attempts = $3, lease_token = NULL, updated_at = now()
      WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
     [lease.id, lease.lease_token, attempts],
   );
@@ -187,7 +181,7 @@ export async function cancelClaimed(q: Queryable, lease: Lease, attempts: number
 /** Gives up a claimed delivery whose last attempt's outcome was never recorded. */
 export async function markInterrupted(q: Queryable, lease: Lease): Promise<void> {
   await q.query(
-    `UPDATE deliveries SET status = 'dead', lease_token = NULL, leased_until = NULL, updated_at = now(),
+    `UPDATE deliveries SET status = 'dead', lease_token = NULL, updated_at = now(),
        last_error = 'the last attempt was interrupted before its outcome was recorded'
      WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
     [lease.id, lease.lease_token],
