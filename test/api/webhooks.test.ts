@@ -1121,6 +1121,68 @@ describe('durability and concurrency', () => {
   });
 });
 
+describe('claims and outcomes in batches', () => {
+  it('sends a backlog due at once, each delivery once, many claimed and recorded per statement', async () => {
+    const project = await newProject();
+    const endpoints = [0, 1, 2].map(() => receiver.endpoint({ fallback: { status: 200 } }));
+    const hooks: { id: string }[] = [];
+    for (const endpoint of endpoints) hooks.push(await register(project, endpoint, ['file.uploaded']));
+    for (let i = 0; i < 40; i++) await initiate(project, { filename: `backlog${i}.txt` });
+    // The dispatcher's statements, counted: 120 deliveries, 32 held at once (16 requests in flight).
+    const claims: number[] = [];
+    let outcomes = 0;
+    const db = coffer.services.db;
+    const counted = {
+      ...db,
+      async query<T>(sql: string, params?: unknown[]) {
+        const rows = await db.query<T>(sql, params);
+        if (sql.includes('SKIP LOCKED')) claims.push(rows.length);
+        else if (sql.startsWith('UPDATE deliveries d SET status')) outcomes++;
+        return rows;
+      },
+    };
+    const dispatcher = createDispatcher({
+      db: counted,
+      logger: quiet,
+      options: {
+        retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
+        timeoutMs: 10_000,
+        allowPrivateNetworks: true,
+        ca: receiver.ca,
+        concurrency: 16,
+      },
+    });
+    try {
+      const delivered = async () =>
+        (await project.call('GET', `/webhooks/${hooks[2]!.id}/deliveries?status=delivered`)).body.total ===
+        40;
+      await pump(
+        async () => endpoints.every((e) => e.requests.length >= 40) && (await delivered()),
+        10_000,
+        dispatcher,
+      );
+      await runFor(200, dispatcher);
+    } finally {
+      await dispatcher.close();
+    }
+    for (const [i, endpoint] of endpoints.entries()) {
+      expect(endpoint.requests).toHaveLength(40);
+      const ids = new Set(endpoint.requests.map((r) => r.headers['x-coffer-delivery-id']));
+      expect(ids.size).toBe(40);
+      for (const request of endpoint.requests) {
+        expect(request.signatureValid).toBe(true);
+        expect(request.headers['x-coffer-delivery-attempt']).toBe('1');
+      }
+      const log = await deliveriesOf(project, hooks[i]!.id);
+      expect(log.map((d) => [d.status, d.attempts])).toEqual(Array(40).fill(['delivered', 1]));
+    }
+    // The first claim fills all 32 slots; later ones wait for at least a quarter of them to free.
+    expect(claims[0]).toBe(32);
+    expect(claims.filter((n) => n > 0).length).toBeLessThanOrEqual(1 + (120 - 32) / 8);
+    expect(outcomes).toBeLessThan(120);
+  });
+});
+
 describe('outcomes recorded in batches', () => {
   it('records each delivery of a batch its own outcome: delivered, retried with its error, on schedule', async () => {
     const project = await newProject();
