@@ -1124,7 +1124,8 @@ describe('durability and concurrency', () => {
 describe('claims and outcomes in batches', () => {
   it('sends a backlog due at once, each delivery once, many claimed and recorded per statement', async () => {
     const project = await newProject();
-    const endpoints = [0, 1, 2].map(() => receiver.endpoint({ fallback: { status: 200 } }));
+    // Slow answers keep slots busy, so that claims meet a runner with few of them free.
+    const endpoints = [0, 1, 2].map(() => receiver.endpoint({ fallback: { status: 200, delayMs: 100 } }));
     const hooks: { id: string }[] = [];
     for (const endpoint of endpoints) hooks.push(await register(project, endpoint, ['file.uploaded']));
     for (let i = 0; i < 40; i++) await initiate(project, { filename: `backlog${i}.txt` });
@@ -1156,11 +1157,13 @@ describe('claims and outcomes in batches', () => {
       const delivered = async () =>
         (await project.call('GET', `/webhooks/${hooks[2]!.id}/deliveries?status=delivered`)).body.total ===
         40;
-      await pump(
-        async () => endpoints.every((e) => e.requests.length >= 40) && (await delivered()),
-        10_000,
-        dispatcher,
-      );
+      // Claims run while deliveries are in flight, not only once the runner is idle.
+      const deadline = Date.now() + 10_000;
+      while (!(endpoints.every((e) => e.requests.length >= 40) && (await delivered()))) {
+        if (Date.now() > deadline) throw new Error('the backlog was not delivered within 10 s');
+        if ((await dispatcher.runOnce()) === 0) await sleep(20);
+      }
+      await dispatcher.settle();
       await runFor(200, dispatcher);
     } finally {
       await dispatcher.close();
@@ -1176,9 +1179,12 @@ describe('claims and outcomes in batches', () => {
       const log = await deliveriesOf(project, hooks[i]!.id);
       expect(log.map((d) => [d.status, d.attempts])).toEqual(Array(40).fill(['delivered', 1]));
     }
-    // The first claim fills all 32 slots; later ones wait for at least a quarter of them to free.
-    expect(claims[0]).toBe(32);
-    expect(claims.filter((n) => n > 0).length).toBeLessThanOrEqual(1 + (120 - 32) / 8);
+    // The first claim fills all 32 slots; later ones wait for at least a quarter of them to free
+    // (the last takes what is left).
+    const taken = claims.filter((n) => n > 0);
+    expect(taken[0]).toBe(32);
+    expect(taken.length).toBeGreaterThan(2);
+    for (const n of taken.slice(1, -1)) expect(n).toBeGreaterThanOrEqual(8);
     expect(outcomes).toBeLessThan(120);
   });
 });
