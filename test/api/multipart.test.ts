@@ -226,6 +226,31 @@ describe('multipart upload', () => {
     expect(completeAfter.status).toBe(409);
   });
 
+  it('grants no part to an upload aborted after it was read open', async () => {
+    const project = await coffer.newProject();
+    const { upload_id } = await start(project, 2 * MiB);
+    const { db } = coffer.services;
+    const tx = db.tx;
+    // The abort lands between the request's read of the session and the grant's lock of it.
+    db.tx = (async (work: Parameters<typeof db.tx>[0]) => {
+      db.tx = tx;
+      await db.query("UPDATE multipart_sessions SET status = 'aborted' WHERE id = $1", [upload_id]);
+      return tx.call(db, work);
+    }) as typeof db.tx;
+    try {
+      const url = await project.call(
+        'GET',
+        `/files/upload/multipart/${upload_id}/part-url?part=1&size=${MiB}`,
+      );
+      expect(url.status).toBe(409);
+      expect(url.body.error.code).toBe('INVALID_STATE');
+    } finally {
+      db.tx = tx;
+    }
+    const [session] = await db.query('SELECT part_grants FROM multipart_sessions WHERE id = $1', [upload_id]);
+    expect(session).toEqual({ part_grants: {} });
+  });
+
   it('checks part numbers and TTLs', async () => {
     const project = await coffer.newProject();
     const session = await start(project, 10);

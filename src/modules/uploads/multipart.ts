@@ -169,7 +169,9 @@ export function createMultipartService(deps: {
       });
     }
     await db.tx(async (q) => {
-      const grants = await lockGrants(q, session.id);
+      const { grants, open } = await lockGrants(q, session.id);
+      // Read open before the lock: an abort, a complete or the expiry may have come between.
+      if (!open) throw invalidState('The multipart upload is no longer open');
       if (size <= (grants[partNumber] ?? 0)) return;
       let others = 0;
       for (const [number, bytes] of Object.entries(grants))

@@ -173,12 +173,21 @@ export async function markReleased(q: Queryable, id: string): Promise<void> {
 }
 
 /** The part sizes granted so far (part number → bytes), the session locked until the transaction ends. */
-export async function lockGrants(q: Queryable, id: string): Promise<Record<string, number>> {
-  const [row] = await q.query<{ part_grants: Record<string, number> }>(
-    'SELECT part_grants FROM multipart_sessions WHERE id = $1 FOR UPDATE',
+/**
+ * The part grants of session `id`, its row locked, and whether it is still open under the lock (open,
+ * unexpired, its file not deleted: what grantOpenPart asks of it too).
+ */
+export async function lockGrants(
+  q: Queryable,
+  id: string,
+): Promise<{ grants: Record<string, number>; open: boolean }> {
+  const [row] = await q.query<{ part_grants: Record<string, number>; open: boolean }>(
+    `SELECT part_grants, status = 'open' AND expires_at > now()
+              AND EXISTS (SELECT 1 FROM files f WHERE f.id = s.file_id AND f.deleted_at IS NULL) AS open
+     FROM multipart_sessions s WHERE id = $1 FOR UPDATE OF s`,
     [id],
   );
-  return row?.part_grants ?? {};
+  return { grants: row?.part_grants ?? {}, open: row?.open ?? false };
 }
 
 export async function recordGrant(q: Queryable, id: string, partNumber: number, size: number): Promise<void> {
