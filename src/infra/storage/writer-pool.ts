@@ -8,6 +8,7 @@ const MAX_IN_FLIGHT = 4 * 1024 * 1024;
 /**
  * Bytes of one upload gathered into a message to the worker, answered by one acknowledgement: a socket
  * hands a body over 64 KiB at a time, and a message each cost both threads more than moving the bytes.
+ * Less is sent at the end of the event loop's turn that read it.
  */
 const BATCH_BYTES = 1024 * 1024;
 /**
@@ -168,8 +169,10 @@ export class WriterThread {
     };
     let batch: Buffer[] = [];
     let batched = 0;
+    let sendScheduled = false;
+    let ended = false;
     const send = () => {
-      if (batch.length === 0) return;
+      if (batch.length === 0 || ended) return;
       const data = batch;
       job.inFlight += batched;
       batch = [];
@@ -204,6 +207,15 @@ export class WriterThread {
         batch.push(owned);
         batched += owned.length;
         if (batched >= BATCH_BYTES) send();
+        else if (!sendScheduled) {
+          // A body that comes slowly reaches the disk without waiting for a MiB: what arrived in this
+          // turn of the event loop goes once the turn's reads are done.
+          sendScheduled = true;
+          setImmediate(() => {
+            sendScheduled = false;
+            send();
+          });
+        }
         while (job.inFlight > MAX_IN_FLIGHT && !job.failure) {
           await new Promise<void>((resolve) => {
             job.drained = resolve;
@@ -213,6 +225,7 @@ export class WriterThread {
       },
       finish: async () => {
         send();
+        ended = true;
         const digest = await this.#finish(id, job).catch(async (error: unknown) => {
           await syncing;
           throw error;
@@ -221,6 +234,8 @@ export class WriterThread {
         return digest;
       },
       abort: async () => {
+        ended = true;
+        batch = [];
         await this.#abort(id, job);
         await syncing;
       },
