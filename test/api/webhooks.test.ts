@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Queryable } from '../../src/infra/db.ts';
+import type { Db, Queryable } from '../../src/infra/db.ts';
 import { claim } from '../../src/infra/jobs/index.ts';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { recordEvents } from '../../src/modules/events/repo.ts';
@@ -65,9 +65,9 @@ afterEach(async () => {
 const quiet = pino({ level: 'silent' });
 
 /** A dispatcher of the test's own, with a deadline no endpoint here comes near unless it hangs. */
-const ownDispatcher = (options: Partial<DispatcherOptions> = {}) =>
+const ownDispatcher = (options: Partial<DispatcherOptions> = {}, db: Db = coffer.services.db) =>
   createDispatcher({
-    db: coffer.services.db,
+    db,
     logger: quiet,
     options: {
       retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
@@ -1142,17 +1142,7 @@ describe('claims and outcomes in batches', () => {
         return rows;
       },
     };
-    const dispatcher = createDispatcher({
-      db: counted,
-      logger: quiet,
-      options: {
-        retrySchedule: [0, 0.2, 0.2, 0.2, 0.2],
-        timeoutMs: 10_000,
-        allowPrivateNetworks: true,
-        ca: receiver.ca,
-        concurrency: 16,
-      },
-    });
+    const dispatcher = ownDispatcher({ concurrency: 16 }, counted);
     try {
       const delivered = async () =>
         (await project.call('GET', `/webhooks/${hooks[2]!.id}/deliveries?status=delivered`)).body.total ===
