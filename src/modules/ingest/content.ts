@@ -32,6 +32,10 @@ export interface ContentRequest {
   metadata?: Record<string, unknown>;
 }
 
+/** Holds recorded new content of `bytes` to the project's quota (its file is counted already). */
+const admitBytes = (q: Queryable, project: Project, bytes: number) =>
+  enforceQuotas(q, project, { bytes, files: 0 });
+
 /** Why new content that a newer write to its file overtook failed. */
 const SUPERSEDED = 'superseded';
 
@@ -178,9 +182,7 @@ export async function commitContentParts(
   const file = await lockFile(q, project.id, fileId, () => invalidState('The file is no longer there'));
   await settleContentSize(q, contentId, sealed.size);
   // Content a newer write overtook is not kept: no quota holds its complete back.
-  return commitNewContent(q, project, file, contentId, sealed, () =>
-    enforceQuotas(q, project, { bytes: sealed.size, files: 0 }),
-  );
+  return commitNewContent(q, project, file, contentId, sealed, () => admitBytes(q, project, sealed.size));
 }
 
 /** New content given up before it was complete (its multipart upload aborted or expired). */
@@ -266,10 +268,6 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     });
   }
 
-  /** Holds recorded content of `size` bytes to the project's quota. */
-  const admitSize = (q: Queryable, caller: Caller, size: number) =>
-    enforceQuotas(q, caller.project, { bytes: size, files: 0 });
-
   return {
     /** A presigned URL for new content of a ready file; the current content stays served until it is confirmed. */
     async declareContent(
@@ -283,7 +281,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       await keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await recordContent(q, caller, file, content);
-          await admitSize(q, caller, content.size);
+          await admitBytes(q, caller.project, content.size);
         }),
       );
       return { version_id: content.id, upload_url: url, expires_at: content.expiresAt };
@@ -342,7 +340,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
           await recordContent(q, caller, file, content);
           // A write a newer one overtook is not kept, so it is not held to the quota either.
           return commitNewContent(q, caller.project, locked, content.id, object, () =>
-            admitSize(q, caller, content.size),
+            admitBytes(q, caller.project, content.size),
           );
         }),
       );
@@ -372,7 +370,6 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       };
       return fromSource(source, planned, async (q, made) => {
         await recordContent(q, caller, file, { ...content, expiresAt });
-        await admitSize(q, caller, 0);
         return { contentId: content.id, extra: await source.record?.(q, planned, made) };
       });
     },

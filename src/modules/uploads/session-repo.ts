@@ -172,10 +172,10 @@ export async function markReleased(q: Queryable, id: string): Promise<void> {
   await q.query('UPDATE multipart_sessions SET store_released_at = now() WHERE id = $1', [id]);
 }
 
-/** The part sizes granted so far (part number → bytes), the session locked until the transaction ends. */
 /**
- * The part grants of session `id`, its row locked, and whether it is still open under the lock (open,
- * unexpired, its file not deleted: what grantOpenPart asks of it too).
+ * The part sizes granted so far (part number → bytes), the session locked until the transaction ends,
+ * and whether it is still open under the lock (open, unexpired, its file not deleted: what
+ * grantOpenPart asks of it too).
  */
 export async function lockGrants(
   q: Queryable,
