@@ -1,9 +1,11 @@
 import { rename } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import pino from 'pino';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { isLocalStore } from '../../src/infra/storage/local/store.ts';
+import { createRenditionService } from '../../src/modules/renditions/service.ts';
 import { storage } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, settledChecksum, upload } from '../support/files.ts';
@@ -29,6 +31,16 @@ async function stored(target: TestProject, filename: string, contentType: string
   expect(reply.status, JSON.stringify(reply.body)).toBe(200);
   expect(reply.body.status).toBe('ready');
   return reply.body as { id: string; storage_key: string };
+}
+
+/** What a render reads of its source's file. */
+interface SourceRow {
+  id: string;
+  project_id: string;
+  storage_key: string;
+  etag: string;
+  content_type: string;
+  size_bytes: number;
 }
 
 interface Rendered {
@@ -553,6 +565,55 @@ describe('a stored rendition through its presigned URL', () => {
     expect(again.status).toBe(200);
     expect(again.headers.get('content-length')).toBe(String(made.bytes.length));
     expect(again.bytes.equals(made.bytes)).toBe(true);
+  });
+
+  it('is read from the store once per process, then held in memory while its row stands', async () => {
+    const { db, store, renditions } = coffer.services;
+    const source = await stored(project, 'held.png', 'image/png', await noise(120, 90).png().toBuffer());
+    const [file] = await db.query<SourceRow>(
+      'SELECT id, project_id, storage_key, etag, content_type, size_bytes FROM files WHERE id = $1',
+      [source.id],
+    );
+    const spec = { width: 64, fit: 'cover', format: 'webp', quality: 70, animated: false } as const;
+    const made = await renditions.serve(file!, spec, false, { stored: true });
+    // Another process over the same database and store: it has not seen the rendition.
+    const other = createRenditionService({
+      db,
+      store,
+      images: coffer.config.images,
+      secretKey: Buffer.alloc(32, 1),
+      publicUrl: coffer.url,
+      logger: pino({ level: 'silent' }),
+    });
+    const reads: string[] = [];
+    const read = store.read.bind(store);
+    store.read = (key, range) => {
+      reads.push(key);
+      return read(key, range);
+    };
+    try {
+      for (let i = 0; i < 3; i++) {
+        const served = await other.serve(file!, spec, false);
+        expect(Buffer.isBuffer(served.body) && served.body.equals(made.body as Buffer)).toBe(true);
+        expect(served.etag).toBe(made.etag);
+      }
+      expect(reads).toHaveLength(1);
+      expect(reads[0]).toMatch(/^renditions\//);
+
+      // Evicted (its row gone, as another server's eviction leaves it): made again, not served from memory.
+      const [row] = await db.query<{ key: string }>(
+        'DELETE FROM renditions WHERE file_id = $1 RETURNING key',
+        [file!.id],
+      );
+      await store.delete(row!.key);
+      reads.length = 0;
+      const remade = await other.serve(file!, spec, false, { stored: true });
+      expect(remade.etag).toBe(made.etag);
+      expect(reads.filter((key) => key.startsWith('renditions/'))).toEqual([]);
+      expect(await store.head(row!.key)).toMatchObject({ size: (remade.body as Buffer).length });
+    } finally {
+      store.read = read;
+    }
   });
 });
 

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { ImageConfig } from '../../config.ts';
@@ -40,6 +41,10 @@ const KNOWN_FILES = 10_000;
 const KNOWN_SOURCES = 1_000;
 /** How long the uses of stored renditions are gathered before they are written, in one statement. */
 const USES_FLUSH_MS = 10_000;
+/** Bytes of stored renditions each process also holds in memory, least recently used first out. */
+const HELD_BYTES = 32 * 1024 * 1024;
+/** Stored renditions up to this size (thumbnails, previews) are held in memory; larger ones are not. */
+const HELD_MAX = 1024 * 1024;
 
 /** A rendition ready to send: its bytes (from the store, or just made) and what the headers say of them. */
 export interface Rendition {
@@ -131,6 +136,16 @@ export function createRenditionService(deps: {
    * sidecar first (three system calls on libuv's pool, about 0.7 ms of a 30 ms render).
    */
   const ownFiles = new LRUCache<string, string>({ max: KNOWN_SOURCES });
+  /**
+   * The bytes of small stored renditions, by key. A key names one source content and one set of
+   * parameters, so its bytes never change; whether the rendition is still stored (not evicted) is
+   * read with its file on every request, so a held one is served only while its row stands.
+   */
+  const held = new LRUCache<string, Buffer>({
+    maxSize: HELD_BYTES,
+    maxEntrySize: HELD_MAX,
+    sizeCalculation: (bytes) => bytes.length,
+  });
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -193,8 +208,16 @@ export function createRenditionService(deps: {
     return flushing;
   }
 
-  /** The bytes of a stored rendition: where they lie on the local store (sent from there), else a stream. */
-  async function readStored(key: string): Promise<Readable | Slice[]> {
+  /**
+   * The bytes of a stored rendition of `size`: held in memory from then on when it is small; else
+   * where they lie on the local store (sent from there), or a stream.
+   */
+  async function readStored(key: string, size: number): Promise<Buffer | Readable | Slice[]> {
+    if (size <= HELD_MAX) {
+      const bytes = await buffer(await store.read(key));
+      held.set(key, bytes);
+      return bytes;
+    }
     return isLocalStore(store) ? store.slicesOf(key) : store.read(key);
   }
 
@@ -264,6 +287,7 @@ export function createRenditionService(deps: {
       content_type: contentType,
       size_bytes: data.length,
     });
+    held.set(key, data);
     evictPastBudget(data.length);
   }
 
@@ -324,7 +348,10 @@ export function createRenditionService(deps: {
           victims.push(row.key);
           freed += row.size_bytes;
         }
-        for (const key of victims) await store.delete(key);
+        for (const key of victims) {
+          held.delete(key);
+          await store.delete(key);
+        }
         await repo.forgetRenditions(db, victims);
       }
     })()
@@ -350,9 +377,9 @@ export function createRenditionService(deps: {
     const size = found ? found.size : (await repo.findRendition(db, key))?.size_bytes;
     if (size !== undefined) {
       try {
-        const body = await readStored(key);
+        const body = held.get(key) ?? (await readStored(key, size));
         markUsed(key);
-        return { body, size, contentType, etag, negotiated };
+        return { body, size: Buffer.isBuffer(body) ? body.length : size, contentType, etag, negotiated };
       } catch (error) {
         // Evicted meanwhile (by another server): made again below.
         if (!isStoreError(error, 'NoSuchKey')) throw error;
