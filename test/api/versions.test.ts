@@ -394,6 +394,34 @@ describe('new content with scanning on', () => {
     expect(await coffer.services.db.query('SELECT 1 FROM jobs WHERE content_id = $1', [older])).toEqual([]);
     expect(await download(project, `/files/${fileId}/download`)).toBe('newer');
   });
+
+  it('fails (superseded) new content whose scan passed after a newer one was committed', async () => {
+    const { db, pipeline } = coffer.services;
+    const project = await coffer.newProject({ versioning_enabled: true, virus_scan_enabled: true });
+    const fileId = (await upload(project, { bytes: 'clean one' })).body.id;
+    while ((await pipeline.runOnce()) > 0);
+    const older = (await replaceContent(project, fileId, 'older')).body.version_id as string;
+    const newer = (await replaceContent(project, fileId, 'newer')).body.version_id as string;
+    // The newer content's scan ends first: the older one's waits.
+    await db.query(`UPDATE jobs SET run_at = now() + interval '1 hour' WHERE content_id = $1`, [older]);
+    while ((await pipeline.runOnce()) > 0);
+    expect(await download(project, `/files/${fileId}/download`)).toBe('newer');
+    await db.query('UPDATE jobs SET run_at = now() WHERE content_id = $1', [older]);
+    while ((await pipeline.runOnce()) > 0);
+
+    expect(await download(project, `/files/${fileId}/download`)).toBe('newer');
+    const contents = await db.query<{ id: string; status: string; failure_reason: string | null }>(
+      'SELECT id, status, failure_reason FROM pending_contents WHERE id = ANY($1::text[])',
+      [[older, newer]],
+    );
+    expect(Object.fromEntries(contents.map(({ id, ...rest }) => [id, rest]))).toEqual({
+      [older]: { status: 'failed', failure_reason: 'superseded' },
+      [newer]: { status: 'committed', failure_reason: null },
+    });
+    const ids = (await versionsOf(project, fileId)).items.map((v: { id: string }) => v.id);
+    expect(ids).toContain(newer);
+    expect(ids).not.toContain(older);
+  });
 });
 
 describe('version downloads of files that are not ready', () => {

@@ -113,20 +113,28 @@ async function lockFile(
   return file;
 }
 
-/** Makes content whose scan passed the file's current content, unless a newer write overtook it. */
-export async function commitContent(
+/**
+ * Content whose scan passed (`processing`) becomes the file's current content, unless a newer write
+ * to the file was committed first (contents of a file are scanned at once, in any order): then it
+ * fails (`superseded`) and its bytes are collected, as at a confirm it overtook. Answers the file,
+ * or undefined when the content had left `processing` already.
+ */
+export async function commitScannedContent(
   q: Queryable,
   project: Project,
   content: PendingContent,
-): Promise<files.FileRow> {
+): Promise<files.FileRow | undefined> {
   const file = await lockFile(q, content.project_id, content.file_id);
-  // Contents of a file commit in any order (their scans run at once); the newest write stays current.
-  // One a newer write overtook, the file locked above, is not kept: its bytes are collected.
-  if (await hasNewerCommitted(q, file.id, content.id)) {
-    await files.retireObject(q, file.project_id, content.storage_key);
-    return file;
-  }
-  return makeCurrent(q, project, file, content);
+  const overtaken = await hasNewerCommitted(q, file.id, content.id);
+  const settled = await transitionContent(
+    q,
+    content.id,
+    'processing',
+    overtaken ? 'failed' : 'committed',
+    overtaken ? { failure_reason: SUPERSEDED } : {},
+  );
+  if (!settled) return undefined;
+  return overtaken ? file : makeCurrent(q, project, file, settled);
 }
 
 /**

@@ -19,7 +19,7 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { recordEvent } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
 import { SCAN_UNAVAILABLE } from '../files/rules.ts';
-import { commitContent } from '../ingest/content.ts';
+import { commitScannedContent } from '../ingest/content.ts';
 import { findContent, setContentChecksum, transitionContent } from '../ingest/content-repo.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { queueThumbnails } from '../renditions/thumbnails.ts';
@@ -194,9 +194,8 @@ export function createPipeline(deps: {
             return;
           }
           if (verdict.status === 'ready') {
-            // The row as committed carries a checksum this job recorded just before.
-            const committed = await transitionContent(q, content.id, 'processing', 'committed');
-            if (committed) await commitContent(q, project, committed);
+            // The content's row is read again as it settles: with the checksum this job recorded just before.
+            await commitScannedContent(q, project, content);
             return;
           }
           await transitionContent(q, content.id, 'processing', verdict.status, {

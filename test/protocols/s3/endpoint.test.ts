@@ -1152,10 +1152,11 @@ describe('the S3 endpoint', () => {
     await drain(pipeline);
     const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'k.txt' }));
     expect((await text(got.Body)).toString()).toBe('newer');
-    const retired = await db.query('SELECT 1 FROM retired_objects WHERE storage_key = $1', [
-      older!.storage_key,
+    // The older write is not kept: it failed, and its bytes are collected as rejected content's are.
+    const settled = await db.query('SELECT status, failure_reason FROM pending_contents WHERE id = $1', [
+      older!.id,
     ]);
-    expect(retired).toHaveLength(1);
+    expect(settled).toEqual([{ status: 'failed', failure_reason: 'superseded' }]);
     expect(newer).toBeDefined();
     expect(
       await db.query('SELECT 1 FROM retired_objects WHERE storage_key = $1', [newer!.storage_key]),
