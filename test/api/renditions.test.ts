@@ -358,6 +358,20 @@ describe('GET …/render', () => {
         { 'if-none-match': etag },
       );
       expect(notModified.status).toBe(304);
+      // If-None-Match compares weakly (RFC 9110), in a list, or `*`; another ETag is answered in full.
+      for (const [header, status] of [
+        [`"other", W/${etag}`, 304],
+        ['*', 304],
+        ['"other"', 200],
+      ] as const) {
+        const reply = await render(
+          project,
+          file.id,
+          { width: 64, format: 'webp' },
+          { 'if-none-match': header },
+        );
+        expect([header, reply.status]).toEqual([header, status]);
+      }
 
       // Answered as soon as made; stored meanwhile.
       await coffer.services.renditions.stored();

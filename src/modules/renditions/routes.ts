@@ -5,6 +5,7 @@ import { errors } from '../../http/error-responses.ts';
 import { Ref } from '../../http/schemas.ts';
 import { sendSlices } from '../../http/send-slices.ts';
 import { CONTENT_TYPE_OF, OUTPUT_FORMATS } from '../../infra/images/render.ts';
+import { listsEtag } from '../../lib/etag.ts';
 import { FileParams } from '../files/schemas.ts';
 import { RenderQuery, RenditionImage, RenditionParamsPath, SignedRenderQuery } from './schemas.ts';
 import type { Rendition, RenditionService } from './service.ts';
@@ -12,9 +13,7 @@ import type { Rendition, RenditionService } from './service.ts';
 /** Whether the client's If-None-Match names this ETag (or any). */
 function fresh(request: FastifyRequest, etag: string): boolean {
   const header = request.headers['if-none-match'];
-  return (
-    header !== undefined && (header.trim() === '*' || header.split(',').some((tag) => tag.trim() === etag))
-  );
+  return header !== undefined && listsEtag(header, etag);
 }
 
 function send(request: FastifyRequest, reply: FastifyReply, rendition: Rendition, cacheControl: string) {

@@ -10,7 +10,7 @@ import {
   type ObjectPart,
   type ObjectStore,
 } from '../../infra/storage/object-store.ts';
-import { bareEtag } from '../../lib/etag.ts';
+import { anyEtag, listsEtag } from '../../lib/etag.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
@@ -70,14 +70,6 @@ export function metadataOf(
     }
   }
   return metadata;
-}
-
-/** Whether an If-Match or If-None-Match list is `*` (any object). */
-const anyEtag = (list: string) => list.split(',').some((tag) => tag.trim() === '*');
-
-/** Whether an If-Match or If-None-Match list names `etag` (quoted or not), or is `*`. */
-function listsEtag(list: string, etag: string): boolean {
-  return anyEtag(list) || list.split(',').some((tag) => bareEtag(tag) === bareEtag(etag));
 }
 
 /**
