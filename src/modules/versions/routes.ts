@@ -118,7 +118,7 @@ export function versionRoutes(versions: VersionService): FastifyPluginAsyncTypeb
           operationId: 'confirmVersionUpload',
           summary: 'Confirm new content for a file',
           description:
-            'committed: the bytes are now the current content and a version. processing: they become current once the scan passes (failed or quarantined content never replaces the file). 409 CONFLICT: newer content of the file was committed first; these bytes are not kept.',
+            'committed: the bytes are now the current content and a version. processing: they become current once the scan passes, unless newer content of the file became current first (then they fail, `superseded`, and are not kept); failed or quarantined content never replaces the file. 409 CONFLICT: newer content of the file was committed first; these bytes are not kept.',
           params: VersionParams,
           response: {
             200: Ref(ConfirmedVersionUpload),
