@@ -315,6 +315,20 @@ describe('checksums on a store that does not hash uploads', () => {
       );
     }));
 
+  it('drops the digest of an object collected before it ran', () =>
+    unhashed(async () => {
+      const { db, store } = coffer.services;
+      const project = await coffer.newProject();
+      const file = (await upload(project, { bytes: 'gone soon' })).body;
+      // Its object collected before the digest ran (as a retired one is, after the grace period).
+      await store.delete(file.storage_key);
+      await runJobs();
+      const digests = await db.query(`SELECT attempts FROM jobs WHERE kind = 'digest' AND file_id = $1`, [
+        file.id,
+      ]);
+      expect(digests).toEqual([]);
+    }));
+
   it('reads a version without checksum again when it is restored', () =>
     unhashed(async () => {
       const project = await coffer.newProject({ versioning_enabled: true });

@@ -14,7 +14,7 @@ import {
 } from '../../infra/jobs/index.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import { type Scanner, ScanRejectedError } from '../../infra/scanner/index.ts';
-import type { ObjectStore } from '../../infra/storage/object-store.ts';
+import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { recordEvent } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
@@ -311,7 +311,8 @@ export function createPipeline(deps: {
   /**
    * The SHA-256 of bytes the store did not hash on the way in (S3): the object queued with the job
    * (whatever the file holds by now) is read once and its checksum recorded wherever it is referred
-   * to. Retried while the store fails; given up (checksum stays null) after the retry window.
+   * to. Retried while the store fails; given up (checksum stays null) after the retry window. An object
+   * gone (collected: replaced or deleted meanwhile) has nothing left to hash.
    */
   const digest: JobHandler<Job> = {
     retry,
@@ -320,7 +321,13 @@ export function createPipeline(deps: {
       const key = job.storage_key;
       const file = job.file_id ? await files.findFile(db, job.project_id, job.file_id) : undefined;
       if (!key || !file || file.deleted_at !== null) return completeJob(db, job);
-      const sha256 = await sha256Of(addAbortSignal(signal, await store.read(key)));
+      let sha256: string;
+      try {
+        sha256 = await sha256Of(addAbortSignal(signal, await store.read(key)));
+      } catch (error) {
+        if (isStoreError(error, 'NoSuchKey')) return completeJob(db, job);
+        throw error;
+      }
       await db.tx(async (q) => {
         await completeJob(q, job);
         await recordChecksum(q, key, sha256);
