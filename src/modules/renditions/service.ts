@@ -146,6 +146,8 @@ export function createRenditionService(deps: {
     maxEntrySize: HELD_MAX,
     sizeCalculation: (bytes) => bytes.length,
   });
+  /** Reads of small stored renditions under way, by key: requests arriving together share one. */
+  const reading = new Map<string, Promise<Buffer>>();
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -213,12 +215,22 @@ export function createRenditionService(deps: {
    * where they lie on the local store (sent from there), or a stream.
    */
   async function readStored(key: string, size: number): Promise<Buffer | Readable | Slice[]> {
-    if (size <= HELD_MAX) {
-      const bytes = await buffer(await store.read(key));
-      held.set(key, bytes);
-      return bytes;
-    }
+    if (size <= HELD_MAX) return readHeld(key);
     return isLocalStore(store) ? store.slicesOf(key) : store.read(key);
+  }
+
+  /** Reads a small stored rendition whole and holds it; one read per key at a time. */
+  function readHeld(key: string): Promise<Buffer> {
+    let pending = reading.get(key);
+    if (!pending) {
+      pending = (async () => {
+        const bytes = await buffer(await store.read(key));
+        held.set(key, bytes);
+        return bytes;
+      })().finally(() => reading.delete(key));
+      reading.set(key, pending);
+    }
+    return pending;
   }
 
   /**
