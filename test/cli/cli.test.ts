@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { quoteIdent } from '../../src/infra/db.ts';
 import { loadMigrations } from '../../src/infra/migrations/index.ts';
 import { backend, namespace, TEST_SECRET_KEY, testDb } from '../support/backends.ts';
+import { freePort } from '../support/net.ts';
 
 const root = join(import.meta.dirname, '../..');
 const children: ChildProcess[] = [];
@@ -16,9 +17,6 @@ afterEach(() => {
 function freshDir(): string {
   return mkdtempSync(join(tmpdir(), 'coffer-cli-'));
 }
-
-let nextPort = 20000 + (process.pid % 20000);
-const port = () => nextPort++;
 
 function cli(args: string[], env: Record<string, string>) {
   return spawnSync(process.execPath, ['src/main.ts', ...args], {
@@ -40,12 +38,16 @@ async function serve(env: Record<string, string>) {
   child.stdout.on('data', (chunk) => {
     stdout += chunk;
   });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => {
+    stderr = (stderr + chunk).slice(-4000);
+  });
   const url = `http://127.0.0.1:${env.PORT}`;
   const deadline = Date.now() + 45_000;
   while (Date.now() < deadline) {
     const ready = await fetch(`${url}/health/ready`).catch(() => undefined);
     if (ready?.status === 200) return { child, url, stdout: () => stdout };
-    if (child.exitCode !== null) throw new Error(`coffer exited with ${child.exitCode}`);
+    if (child.exitCode !== null) throw new Error(`coffer exited with ${child.exitCode}:\n${stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error('coffer did not become ready');
@@ -73,7 +75,7 @@ const lockHolder = (dir: string) =>
 describe('the coffer command', () => {
   it('serves on the embedded default, prints a generated admin key once, and stops cleanly on SIGTERM', async () => {
     const dir = freshDir();
-    const env = { COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' };
+    const env = { COFFER_DATA_DIR: dir, PORT: String(await freePort()), COFFER_ADMIN_KEY: '' };
     const first = await serve(env);
     const key = /coffer_admin_[A-Za-z0-9_-]{43}/.exec(first.stdout())?.[0];
     expect(key).toBeDefined();
@@ -117,7 +119,11 @@ describe('the coffer command', () => {
     worker.kill('SIGTERM');
     expect(await exit).toBe(0);
 
-    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+    const server = await serve({
+      COFFER_DATA_DIR: dir,
+      PORT: String(await freePort()),
+      COFFER_ADMIN_KEY: '',
+    });
     expect(server.stdout()).not.toContain('coffer_admin_');
     const orgs = await fetch(`${server.url}/v1/organizations`, {
       headers: { authorization: `Bearer ${key}` },
@@ -138,7 +144,11 @@ describe('the coffer command', () => {
     expect(projectId).toBeDefined();
     expect(apiKey).toBeDefined();
 
-    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: adminKey });
+    const server = await serve({
+      COFFER_DATA_DIR: dir,
+      PORT: String(await freePort()),
+      COFFER_ADMIN_KEY: adminKey,
+    });
     const project = await fetch(`${server.url}/v1/projects/${projectId}`, {
       headers: { authorization: `Bearer ${apiKey}` },
     });
@@ -155,7 +165,11 @@ describe('the coffer command', () => {
   it('refuses a second process on the embedded database, and takes over a stale lock', async () => {
     const dir = freshDir();
     const adminKey = `coffer_admin_${'d'.repeat(43)}`;
-    const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: adminKey });
+    const server = await serve({
+      COFFER_DATA_DIR: dir,
+      PORT: String(await freePort()),
+      COFFER_ADMIN_KEY: adminKey,
+    });
     const second = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
     expect(second.status).toBe(1);
     expect(second.stderr).toContain(`in use by another Coffer process (pid ${server.child.pid})`);
@@ -175,7 +189,7 @@ describe('the coffer command', () => {
     const dir = freshDir();
     const env = { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: `coffer_admin_${'e'.repeat(43)}` };
     const outcomes = await Promise.all(
-      [port(), port()].map((p) =>
+      [await freePort(), await freePort()].map((p) =>
         serve({ ...env, PORT: String(p) }).then(
           (server) => ({ pid: server.child.pid }),
           () => undefined,
@@ -204,7 +218,11 @@ describe('the coffer command', () => {
       }
       const dir = freshDir();
       writeLock(dir, String(zombie)); // a signal still reaches a zombie: only its state tells it is dead
-      const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+      const server = await serve({
+        COFFER_DATA_DIR: dir,
+        PORT: String(await freePort()),
+        COFFER_ADMIN_KEY: '',
+      });
       expect(lockHolder(dir)).toBe(server.child.pid);
     },
   );
@@ -222,7 +240,11 @@ describe('the coffer command', () => {
       expect(refused.status).toBe(1);
       expect(refused.stderr).toContain(`in use by another Coffer process (pid ${pid})`);
       writeLock(dir, `${pid} ${Number(startTime) - 1}`); // an earlier process with the same pid
-      const server = await serve({ COFFER_DATA_DIR: dir, PORT: String(port()), COFFER_ADMIN_KEY: '' });
+      const server = await serve({
+        COFFER_DATA_DIR: dir,
+        PORT: String(await freePort()),
+        COFFER_ADMIN_KEY: '',
+      });
       expect(lockHolder(dir)).toBe(server.child.pid);
       expect(procStat(pid).state).not.toBe('Z'); // the other process still runs
     },
@@ -233,7 +255,7 @@ describe('the coffer command', () => {
     async () => {
       const server = await serve({
         COFFER_DATA_DIR: freshDir(),
-        PORT: String(port()),
+        PORT: String(await freePort()),
         COFFER_ADMIN_KEY: '',
         MALLOC_MMAP_THRESHOLD_: '65536',
       });
@@ -296,7 +318,7 @@ describe.runIf(backend === 'postgres')('on PostgreSQL', () => {
       COFFER_ADMIN_KEY: `coffer_admin_${'c'.repeat(43)}`,
       COFFER_SECRET_KEY: TEST_SECRET_KEY,
     });
-    const [a, b] = await Promise.all([serve(env(port())), serve(env(port()))]);
+    const [a, b] = await Promise.all([serve(env(await freePort())), serve(env(await freePort()))]);
     expect((await fetch(`${a.url}/health/ready`)).status).toBe(200);
     expect((await fetch(`${b.url}/health/ready`)).status).toBe(200);
     const applied = await db.query<{ count: number }>(
