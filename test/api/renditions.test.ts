@@ -5,7 +5,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { isLocalStore } from '../../src/infra/storage/local/store.ts';
-import { createRenditionService } from '../../src/modules/renditions/service.ts';
+import { createRenditionService, type SourceFile } from '../../src/modules/renditions/service.ts';
 import { storage } from '../support/backends.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { initiate, settledChecksum, upload } from '../support/files.ts';
@@ -31,16 +31,6 @@ async function stored(target: TestProject, filename: string, contentType: string
   expect(reply.status, JSON.stringify(reply.body)).toBe(200);
   expect(reply.body.status).toBe('ready');
   return reply.body as { id: string; storage_key: string };
-}
-
-/** What a render reads of its source's file. */
-interface SourceRow {
-  id: string;
-  project_id: string;
-  storage_key: string;
-  etag: string;
-  content_type: string;
-  size_bytes: number;
 }
 
 interface Rendered {
@@ -584,7 +574,7 @@ describe('a stored rendition through its presigned URL', () => {
   it('is read from the store once per process (requests together share the read), then held in memory while its row stands', async () => {
     const { db, store, renditions } = coffer.services;
     const source = await stored(project, 'held.png', 'image/png', await noise(120, 90).png().toBuffer());
-    const [file] = await db.query<SourceRow>(
+    const [file] = await db.query<SourceFile>(
       'SELECT id, project_id, storage_key, etag, content_type, size_bytes FROM files WHERE id = $1',
       [source.id],
     );

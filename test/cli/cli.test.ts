@@ -27,11 +27,15 @@ function cli(args: string[], env: Record<string, string>) {
   });
 }
 
-/** Starts `coffer serve` and resolves once /health/ready answers, with everything it printed so far. */
+/**
+ * Starts `coffer serve` on a port the system hands out and resolves once /health/ready answers, with
+ * everything it printed so far.
+ */
 async function serve(env: Record<string, string>) {
+  const port = await freePort();
   const child = spawn(process.execPath, ['src/main.ts', 'serve'], {
     cwd: root,
-    env: { ...process.env, COFFER_LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, COFFER_LOG_LEVEL: 'warn', ...env, PORT: String(port) },
   });
   children.push(child);
   let stdout = '';
@@ -42,7 +46,7 @@ async function serve(env: Record<string, string>) {
   child.stderr.on('data', (chunk) => {
     stderr = (stderr + chunk).slice(-4000);
   });
-  const url = `http://127.0.0.1:${env.PORT}`;
+  const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 45_000;
   while (Date.now() < deadline) {
     const ready = await fetch(`${url}/health/ready`).catch(() => undefined);
@@ -75,7 +79,7 @@ const lockHolder = (dir: string) =>
 describe('the coffer command', () => {
   it('serves on the embedded default, prints a generated admin key once, and stops cleanly on SIGTERM', async () => {
     const dir = freshDir();
-    const env = { COFFER_DATA_DIR: dir, PORT: String(await freePort()), COFFER_ADMIN_KEY: '' };
+    const env = { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: '' };
     const first = await serve(env);
     const key = /coffer_admin_[A-Za-z0-9_-]{43}/.exec(first.stdout())?.[0];
     expect(key).toBeDefined();
@@ -121,7 +125,6 @@ describe('the coffer command', () => {
 
     const server = await serve({
       COFFER_DATA_DIR: dir,
-      PORT: String(await freePort()),
       COFFER_ADMIN_KEY: '',
     });
     expect(server.stdout()).not.toContain('coffer_admin_');
@@ -146,7 +149,6 @@ describe('the coffer command', () => {
 
     const server = await serve({
       COFFER_DATA_DIR: dir,
-      PORT: String(await freePort()),
       COFFER_ADMIN_KEY: adminKey,
     });
     const project = await fetch(`${server.url}/v1/projects/${projectId}`, {
@@ -167,7 +169,6 @@ describe('the coffer command', () => {
     const adminKey = `coffer_admin_${'d'.repeat(43)}`;
     const server = await serve({
       COFFER_DATA_DIR: dir,
-      PORT: String(await freePort()),
       COFFER_ADMIN_KEY: adminKey,
     });
     const second = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
@@ -189,8 +190,8 @@ describe('the coffer command', () => {
     const dir = freshDir();
     const env = { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: `coffer_admin_${'e'.repeat(43)}` };
     const outcomes = await Promise.all(
-      [await freePort(), await freePort()].map((p) =>
-        serve({ ...env, PORT: String(p) }).then(
+      [1, 2].map(() =>
+        serve(env).then(
           (server) => ({ pid: server.child.pid }),
           () => undefined,
         ),
@@ -220,7 +221,6 @@ describe('the coffer command', () => {
       writeLock(dir, String(zombie)); // a signal still reaches a zombie: only its state tells it is dead
       const server = await serve({
         COFFER_DATA_DIR: dir,
-        PORT: String(await freePort()),
         COFFER_ADMIN_KEY: '',
       });
       expect(lockHolder(dir)).toBe(server.child.pid);
@@ -242,7 +242,6 @@ describe('the coffer command', () => {
       writeLock(dir, `${pid} ${Number(startTime) - 1}`); // an earlier process with the same pid
       const server = await serve({
         COFFER_DATA_DIR: dir,
-        PORT: String(await freePort()),
         COFFER_ADMIN_KEY: '',
       });
       expect(lockHolder(dir)).toBe(server.child.pid);
@@ -255,7 +254,6 @@ describe('the coffer command', () => {
     async () => {
       const server = await serve({
         COFFER_DATA_DIR: freshDir(),
-        PORT: String(await freePort()),
         COFFER_ADMIN_KEY: '',
         MALLOC_MMAP_THRESHOLD_: '65536',
       });
@@ -310,15 +308,14 @@ describe.runIf(backend === 'postgres')('on PostgreSQL', () => {
   it('lets two servers start at once against one database (migrations under an advisory lock)', async () => {
     const { schema, url } = await emptySchema('cli');
     const db = await testDb();
-    const env = (p: number) => ({
+    const env = () => ({
       COFFER_DATA_DIR: freshDir(),
-      PORT: String(p),
       COFFER_DATABASE_URL: url,
       COFFER_REDIS_URL: process.env.COFFER_TEST_REDIS_URL ?? '',
       COFFER_ADMIN_KEY: `coffer_admin_${'c'.repeat(43)}`,
       COFFER_SECRET_KEY: TEST_SECRET_KEY,
     });
-    const [a, b] = await Promise.all([serve(env(await freePort())), serve(env(await freePort()))]);
+    const [a, b] = await Promise.all([serve(env()), serve(env())]);
     expect((await fetch(`${a.url}/health/ready`)).status).toBe(200);
     expect((await fetch(`${b.url}/health/ready`)).status).toBe(200);
     const applied = await db.query<{ count: number }>(

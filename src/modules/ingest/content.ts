@@ -114,17 +114,17 @@ async function lockFile(
 }
 
 /**
- * Content whose scan passed (`processing`) becomes the file's current content, unless a newer write
- * to the file was committed first (contents of a file are scanned at once, in any order): then it
- * fails (`superseded`) and its bytes are collected, as at a confirm it overtook. Answers the file,
- * or undefined when the content had left `processing` already.
+ * Content whose scan passed (`processing`) becomes the current content of `file` (locked, not
+ * deleted), unless a newer write to the file was committed first (contents of a file are scanned at
+ * once, in any order): then it fails (`superseded`) and its bytes are collected, as at a confirm it
+ * overtook. Answers the file, or undefined when the content had left `processing` already.
  */
 export async function commitScannedContent(
   q: Queryable,
   project: Project,
+  file: files.FileRow,
   content: PendingContent,
 ): Promise<files.FileRow | undefined> {
-  const file = await lockFile(q, content.project_id, content.file_id);
   const overtaken = await hasNewerCommitted(q, file.id, content.id);
   const settled = await transitionContent(
     q,

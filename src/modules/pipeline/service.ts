@@ -195,7 +195,7 @@ export function createPipeline(deps: {
           }
           if (verdict.status === 'ready') {
             // The content's row is read again as it settles: with the checksum this job recorded just before.
-            await commitScannedContent(q, project, content);
+            await commitScannedContent(q, project, current, content);
             return;
           }
           await transitionContent(q, content.id, 'processing', verdict.status, {

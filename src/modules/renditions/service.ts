@@ -59,7 +59,7 @@ export interface Rendition {
 }
 
 /** What a render reads of its source's file. */
-type SourceFile = Pick<
+export type SourceFile = Pick<
   files.FileRow,
   'id' | 'project_id' | 'storage_key' | 'etag' | 'content_type' | 'size_bytes'
 >;
@@ -219,8 +219,10 @@ export function createRenditionService(deps: {
     return isLocalStore(store) ? store.slicesOf(key) : store.read(key);
   }
 
-  /** Reads a small stored rendition whole and holds it; one read per key at a time. */
+  /** A small stored rendition: held already, else read whole and held; one read per key at a time. */
   function readHeld(key: string): Promise<Buffer> {
+    const bytes = held.get(key);
+    if (bytes) return Promise.resolve(bytes);
     let pending = reading.get(key);
     if (!pending) {
       pending = (async () => {
@@ -389,7 +391,7 @@ export function createRenditionService(deps: {
     const size = found ? found.size : (await repo.findRendition(db, key))?.size_bytes;
     if (size !== undefined) {
       try {
-        const body = held.get(key) ?? (await readStored(key, size));
+        const body = await readStored(key, size);
         markUsed(key);
         return { body, size: Buffer.isBuffer(body) ? body.length : size, contentType, etag, negotiated };
       } catch (error) {
