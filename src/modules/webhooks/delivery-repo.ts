@@ -92,7 +92,7 @@ export async function cancelPendingDeliveries(q: Queryable, webhookId: string): 
 export interface ClaimedDelivery extends Claimed<'deliver'> {
   event_id: string;
   event: string;
-  /** The request body: the event's envelope as stored, serialized once when the event was made. */
+  /** The request body: the event's envelope as stored with the event. */
   body: string;
   url: string;
   signing_secret: string;
@@ -125,8 +125,8 @@ export function deliveriesQueue(options: {
     ...QUEUE,
     waiting: (param) =>
       `c.status = 'pending' AND (c.attempts > 0 OR c.created_at <= now() - make_interval(secs => ${param(options.firstDelaySeconds)}))`,
-    select: `c.event_id, c.event, c.payload::text AS body, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
-    join: 'JOIN webhooks w ON w.id = c.webhook_id',
+    select: `c.event_id, c.event, e.payload::text AS body, w.url, w.signing_secret, (w.is_active AND w.deleted_at IS NULL) AS live`,
+    join: 'JOIN webhooks w ON w.id = c.webhook_id JOIN events e ON e.id = c.event_id',
     maxAttempts: options.maxAttempts,
   };
 }
@@ -192,13 +192,13 @@ export async function markInterrupted(q: Queryable, lease: Lease): Promise<void>
 export interface EventDeliveries {
   id: string;
   type: EventType;
-  payload: string;
   webhookIds: string[];
 }
 
 /**
  * One pending delivery of each event to each of its webhooks, due at once, in the events' transaction:
- * one statement for all of them (each payload sent once), none when no webhook is to receive any.
+ * one statement for all of them, none when no webhook is to receive any. The body is the event's
+ * payload, read with the claim.
  */
 export async function insertDeliveries(
   q: Queryable,
@@ -208,10 +208,10 @@ export async function insertDeliveries(
   const webhookIds = events.flatMap((event) => event.webhookIds);
   if (webhookIds.length === 0) return;
   await q.query(
-    `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, payload, next_attempt_at, traceparent)
-     SELECT d.id, d.webhook_id, $1, e.id, e.type, e.payload::jsonb, now(), $2
+    `INSERT INTO deliveries (id, webhook_id, project_id, event_id, event, next_attempt_at, traceparent)
+     SELECT d.id, d.webhook_id, $1, e.id, e.type, now(), $2
      FROM unnest($3::text[], $4::text[], $5::int8[]) WITH ORDINALITY AS d (id, webhook_id, event, n)
-     JOIN unnest($6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS e (id, type, payload, n) ON e.n = d.event
+     JOIN unnest($6::text[], $7::text[]) WITH ORDINALITY AS e (id, type, n) ON e.n = d.event
      ORDER BY d.n`,
     [
       projectId,
@@ -221,7 +221,6 @@ export async function insertDeliveries(
       events.flatMap((event, index) => event.webhookIds.map(() => index + 1)),
       events.map((event) => event.id),
       events.map((event) => event.type),
-      events.map((event) => event.payload),
     ],
   );
 }
