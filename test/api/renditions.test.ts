@@ -385,6 +385,50 @@ describe('GET …/render', () => {
     }
   });
 
+  it('confirms a copy the client holds (If-None-Match) without reading or rendering, evicted or not', async () => {
+    const file = await stored(project, 'revalidated.png', 'image/png', await translucentPng());
+    const query = { width: 48, format: 'webp' };
+    const first = await render(project, file.id, query);
+    expect(first.status).toBe(200);
+    const etag = first.headers.get('etag')!;
+    await coffer.services.renditions.stored();
+    const { db, store } = coffer.services;
+    const reads: string[] = [];
+    const read = store.read.bind(store);
+    store.read = (key, range) => {
+      reads.push(key);
+      return read(key, range);
+    };
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      // Evicted since (row and object gone): the client's copy is still the rendition it asks for.
+      const [row] = await db.query<{ key: string }>(
+        'DELETE FROM renditions WHERE file_id = $1 RETURNING key',
+        [file.id],
+      );
+      await store.delete(row!.key);
+      const notModified = await render(project, file.id, query, { 'if-none-match': etag });
+      expect(notModified.status).toBe(304);
+      expect(notModified.headers.get('etag')).toBe(etag);
+      expect(notModified.bytes).toHaveLength(0);
+      await coffer.services.renditions.stored();
+      expect(sourceReads).toBe(0);
+      expect(reads).toEqual([]);
+      expect(await db.query('SELECT key FROM renditions WHERE file_id = $1', [file.id])).toEqual([]);
+
+      // Without the header it is made again, the same bytes under the same ETag.
+      const again = await render(project, file.id, query);
+      expect(again.status).toBe(200);
+      expect(again.headers.get('etag')).toBe(etag);
+      expect(again.bytes.equals(first.bytes)).toBe(true);
+      expect(sourceReads).toBe(1);
+    } finally {
+      restore();
+      store.read = read;
+    }
+  });
+
   it('writes the answer before it stores the rendition', async () => {
     const file = await stored(project, 'first.png', 'image/png', await translucentPng());
     const store = coffer.services.store;

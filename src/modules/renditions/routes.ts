@@ -1,22 +1,25 @@
-import { Readable } from 'node:stream';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../http/error-responses.ts';
 import { Ref } from '../../http/schemas.ts';
 import { sendSlices } from '../../http/send-slices.ts';
 import { CONTENT_TYPE_OF, OUTPUT_FORMATS } from '../../infra/images/render.ts';
-import { listsEtag } from '../../lib/etag.ts';
 import { FileParams } from '../files/schemas.ts';
 import { RenderQuery, RenditionImage, RenditionParamsPath, SignedRenderQuery } from './schemas.ts';
-import type { Rendition, RenditionService } from './service.ts';
+import type { NotModified, Rendition, RenditionService } from './service.ts';
 
-/** Whether the client's If-None-Match names this ETag (or any). */
-function fresh(request: FastifyRequest, etag: string): boolean {
-  const header = request.headers['if-none-match'];
-  return header !== undefined && listsEtag(header, etag);
-}
+/** What the service weighs of a request: the format it takes, the copy it holds. */
+const conditions = (request: FastifyRequest) => ({
+  accept: request.headers.accept,
+  ifNoneMatch: request.headers['if-none-match'],
+});
 
-function send(request: FastifyRequest, reply: FastifyReply, rendition: Rendition, cacheControl: string) {
+function send(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  rendition: Rendition | NotModified,
+  cacheControl: string,
+) {
   reply.headers({
     etag: rendition.etag,
     'cache-control': cacheControl,
@@ -24,10 +27,7 @@ function send(request: FastifyRequest, reply: FastifyReply, rendition: Rendition
     'content-security-policy': 'sandbox',
   });
   if (rendition.negotiated) reply.header('vary', 'Accept');
-  if (fresh(request, rendition.etag)) {
-    if (rendition.body instanceof Readable) rendition.body.destroy();
-    return reply.code(304).send();
-  }
+  if ('notModified' in rendition) return reply.code(304).send();
   reply.type(rendition.contentType).header('content-length', String(rendition.size));
   // Stored on the local store: written from its files as a download is.
   if (Array.isArray(rendition.body)) return sendSlices(request, reply, rendition.body);
@@ -73,7 +73,7 @@ export function renditionRoutes(renditions: RenditionService): FastifyPluginAsyn
           request,
           request.params.file_id,
           request.query,
-          request.headers.accept,
+          conditions(request),
         );
         return send(request, reply, rendition, 'private');
       },
@@ -97,7 +97,7 @@ export function signedRenditionRoutes(renditions: RenditionService): FastifyPlug
           projectId,
           fileId,
           request.query,
-          request.headers.accept,
+          conditions(request),
         );
         // The same URL always answers the same bytes until it expires: any cache may keep them that long.
         const maxAge = Math.max(0, Math.floor(rendition.expires - Date.now() / 1000));

@@ -15,6 +15,7 @@ import {
 } from '../../infra/images/render.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import { isStoreError, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
+import { listsEtag } from '../../lib/etag.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
 import * as files from '../files/repo.ts';
@@ -55,6 +56,13 @@ export interface Rendition {
   /** Quoted; the same for the same source content and parameters, wherever it was made. */
   etag: string;
   /** The format followed the request's Accept header (responses then vary by it). */
+  negotiated: boolean;
+}
+
+/** The client's copy is the rendition asked for (its If-None-Match names the ETag): nothing to send. */
+export interface NotModified {
+  notModified: true;
+  etag: string;
   negotiated: boolean;
 }
 
@@ -405,6 +413,23 @@ export function createRenditionService(deps: {
     return { body: data, size: data.length, contentType, etag, negotiated };
   }
 
+  /**
+   * The rendition, or that the client holds it already: a rendition's ETag names its source content
+   * and parameters, so a matching If-None-Match is answered without reading or making any bytes
+   * (a copy evicted from the store included).
+   */
+  async function answer(
+    file: SourceFile,
+    target: Target,
+    found: { size: number | undefined } | undefined,
+    ifNoneMatch: string | undefined,
+  ): Promise<Rendition | NotModified> {
+    if (ifNoneMatch === undefined || !listsEtag(ifNoneMatch, target.etag))
+      return deliver(file, target, found);
+    if (found?.size !== undefined) markUsed(target.key);
+    return { notModified: true, etag: target.etag, negotiated: target.negotiated };
+  }
+
   /** The rendition `spec` of a ready file (see deliver). */
   const serve = (file: SourceFile, spec: RenderSpec, negotiated: boolean, options?: { stored?: boolean }) =>
     deliver(file, { spec, negotiated, ...identify(file, spec) }, undefined, options);
@@ -425,12 +450,17 @@ export function createRenditionService(deps: {
     },
 
     /** GET …/render: the rendition of a ready file the caller may read. */
-    async render(caller: Caller, fileId: string, query: RenditionQuery, accept: string | undefined) {
+    async render(
+      caller: Caller,
+      fileId: string,
+      query: RenditionQuery,
+      headers: { accept?: string; ifNoneMatch?: string },
+    ) {
       const params = normalize(query);
-      const found = await lookup(caller.project.id, fileId, params, accept);
+      const found = await lookup(caller.project.id, fileId, params, headers.accept);
       const file = visibleFile(caller, found?.file, { allowQuarantined: true });
       requireReady(file);
-      return deliver(file, found!.target, found!.stored);
+      return answer(file, found!.target, found!.stored, headers.ifNoneMatch);
     },
 
     /** A URL of the rendition that needs no key: it binds the file, the parameters and the expiry. */
@@ -461,17 +491,17 @@ export function createRenditionService(deps: {
       projectId: string,
       fileId: string,
       query: RenditionQuery & { exp: number; sig: string },
-      accept: string | undefined,
-    ): Promise<Rendition & { expires: number }> {
+      headers: { accept?: string; ifNoneMatch?: string },
+    ): Promise<(Rendition | NotModified) & { expires: number }> {
       const params = normalize(query);
       if (!safeEqual(signature(projectId, fileId, params, query.exp), query.sig)) {
         throw forbidden('The URL signature is invalid');
       }
       if (Date.now() >= query.exp * 1000) throw forbidden('The URL has expired');
-      const found = await lookup(projectId, fileId, params, accept);
+      const found = await lookup(projectId, fileId, params, headers.accept);
       if (!found || found.file.deleted_at !== null) throw notFound('File');
       requireReady(found.file);
-      const rendition = await deliver(found.file, found.target, found.stored);
+      const rendition = await answer(found.file, found.target, found.stored, headers.ifNoneMatch);
       return { ...rendition, expires: query.exp };
     },
   };
