@@ -7,6 +7,7 @@ import type { EventFile, EventType } from './types.ts';
  * Records an event in the outbox (the events table), and through the webhooks' repo one pending
  * delivery per active webhook of the project subscribed to it. Call it with the transaction that
  * makes the change, so the change, its event and its deliveries are committed (or rolled back) together.
+ * Events are kept for good: their deliveries read their bodies from them (a foreign key holds it).
  */
 export async function recordEvent(
   q: Queryable,
@@ -66,11 +67,10 @@ export async function recordEvents(
   await insertDeliveries(
     q,
     project.id,
-    recorded.map((event) => ({
-      ...event,
-      webhookIds: webhooks
-        .filter((webhook) => webhook.events.includes(event.type))
-        .map((webhook) => webhook.id),
+    recorded.map(({ id, type }) => ({
+      id,
+      type,
+      webhookIds: webhooks.filter((webhook) => webhook.events.includes(type)).map((webhook) => webhook.id),
     })),
   );
   return recorded.map((event) => event.id);
