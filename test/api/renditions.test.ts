@@ -298,6 +298,9 @@ describe('GET …/render', () => {
       expect(reply.status, file.id).toBe(422);
       expect(reply.json.error.code).toBe('NOT_AN_IMAGE');
     }
+    // `If-None-Match: *` holds only where a rendition can be made.
+    const any = await render(project, text.id, { width: 50 }, { 'if-none-match': '*' });
+    expect([any.status, any.json?.error.code]).toEqual([422, 'NOT_AN_IMAGE']);
   });
 
   it('refuses a file that is not ready with 409 INVALID_STATE, a deleted one with 404, bad parameters with 422', async () => {
@@ -385,7 +388,7 @@ describe('GET …/render', () => {
     }
   });
 
-  it('confirms a copy the client holds (If-None-Match) without reading or rendering, evicted or not', async () => {
+  it('confirms a copy the client holds (If-None-Match) without reading or rendering, even once evicted', async () => {
     const file = await stored(project, 'revalidated.png', 'image/png', await translucentPng());
     const query = { width: 48, format: 'webp' };
     const first = await render(project, file.id, query);
@@ -423,6 +426,11 @@ describe('GET …/render', () => {
       expect(again.headers.get('etag')).toBe(etag);
       expect(again.bytes.equals(first.bytes)).toBe(true);
       expect(sourceReads).toBe(1);
+
+      // The file is checked before the copy: once deleted, 404 whatever the client holds.
+      expect((await project.call('DELETE', `/files/${file.id}`)).status).toBe(200);
+      const gone = await render(project, file.id, query, { 'if-none-match': etag });
+      expect(gone.status).toBe(404);
     } finally {
       restore();
       store.read = read;
@@ -504,9 +512,18 @@ describe('GET …/download with rendition parameters', () => {
     const meta = await sharp(served.bytes).metadata();
     expect([meta.width, meta.height, meta.exif]).toEqual([60, 120, undefined]);
 
+    // A browser revalidating its copy: 304 with the headers a cache needs, no bytes.
+    const etag = served.headers.get('etag')!;
+    const revalidated = await get(url.href, { 'if-none-match': etag });
+    expect(revalidated.status).toBe(304);
+    expect(revalidated.headers.get('etag')).toBe(etag);
+    expect(revalidated.headers.get('cache-control')).toMatch(/^public, max-age=\d+, immutable$/);
+
     const tampered = new URL(url.href);
     tampered.searchParams.set('width', '2000');
     expect((await get(tampered.href)).status).toBe(403);
+    // The signature is checked before the copy: a tampered URL is refused however current the copy.
+    expect((await get(tampered.href, { 'if-none-match': etag })).status).toBe(403);
     const unsigned = new URL(url.href);
     unsigned.searchParams.delete('sig');
     expect((await get(unsigned.href)).status).toBeGreaterThanOrEqual(400);

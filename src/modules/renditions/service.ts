@@ -15,7 +15,7 @@ import {
 } from '../../infra/images/render.ts';
 import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import { isStoreError, type ObjectStore, StoreError } from '../../infra/storage/object-store.ts';
-import { listsEtag } from '../../lib/etag.ts';
+import { anyEtag, listsEtag } from '../../lib/etag.ts';
 import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
 import * as files from '../files/repo.ts';
@@ -415,8 +415,9 @@ export function createRenditionService(deps: {
 
   /**
    * The rendition, or that the client holds it already: a rendition's ETag names its source content
-   * and parameters, so a matching If-None-Match is answered without reading or making any bytes
-   * (a copy evicted from the store included).
+   * and parameters, so an If-None-Match naming it is answered without reading or making any bytes
+   * (a copy evicted from the store included). `*` holds only for a rendition that is, or can be,
+   * made: one not known to be stored is made (or refused) first.
    */
   async function answer(
     file: SourceFile,
@@ -427,6 +428,10 @@ export function createRenditionService(deps: {
     if (ifNoneMatch === undefined || !listsEtag(ifNoneMatch, target.etag))
       return deliver(file, target, found);
     if (found?.size !== undefined) markUsed(target.key);
+    else if (anyEtag(ifNoneMatch)) {
+      const made = await deliver(file, target, found);
+      if (made.body instanceof Readable) made.body.destroy();
+    }
     return { notModified: true, etag: target.etag, negotiated: target.negotiated };
   }
 
