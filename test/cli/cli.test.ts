@@ -123,10 +123,7 @@ describe('the coffer command', () => {
     worker.kill('SIGTERM');
     expect(await exit).toBe(0);
 
-    const server = await serve({
-      COFFER_DATA_DIR: dir,
-      COFFER_ADMIN_KEY: '',
-    });
+    const server = await serve({ COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: '' });
     expect(server.stdout()).not.toContain('coffer_admin_');
     const orgs = await fetch(`${server.url}/v1/organizations`, {
       headers: { authorization: `Bearer ${key}` },
@@ -147,10 +144,7 @@ describe('the coffer command', () => {
     expect(projectId).toBeDefined();
     expect(apiKey).toBeDefined();
 
-    const server = await serve({
-      COFFER_DATA_DIR: dir,
-      COFFER_ADMIN_KEY: adminKey,
-    });
+    const server = await serve({ COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
     const project = await fetch(`${server.url}/v1/projects/${projectId}`, {
       headers: { authorization: `Bearer ${apiKey}` },
     });
@@ -167,10 +161,7 @@ describe('the coffer command', () => {
   it('refuses a second process on the embedded database, and takes over a stale lock', async () => {
     const dir = freshDir();
     const adminKey = `coffer_admin_${'d'.repeat(43)}`;
-    const server = await serve({
-      COFFER_DATA_DIR: dir,
-      COFFER_ADMIN_KEY: adminKey,
-    });
+    const server = await serve({ COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
     const second = cli(['admin', 'bootstrap'], { COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: adminKey });
     expect(second.status).toBe(1);
     expect(second.stderr).toContain(`in use by another Coffer process (pid ${server.child.pid})`);
@@ -219,10 +210,7 @@ describe('the coffer command', () => {
       }
       const dir = freshDir();
       writeLock(dir, String(zombie)); // a signal still reaches a zombie: only its state tells it is dead
-      const server = await serve({
-        COFFER_DATA_DIR: dir,
-        COFFER_ADMIN_KEY: '',
-      });
+      const server = await serve({ COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: '' });
       expect(lockHolder(dir)).toBe(server.child.pid);
     },
   );
@@ -240,10 +228,7 @@ describe('the coffer command', () => {
       expect(refused.status).toBe(1);
       expect(refused.stderr).toContain(`in use by another Coffer process (pid ${pid})`);
       writeLock(dir, `${pid} ${Number(startTime) - 1}`); // an earlier process with the same pid
-      const server = await serve({
-        COFFER_DATA_DIR: dir,
-        COFFER_ADMIN_KEY: '',
-      });
+      const server = await serve({ COFFER_DATA_DIR: dir, COFFER_ADMIN_KEY: '' });
       expect(lockHolder(dir)).toBe(server.child.pid);
       expect(procStat(pid).state).not.toBe('Z'); // the other process still runs
     },
