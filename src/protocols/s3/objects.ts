@@ -90,14 +90,14 @@ export function checkConditions(
     forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
-  const matches = (list: string) => listsEtag(list, etag);
+  const matches = (list: string, comparison?: 'strong') => listsEtag(list, etag, comparison);
   const seconds = Math.floor(modified.getTime() / 1000);
   const since = (value: string) => Math.floor(Date.parse(value) / 1000);
   const ifMatch = header('if-match');
   const ifNoneMatch = header('if-none-match');
   const ifModifiedSince = header('if-modified-since');
   const ifUnmodifiedSince = header('if-unmodified-since');
-  if (ifMatch !== undefined && !matches(ifMatch)) throw preconditionFailed();
+  if (ifMatch !== undefined && !matches(ifMatch, 'strong')) throw preconditionFailed();
   if (ifMatch === undefined && ifUnmodifiedSince !== undefined && seconds > since(ifUnmodifiedSince)) {
     throw preconditionFailed();
   }
@@ -168,7 +168,7 @@ function unmet(condition: WriteCondition, found: Found | undefined): S3Error | u
     // progress whose ETag the object does not show yet: not a mismatch (412 would say the object is
     // another's for good), a conflict to try again once it settles.
     if (found.pending && namesEtag(condition)) return conditionalRequestConflict();
-    if (!listsEtag(condition.ifMatch, found.etag)) return preconditionFailed();
+    if (!listsEtag(condition.ifMatch, found.etag, 'strong')) return preconditionFailed();
   }
   if (condition.ifNoneMatch && found) return preconditionFailed();
   return undefined;

@@ -225,7 +225,7 @@ describe('the S3 endpoint', () => {
     expect(unchanged.headers.get('last-modified')).toBe(head.LastModified?.toUTCString());
   });
 
-  it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them', async () => {
+  it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them, and weak ones only where weak comparison holds', async () => {
     const { client, name } = bucket;
     await client.send(
       new PutObjectCommand({ Bucket: name, Key: 'bare.txt', Body: 'abc', ContentType: 'text/plain' }),
@@ -236,6 +236,19 @@ describe('the S3 endpoint', () => {
     expect(
       await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfNoneMatch: bare }))),
     ).toMatchObject({ status: 304 });
+    // If-None-Match compares weakly, If-Match strongly (RFC 9110): a weak tag never meets If-Match.
+    const weak = `W/"${bare}"`;
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfNoneMatch: weak }))),
+    ).toMatchObject({ status: 304 });
+    expect(
+      await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'bare.txt', IfMatch: weak }))),
+    ).toMatchObject({ status: 412 });
+    expect(
+      await refusal(
+        client.send(new PutObjectCommand({ Bucket: name, Key: 'bare.txt', Body: 'new', IfMatch: weak })),
+      ),
+    ).toMatchObject({ code: 'PreconditionFailed', status: 412 });
     const copy = (conditions: Partial<CopyObjectCommandInput>) =>
       client.send(
         new CopyObjectCommand({
@@ -247,6 +260,10 @@ describe('the S3 endpoint', () => {
       );
     await copy({ CopySourceIfMatch: bare });
     expect(await refusal(copy({ CopySourceIfNoneMatch: bare }))).toEqual({
+      code: 'PreconditionFailed',
+      status: 412,
+    });
+    expect(await refusal(copy({ CopySourceIfMatch: weak }))).toEqual({
       code: 'PreconditionFailed',
       status: 412,
     });
