@@ -6,11 +6,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { rm, rmdir } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { selfSignedCertificate } from '../test/support/certificate.ts';
+import { freePort } from '../test/support/net.ts';
 import { type DbKind, databaseFor } from './database.ts';
 import type { ReceiverStats } from './webhook-receiver.ts';
 
@@ -89,17 +89,6 @@ export interface CofferServer {
   /** Seconds from its start (the spawn of a child) to the first 200 of /health/ready. */
   startSeconds: number;
   close(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
-  });
 }
 
 function procStatus(pid: number | 'self', field: 'VmRSS' | 'VmHWM'): number | undefined {
