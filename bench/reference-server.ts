@@ -1,7 +1,8 @@
 /**
  * The smallest HTTP object server doing the same work as Coffer's local store on a transfer, with no
  * framework, signature, database or sidecar: PUT /<name> streams the body into a file while hashing it
- * (SHA-256), fsyncs it and answers {size, sha256}; GET /<name> streams the file back. Started by
+ * (SHA-256), fsyncs it and answers {size, sha256}; GET /<name> streams the file back; GET / answers 204
+ * at once (an HTTP round trip and nothing else). Started by
  * bench/lib.ts (startReference) as a child process, so that it gets a core of its own as Coffer does;
  * it shows how much of a gap to raw disk is the platform's (loopback HTTP in Node.js) rather than Coffer's.
  *
@@ -19,6 +20,10 @@ const port = Number(process.env.PORT);
 
 async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
   const name = (request.url ?? '').slice(1);
+  if (name === '' && request.method === 'GET') {
+    response.writeHead(204).end();
+    return;
+  }
   if (!/^[a-z0-9-]{1,64}$/.test(name)) {
     response.writeHead(400).end();
     return;

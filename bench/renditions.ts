@@ -2,12 +2,16 @@
  * Image renditions (GET …/files/{id}/render and presigned rendition URLs), each against a baseline of
  * the same run:
  *   1. a 12 MP JPEG rendered to a 400 px WebP through Coffer (a new quality each time, so each is a
- *      render, not a cache hit), against sharp called directly in this process on the same bytes;
+ *      render, not a cache hit), against sharp called directly in this process on the same bytes; in
+ *      the same loop, what a request around a render costs: a request a bare node:http server answers at
+ *      once (bench/reference-server.ts) and a revalidation of a rendition through Coffer (a 304: the request
+ *      path and the file's statement, nothing rendered or read);
  *   2. a stored rendition served through its presigned URL, against the presigned download of a plain
  *      file of the same size (COFFER_BENCH_RENDITION_REQUESTS each, 8 in flight);
  *   3. 8 renders at once of different 50 MP JPEGs: the server's memory growth (peak RSS − RSS before)
  *      (COFFER_BENCH_BIG_RENDERS, COFFER_BENCH_BIG_MP).
  */
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
 import { request } from 'undici';
@@ -24,10 +28,12 @@ import {
   fmt,
   MiB,
   measure,
+  median,
   type Project,
   pool,
   progress,
   type Row,
+  startReference,
 } from './lib.ts';
 
 const RENDER_TARGET = 0.9;
@@ -35,6 +41,8 @@ const SERVE_TARGET = 0.9;
 const MEMORY_LIMIT = 512 * MiB;
 /** Waited before the renders are timed (see the wait). */
 const SETTLE_MS = 2500;
+/** Idle time before each request measured around the renders: about what sharp takes for one here. */
+const IDLE_MS = 20;
 /** The third measurement's renders at once, and their sources' size in megapixels. */
 const BIG_RENDERS = envInteger('COFFER_BENCH_BIG_RENDERS', 8);
 const BIG_MEGAPIXELS = envInteger('COFFER_BENCH_BIG_MP', 50);
@@ -80,13 +88,20 @@ async function photo(width: number, height: number, seed: number): Promise<Buffe
   return sharp(noise).resize(width, height, { kernel: 'cubic' }).jpeg({ quality: 85 }).toBuffer();
 }
 
-/** GETs `url` and reads the whole body; answers its size. */
-async function fetchAll(url: string, headers: Record<string, string> = {}): Promise<number> {
+/** GETs `url` and reads the whole body, expecting `status`; answers its size. */
+async function fetchAll(url: string, headers: Record<string, string> = {}, status = 200): Promise<number> {
   const response = await request(url, { headers, dispatcher: agent });
   const body = Buffer.from(await response.body.arrayBuffer());
-  if (response.statusCode !== 200)
+  if (response.statusCode !== status)
     throw new Error(`GET ${url}: ${response.statusCode} ${body.toString().slice(0, 200)}`);
   return body.length;
+}
+
+/** Milliseconds `work` takes. */
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
 }
 
 export const renditions: Bench = {
@@ -106,14 +121,21 @@ export const renditions: Bench = {
     const sourceId = await upload(project, 'photo.jpg', 'image/jpeg', source);
     const renderUrl = (quality: number) =>
       `${server.url}/v1/projects/${project.id}/files/${sourceId}/render?width=400&format=webp&quality=${quality}`;
-    await fetchAll(renderUrl(100), auth); // warm-up (also of sharp's first load in the server)
+    const warmUp = await request(renderUrl(100), { headers: auth, dispatcher: agent });
+    await warmUp.body.dump(); // also of sharp's first load in the server
+    const revalidate = { ...auth, 'if-none-match': String(warmUp.headers.etag) };
     await sharp(source).rotate().resize({ width: 400 }).webp({ quality: 100 }).toBuffer();
+    const reference = await startReference(join(context.scratch, 'reference'));
     // A new server runs every periodic task once, a second or so after it starts (30 ms of the embedded
     // engine's thread on a new database): start-up maintenance, not part of any render.
     await sleep(SETTLE_MS);
-    // Interleaved, so that other work on the machine weighs on both sides alike.
+    // Interleaved, so that other work on the machine weighs on both sides alike. After each pair, the
+    // requests around a render, each after 20 ms in which the servers idle, as they do while this
+    // process renders before each request of a render.
     let directSeconds = 0;
     let cofferSeconds = 0;
+    const bareMs: number[] = [];
+    const revalidationMs: number[] = [];
     for (let i = 0; i < renders; i++) {
       const started = performance.now();
       await sharp(source, { autoOrient: true })
@@ -124,7 +146,12 @@ export const renditions: Bench = {
       await fetchAll(renderUrl(20 + i), auth);
       directSeconds += (between - started) / 1000;
       cofferSeconds += (performance.now() - between) / 1000;
+      await sleep(IDLE_MS);
+      bareMs.push(await timed(() => fetchAll(`${reference.url}/`, {}, 204)));
+      await sleep(IDLE_MS);
+      revalidationMs.push(await timed(() => fetchAll(renderUrl(100), revalidate, 304)));
     }
+    await reference.close();
     const direct = { seconds: directSeconds };
     const viaCoffer = { seconds: cofferSeconds };
     const renderRatio = direct.seconds / viaCoffer.seconds;
@@ -200,6 +227,7 @@ export const renditions: Bench = {
         rows,
         notes: [
           'render: each Coffer request asks a quality not asked before, so each is a render (read from the store, decoded, resized, encoded; stored after the answer); sharp directly decodes, resizes and encodes the same bytes in this process',
+          `around a render, in the same loop (medians): a render through Coffer took ${fmt.ms(((cofferSeconds - directSeconds) / renders) * 1000)} more than sharp directly (means); a request answered at once by a bare node:http server took ${fmt.ms(median(bareMs))}, a revalidation of a rendition through Coffer (304: its request path and the file's statement) ${fmt.ms(median(revalidationMs))}`,
           'serve: presigned rendition URL (a stored rendition) vs presigned download URL of a file of the same size, no key on either',
           `memory: ${BIG_RENDERS} different ${BIG_MEGAPIXELS} MP sources at once, at most COFFER_RENDER_CONCURRENCY (the CPU count) rendering, the others queued`,
         ],
