@@ -132,9 +132,13 @@ export function createMultipartService(deps: {
   /**
    * The caller's open-or-not session and its file; 404 when unknown, of another project, or of a
    * token of another owner (a replacement token of the same owner may continue it, as the contract says).
+   * With `key` (S3, which names an upload by its key and its id), also 404 for an upload of a file
+   * at another key.
    */
-  async function load(caller: Caller, uploadId: string) {
-    return visible(caller, await findSessionAndFile(db, caller.project.id, uploadId));
+  async function load(caller: Caller, uploadId: string, key?: string) {
+    const found = await findSessionAndFile(db, caller.project.id, uploadId);
+    if (key !== undefined && found?.key !== key) throw notFound('Multipart upload');
+    return visible(caller, found);
   }
 
   /** load's checks of a session and its file as read (by findSessionAndFile, or with its columns). */
@@ -333,9 +337,9 @@ export function createMultipartService(deps: {
       partNumber: number,
       body: Readable,
       size: number,
-      options?: { md5?: boolean },
+      options?: { md5?: boolean; key?: string },
     ) {
-      const { session, file } = await load(caller, uploadId);
+      const { session, file } = await load(caller, uploadId, options?.key);
       requireOpen(session);
       checkPartNumber(partNumber);
       await grantPart(caller, session, partNumber, size);
@@ -400,9 +404,9 @@ export function createMultipartService(deps: {
       return { upload_id: session.id, part_number: partNumber, url, expires_at: expiresAt.toISOString() };
     },
 
-    /** What is uploaded so far, so a client that crashed sends only the missing parts. */
-    async describe(caller: Caller, uploadId: string) {
-      const { session } = await load(caller, uploadId);
+    /** What is uploaded so far, so a client that crashed sends only the missing parts (`key`: see load). */
+    async describe(caller: Caller, uploadId: string, key?: string) {
+      const { session } = await load(caller, uploadId, key);
       const parts =
         session.status === 'open' ? await store.listParts(session.storage_key, session.store_upload_id) : [];
       return {
@@ -428,15 +432,15 @@ export function createMultipartService(deps: {
      * complete, answering the file as recorded (its ETag too, for S3's answer) and the new content
      * the upload made of it, if any (`contentId`, its version's id, unless `superseded`: not kept, a
      * newer write having committed first); `guard` runs first in the transaction that records it (a
-     * refusal ends the upload, its object collected).
+     * refusal ends the upload, its object collected); `key`: see load.
      */
     async finish(
       caller: Caller,
       uploadId: string,
       parts: { part_number: number; etag: string }[],
-      guard?: WriteGuard,
+      { guard, key }: { guard?: WriteGuard; key?: string } = {},
     ): Promise<{ file: files.FileRow; contentId: string | null; superseded: boolean }> {
-      const { session, file } = await load(caller, uploadId);
+      const { session, file } = await load(caller, uploadId, key);
       requireOpen(session);
       if (session.content_id === null && file.status !== 'uploading') {
         throw invalidState(`The file is ${file.status}, not uploading`, { status: file.status });
@@ -485,8 +489,21 @@ export function createMultipartService(deps: {
       return settled(await sessions.settle(session, caller.project, object, guard));
     },
 
-    async abort(caller: Caller, uploadId: string): Promise<void> {
-      const { session } = await load(caller, uploadId);
+    /**
+     * A completed upload's file, while the content it made is still the file's (its object the file's):
+     * what completing it again answers in S3. 404 otherwise, or when not completed. `key`: see load.
+     */
+    async completed(caller: Caller, uploadId: string, key?: string) {
+      const { session, file } = await load(caller, uploadId, key);
+      if (statusOf(session) !== 'completed' || file.storage_key !== session.storage_key) {
+        throw notFound('Multipart upload');
+      }
+      return { file, contentId: session.content_id };
+    },
+
+    /** Aborts an open upload (`key`: see load). */
+    async abort(caller: Caller, uploadId: string, key?: string): Promise<void> {
+      const { session } = await load(caller, uploadId, key);
       requireOpen(session);
       if (!(await sessions.discard(session, 'aborted')))
         throw invalidState('The multipart upload is no longer open');

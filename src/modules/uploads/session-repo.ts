@@ -63,6 +63,8 @@ export async function findSession(
 export interface SessionAndFile {
   session: SessionRow;
   file: FileRow | undefined;
+  /** The key S3 shows the file at (findSessionAndFile reads it; a protocol's own row may not). */
+  key?: string | null;
 }
 
 /** The prefixes of a session's and its file's columns read with others in one statement. */
@@ -110,14 +112,14 @@ export async function findSessionAndFile(
   id: string,
 ): Promise<SessionAndFile | undefined> {
   const [row] = await q.query<Record<string, unknown>>(
-    `SELECT ${SESSION_AND_FILE_COLUMNS}
+    `SELECT ${SESSION_AND_FILE_COLUMNS}, f.s3_key AS key
      FROM multipart_sessions s LEFT JOIN files f ON f.project_id = s.project_id AND f.id = s.file_id
      WHERE s.project_id = $1 AND s.id = $2`,
     [projectId, id],
   );
   if (!row) return undefined;
-  const { session, file } = sessionAndFileOf(row);
-  return { session: session!, file };
+  const { session, file, rest } = sessionAndFileOf(row);
+  return { session: session!, file, key: rest.key as string | null };
 }
 
 /**

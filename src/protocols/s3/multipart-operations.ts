@@ -20,6 +20,7 @@ import {
   createUpload,
   listParts,
   listUploads,
+  type UploadRef,
   uploadPart,
 } from './multipart.ts';
 import {
@@ -32,6 +33,12 @@ import {
   writeConditionOf,
 } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
+
+/** The upload a request names: the key of its path and its `uploadId`. */
+const uploadOf = (target: { key: string }, query: URLSearchParams): UploadRef => ({
+  key: target.key,
+  uploadId: query.get('uploadId') ?? '',
+});
 
 /** Multipart uploads: Create, UploadPart, UploadPartCopy, Complete, Abort, ListParts, ListMultipartUploads. */
 export function multipartOperations(services: Services): Record<string, Operation> {
@@ -49,9 +56,9 @@ export function multipartOperations(services: Services): Record<string, Operatio
       });
     },
 
-    'PUT object?partNumber': async ({ request, reply, caller, auth, query }) => {
+    'PUT object?partNumber': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
-      const uploadId = query.get('uploadId') ?? '';
+      const upload = uploadOf(target, query);
       const partNumber = partNumberOf(query.get('partNumber'));
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const { content } = await copySource(services, caller, request.headers);
@@ -59,7 +66,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
         const bytes = await services.store.read(content.storageKey, range);
         const size = range ? range.end - range.start + 1 : content.size;
         // A part refused before its bytes are read leaves the store's stream to be closed here.
-        const etag = await uploadPart(services, caller, uploadId, partNumber, bytes, size).finally(() =>
+        const etag = await uploadPart(services, caller, upload, partNumber, bytes, size).finally(() =>
           bytes.destroy(),
         );
         if (content.versionId) reply.header('x-amz-copy-source-version-id', content.versionId);
@@ -69,7 +76,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const etag = await uploadPart(
         services,
         caller,
-        uploadId,
+        upload,
         partNumber,
         bodyOf(request, auth),
         declaredSize(request.headers, decoded),
@@ -86,7 +93,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const { file, versionId } = await completeUpload(
         services,
         caller,
-        query.get('uploadId') ?? '',
+        uploadOf(target, query),
         parts,
         guard,
       );
@@ -100,22 +107,22 @@ export function multipartOperations(services: Services): Record<string, Operatio
       });
     },
 
-    'DELETE object?uploadId': async ({ reply, caller, query }) => {
+    'DELETE object?uploadId': async ({ reply, caller, target, query }) => {
       requireScope(caller, 'files:upload');
-      await abortUpload(services, caller, query.get('uploadId') ?? '');
+      await abortUpload(services, caller, uploadOf(target, query));
       return reply.code(204).send();
     },
 
     'GET object?uploadId': async ({ reply, caller, target, query }) => {
       requireScope(caller, 'files:upload');
-      const uploadId = query.get('uploadId') ?? '';
+      const upload = uploadOf(target, query);
       const marker = Number(query.get('part-number-marker') ?? 0) || 0;
       const maxParts = maxKeysOf(query.get('max-parts'));
-      const { parts, truncated } = await listParts(services, caller, uploadId, marker, maxParts);
+      const { parts, truncated } = await listParts(services, caller, upload, marker, maxParts);
       return xml(reply, 'ListPartsResult', {
         Bucket: caller.project.bucket,
         Key: target.key,
-        UploadId: uploadId,
+        UploadId: upload.uploadId,
         PartNumberMarker: marker,
         ...(truncated ? { NextPartNumberMarker: parts.at(-1)?.part_number } : {}),
         MaxParts: maxParts,

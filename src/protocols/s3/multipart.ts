@@ -64,14 +64,20 @@ export async function createUpload(
   return started.uploadId;
 }
 
+/** An upload as S3 names it: its key and its id (an upload of another key is none). */
+export interface UploadRef {
+  key: string;
+  uploadId: string;
+}
+
 export const uploadPart = (
   services: MultipartServices,
   caller: Caller,
-  uploadId: string,
+  { key, uploadId }: UploadRef,
   partNumber: number,
   body: Readable,
   size: number,
-) => onUpload(() => services.multipart.writePart(caller, uploadId, partNumber, body, size));
+) => onUpload(() => services.multipart.writePart(caller, uploadId, partNumber, body, size, { key }));
 
 /** The parts a CompleteMultipartUpload lists, from its XML body. */
 export function completedParts(xml: string): { part_number: number; etag: string }[] {
@@ -86,33 +92,43 @@ export function completedParts(xml: string): { part_number: number; etag: string
   });
 }
 
-/** CompleteMultipartUpload: the file, and the version id of its new content where the bucket keeps versions. */
+/**
+ * CompleteMultipartUpload: the file, and the version id of its new content where the bucket keeps
+ * versions. An upload completed before answers as it did, while its content is still the file's: a
+ * client whose answer was lost sends the request again.
+ */
 export async function completeUpload(
   services: MultipartServices,
   caller: Caller,
-  uploadId: string,
+  { key, uploadId }: UploadRef,
   parts: { part_number: number; etag: string }[],
   guard?: WriteGuard,
 ) {
   const { file, contentId, superseded } = await onUpload(() =>
-    services.multipart.finish(caller, uploadId, parts, guard),
-  );
+    services.multipart.finish(caller, uploadId, parts, { guard, key }),
+  ).catch(async (error: unknown) => {
+    if (!(error instanceof S3Error && error.code === 'NoSuchUpload')) throw error;
+    return {
+      ...(await onUpload(() => services.multipart.completed(caller, uploadId, key))),
+      superseded: false,
+    };
+  });
   // An upload over a key made new content of its file, whose id is that version's.
   return { file, versionId: await writtenVersion(services, caller, file, { contentId, superseded }) };
 }
 
-export const abortUpload = (services: MultipartServices, caller: Caller, uploadId: string) =>
-  onUpload(() => services.multipart.abort(caller, uploadId));
+export const abortUpload = (services: MultipartServices, caller: Caller, { key, uploadId }: UploadRef) =>
+  onUpload(() => services.multipart.abort(caller, uploadId, key));
 
 /** ListParts: the uploaded parts after `marker`, at most `maxParts` of them. */
 export async function listParts(
   services: MultipartServices,
   caller: Caller,
-  uploadId: string,
+  { key, uploadId }: UploadRef,
   marker: number,
   maxParts: number,
 ) {
-  const described = await onUpload(() => services.multipart.describe(caller, uploadId));
+  const described = await onUpload(() => services.multipart.describe(caller, uploadId, key));
   if (described.status !== 'open') throw noSuchUpload();
   const after = described.parts.filter((part) => part.part_number > marker);
   return { parts: after.slice(0, maxParts), truncated: after.length > maxParts };

@@ -1883,6 +1883,63 @@ describe('the S3 endpoint', () => {
     ]);
   });
 
+  it('names an upload by its key and its id: another key finds none, and a repeated complete answers again', async () => {
+    const { client, name } = await bucketWith();
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'mp/obj' }));
+    const other = { Bucket: name, Key: 'mp/other', UploadId };
+    const noUpload = { code: 'NoSuchUpload', status: 404 };
+    expect(
+      await refusal(client.send(new UploadPartCommand({ ...other, PartNumber: 1, Body: 'abc' }))),
+    ).toEqual(noUpload);
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'mp/obj', UploadId, PartNumber: 1, Body: 'abc' }),
+    );
+    const Parts = [{ ETag: part.ETag!, PartNumber: 1 }];
+    expect(await refusal(client.send(new ListPartsCommand(other)))).toEqual(noUpload);
+    expect(
+      await refusal(
+        client.send(new CompleteMultipartUploadCommand({ ...other, MultipartUpload: { Parts } })),
+      ),
+    ).toEqual(noUpload);
+    expect(await refusal(client.send(new AbortMultipartUploadCommand(other)))).toEqual(noUpload);
+    expect(
+      await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key: 'mp/other' }))),
+    ).toMatchObject({
+      status: 404,
+    });
+    // The upload is untouched by all of that.
+    const listed = await client.send(new ListPartsCommand({ Bucket: name, Key: 'mp/obj', UploadId }));
+    expect(listed.Parts?.map((p) => p.PartNumber)).toEqual([1]);
+    const complete = () =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'mp/obj',
+          UploadId,
+          MultipartUpload: { Parts },
+        }),
+      );
+    const first = await complete();
+    expect(first.ETag).toMatch(/-1"$/);
+    // A client whose answer was lost completes again: the same answer, not NoSuchUpload.
+    const again = await complete();
+    expect({ ETag: again.ETag, Key: again.Key, Location: again.Location }).toEqual({
+      ETag: first.ETag,
+      Key: 'mp/obj',
+      Location: first.Location,
+    });
+    expect(
+      await refusal(
+        client.send(new CompleteMultipartUploadCommand({ ...other, MultipartUpload: { Parts } })),
+      ),
+    ).toEqual(noUpload);
+    // Once the key holds other content, the upload's is gone: completing it again finds no upload.
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'mp/obj', Body: 'newer' }));
+    expect(await refusal(complete())).toEqual(noUpload);
+    const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'mp/obj' }));
+    expect((await text(got.Body)).toString()).toBe('newer');
+  });
+
   it('holds a multipart upload to the size limit, and the quota at completion', async () => {
     const { client, name } = await bucketWith({ max_file_size_bytes: 6 * 1024 * 1024 });
     const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'y.bin' }));
