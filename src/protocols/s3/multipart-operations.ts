@@ -136,26 +136,46 @@ export function multipartOperations(services: Services): Record<string, Operatio
       requireScope(caller, 'files:upload');
       refuseTokens(caller);
       const prefix = query.get('prefix') ?? '';
+      const delimiter = query.get('delimiter') ?? '';
       const keyMarker = query.get('key-marker') ?? '';
       const uploadIdMarker = query.get('upload-id-marker') ?? '';
       const maxUploads = maxKeysOf(query.get('max-uploads'));
-      const found = await listUploads(services, caller, { prefix, keyMarker, uploadIdMarker, maxUploads });
+      const found = await listUploads(services, caller, {
+        prefix,
+        delimiter,
+        keyMarker,
+        uploadIdMarker,
+        maxUploads,
+      });
       const page = found.slice(0, maxUploads);
       const truncated = found.length > maxUploads;
+      const last = page.at(-1);
+      const next =
+        last?.kind === 'upload'
+          ? { NextKeyMarker: last.upload.key, NextUploadIdMarker: last.upload.id }
+          : { NextKeyMarker: last?.prefix, NextUploadIdMarker: '' };
       return xml(reply, 'ListMultipartUploadsResult', {
         Bucket: caller.project.bucket,
         KeyMarker: keyMarker,
         UploadIdMarker: uploadIdMarker,
-        ...(truncated ? { NextKeyMarker: page.at(-1)?.key, NextUploadIdMarker: page.at(-1)?.id } : {}),
+        ...(truncated ? next : {}),
         Prefix: prefix,
+        ...(delimiter ? { Delimiter: delimiter } : {}),
         MaxUploads: maxUploads,
         IsTruncated: truncated,
-        Upload: page.map((upload) => ({
-          Key: upload.key,
-          UploadId: upload.id,
-          Initiated: upload.created_at.toISOString(),
-          StorageClass: 'STANDARD',
-        })),
+        Upload: page.flatMap((item) =>
+          item.kind === 'upload'
+            ? [
+                {
+                  Key: item.upload.key,
+                  UploadId: item.upload.id,
+                  Initiated: item.upload.created_at.toISOString(),
+                  StorageClass: 'STANDARD',
+                },
+              ]
+            : [],
+        ),
+        CommonPrefixes: page.flatMap((item) => (item.kind === 'prefix' ? [{ Prefix: item.prefix }] : [])),
       });
     },
   };

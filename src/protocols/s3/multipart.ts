@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
+import { compareKeys } from '../../modules/files/key-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
@@ -134,22 +135,71 @@ export async function listParts(
   return { parts: after.slice(0, maxParts), truncated: after.length > maxParts };
 }
 
-/** ListMultipartUploads: open uploads under `prefix`, after the markers, by key then upload id. */
-export function listUploads(
+/** An item of ListMultipartUploads: an open upload, or the common prefix of some. */
+export type UploadItem =
+  | { kind: 'upload'; upload: { key: string; id: string; created_at: Date } }
+  | { kind: 'prefix'; prefix: string };
+
+/**
+ * ListMultipartUploads: open uploads under `prefix`, after the markers, by key then upload id, those
+ * whose key holds `delimiter` past the prefix rolled up into one common prefix each; at most
+ * `maxUploads + 1` items, so that one more tells the page is truncated. A key marker that is such a
+ * prefix resumes past every upload under it, as the page that ended with it listed them all.
+ */
+export async function listUploads(
   services: MultipartServices,
   caller: Caller,
-  options: { prefix: string; keyMarker: string; uploadIdMarker: string; maxUploads: number },
-) {
-  const { prefix, keyMarker, uploadIdMarker, maxUploads } = options;
-  return services.multipart.listOpen(
-    caller,
-    {
-      from: prefix,
-      below: prefix ? successor(prefix) : undefined,
-      afterKey: keyMarker,
-      // Without an upload id marker, S3 resumes after every upload of the key marker.
-      afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
-    },
-    maxUploads + 1,
-  );
+  options: {
+    prefix: string;
+    delimiter: string;
+    keyMarker: string;
+    uploadIdMarker: string;
+    maxUploads: number;
+  },
+): Promise<UploadItem[]> {
+  const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
+  const below = prefix ? successor(prefix) : undefined;
+  const rolledUp = (key: string) => {
+    const at = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
+    return at >= 0 && key.startsWith(prefix) ? key.slice(0, at + delimiter.length) : undefined;
+  };
+  // Without an upload id marker, S3 resumes after every upload of the key marker.
+  let range = {
+    from: prefix,
+    afterKey: keyMarker,
+    afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
+  };
+  const pastPrefix = (common: string) => {
+    const past = successor(common);
+    return past === undefined
+      ? undefined
+      : { from: compareKeys(past, prefix) > 0 ? past : prefix, afterKey: '', afterId: '' };
+  };
+  if (rolledUp(keyMarker) === keyMarker && keyMarker) {
+    const past = pastPrefix(keyMarker);
+    if (!past) return [];
+    range = past;
+  }
+  const items: UploadItem[] = [];
+  while (items.length <= maxUploads) {
+    const wanted = maxUploads + 1 - items.length;
+    const rows = await services.multipart.listOpen(caller, { ...range, below }, wanted);
+    let skipped = false;
+    for (const upload of rows) {
+      const common = rolledUp(upload.key);
+      if (common === undefined) {
+        items.push({ kind: 'upload', upload });
+        range = { from: range.from, afterKey: upload.key, afterId: upload.id };
+        continue;
+      }
+      items.push({ kind: 'prefix', prefix: common });
+      const past = pastPrefix(common);
+      if (!past) return items;
+      range = past;
+      skipped = true;
+      break;
+    }
+    if (!skipped && rows.length < wanted) break;
+  }
+  return items;
 }

@@ -18,6 +18,7 @@ import {
   HeadObjectCommand,
   ListBucketsCommand,
   ListMultipartUploadsCommand,
+  type ListMultipartUploadsCommandInput,
   ListObjectsCommand,
   ListObjectsV2Command,
   ListObjectVersionsCommand,
@@ -1938,6 +1939,49 @@ describe('the S3 endpoint', () => {
     expect(await refusal(complete())).toEqual(noUpload);
     const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'mp/obj' }));
     expect((await text(got.Body)).toString()).toBe('newer');
+  });
+
+  it('lists multipart uploads rolled up at a delimiter, page by page', async () => {
+    const { client, name } = await bucketWith();
+    const ids: Record<string, string> = {};
+    for (const key of ['a/1', 'a/2', 'b/x/1', 'c', 'd/1']) {
+      ids[key] = (await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: key }))).UploadId!;
+    }
+    const list = (input: Partial<ListMultipartUploadsCommandInput>) =>
+      client.send(new ListMultipartUploadsCommand({ Bucket: name, Delimiter: '/', ...input }));
+    const shown = (page: Awaited<ReturnType<typeof list>>) => ({
+      uploads: page.Uploads?.map((upload) => upload.Key) ?? [],
+      prefixes: page.CommonPrefixes?.map((common) => common.Prefix) ?? [],
+      truncated: page.IsTruncated,
+      next: page.NextKeyMarker,
+    });
+    expect(shown(await list({}))).toEqual({
+      uploads: ['c'],
+      prefixes: ['a/', 'b/', 'd/'],
+      truncated: false,
+      next: undefined,
+    });
+    // A prefix counts as one item; a page that ends with one resumes past every upload under it.
+    const first = await list({ MaxUploads: 2 });
+    expect(shown(first)).toEqual({ uploads: [], prefixes: ['a/', 'b/'], truncated: true, next: 'b/' });
+    const second = await list({ MaxUploads: 2, KeyMarker: first.NextKeyMarker });
+    expect(shown(second)).toEqual({ uploads: ['c'], prefixes: ['d/'], truncated: false, next: undefined });
+    expect(shown(await list({ Prefix: 'b/' }))).toEqual({
+      uploads: [],
+      prefixes: ['b/x/'],
+      truncated: false,
+      next: undefined,
+    });
+    const under = await list({ Prefix: 'a/' });
+    expect(under.Uploads?.map((upload) => [upload.Key, upload.UploadId])).toEqual([
+      ['a/1', ids['a/1']],
+      ['a/2', ids['a/2']],
+    ]);
+    expect(under.Delimiter).toBe('/');
+    // Without a delimiter, every upload.
+    const all = await client.send(new ListMultipartUploadsCommand({ Bucket: name }));
+    expect(all.Uploads?.map((upload) => upload.Key)).toEqual(['a/1', 'a/2', 'b/x/1', 'c', 'd/1']);
+    expect(all.CommonPrefixes ?? []).toEqual([]);
   });
 
   it('holds a multipart upload to the size limit, and the quota at completion', async () => {
