@@ -112,7 +112,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const put = await putObject(services, caller, target.key, {
         size,
         contentType: contentTypeOf(request.headers['content-type']),
-        metadata,
+        // Without x-amz-meta-* headers, new content keeps the file's metadata.
+        metadata: Object.keys(metadata).length > 0 ? metadata : undefined,
         body: bodyOf(request, auth),
         guard,
       });

@@ -378,7 +378,10 @@ export async function partOf(store: ObjectStore, content: Content, partNumber: n
   return part;
 }
 
-/** Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder. */
+/**
+ * Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder;
+ * `metadata` becomes the file's, exactly, or, undefined, leaves the metadata of a file there as it is.
+ */
 export async function putObject(
   services: ObjectServices,
   caller: Caller,
@@ -386,7 +389,7 @@ export async function putObject(
   request: {
     size: number;
     contentType: string;
-    metadata: Record<string, string>;
+    metadata: Record<string, string> | undefined;
     body: Readable;
     guard?: WriteGuard;
   },
@@ -399,7 +402,7 @@ export async function putObject(
     return { etag: EMPTY_ETAG };
   }
   const existing = await replaceableAt(services, caller, key);
-  const metadata = Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
+  const { metadata } = request;
   if (existing) {
     const outcome = await services.ingest.writeContent(
       caller,
@@ -626,8 +629,9 @@ export function copyRangeOf(header: string | string[] | undefined, size: number)
 
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
- * content) at `key`, with the source's type and metadata (COPY) or the request's (REPLACE); `guard`
- * holds the write to the destination's condition.
+ * content) at `key`, with exactly the source's metadata (COPY) or the request's (REPLACE), none
+ * included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
+ * the write to the destination's condition.
  */
 export async function copyObject(
   services: ObjectServices,

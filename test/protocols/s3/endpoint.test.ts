@@ -2099,6 +2099,46 @@ describe('the S3 endpoint', () => {
     expect(left.Contents?.map((entry) => entry.Key)).toEqual(['dst2.txt']);
   });
 
+  it("gives a copy exactly its source's metadata (COPY) or the request's (REPLACE), none included, over any object there", async () => {
+    const { client, name } = await bucketWith();
+    const put = (Key: string, Metadata: Record<string, string>) =>
+      client.send(
+        new PutObjectCommand({ Bucket: name, Key, Body: Key, ContentType: 'text/plain', Metadata }),
+      );
+    const copy = (Key: string, source: string, replace?: Partial<CopyObjectCommandInput>) =>
+      client.send(
+        new CopyObjectCommand({
+          Bucket: name,
+          Key,
+          CopySource: `${name}/${source}`,
+          ...(replace ? { MetadataDirective: 'REPLACE', ...replace } : {}),
+        }),
+      );
+    const metadata = async (Key: string) =>
+      (await client.send(new HeadObjectCommand({ Bucket: name, Key }))).Metadata;
+    await put('bare.txt', {});
+    await put('tagged.txt', { a: '1' });
+    await put('dst.txt', { old: 'yes' });
+    // A PutObject without metadata keeps the file's; a copy never merges with what the key had.
+    await put('dst.txt', {});
+    expect(await metadata('dst.txt')).toEqual({ old: 'yes' });
+    await copy('dst.txt', 'bare.txt');
+    expect(await metadata('dst.txt')).toEqual({});
+    await put('dst.txt', { old: 'yes' });
+    await copy('dst.txt', 'tagged.txt');
+    expect(await metadata('dst.txt')).toEqual({ a: '1' });
+    await copy('dst.txt', 'tagged.txt', { Metadata: { b: '2' } });
+    expect(await metadata('dst.txt')).toEqual({ b: '2' });
+    await copy('dst.txt', 'tagged.txt', {});
+    expect(await metadata('dst.txt')).toEqual({});
+    // REPLACE without a Content-Type keeps the source's type.
+    await copy('new.txt', 'tagged.txt', {});
+    expect(await client.send(new HeadObjectCommand({ Bucket: name, Key: 'new.txt' }))).toMatchObject({
+      Metadata: {},
+      ContentType: 'text/plain',
+    });
+  });
+
   it('copies ranges and whole objects into a multipart upload (UploadPartCopy), byte for byte', async () => {
     const { client, name, project } = await bucketWith();
     const source = randomBytes(6 * 1024 * 1024 + 7);
