@@ -25,6 +25,7 @@ import {
   deleteObjectVersion,
   fileAt,
   guardOf,
+  metadataDirectiveOf,
   metadataOf,
   metaHeaders,
   objectBody,
@@ -89,11 +90,12 @@ export function objectOperations(services: Services): Record<string, Operation> 
       requireScope(caller, 'files:upload');
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       if (request.headers['x-amz-copy-source'] !== undefined) {
+        const directive = metadataDirectiveOf(request.headers);
         const source = await copySource(services, caller, request.headers);
         // If-None-Match and If-Match hold the destination to a condition, as on a PutObject.
         const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
         const copied = await copyObject(services, caller, source, target.key, {
-          replace: request.headers['x-amz-metadata-directive'] === 'REPLACE',
+          replace: directive === 'REPLACE',
           contentType: request.headers['content-type'],
           metadata,
           guard,

@@ -627,6 +627,15 @@ export function copyRangeOf(header: string | string[] | undefined, size: number)
   return { start, end };
 }
 
+/** `x-amz-metadata-directive` of a CopyObject: COPY (its default) or REPLACE; S3 knows no other. */
+export function metadataDirectiveOf(
+  headers: Record<string, string | string[] | undefined>,
+): 'COPY' | 'REPLACE' {
+  const directive = headers['x-amz-metadata-directive'] ?? 'COPY';
+  if (directive !== 'COPY' && directive !== 'REPLACE') throw invalidArgument('Unknown metadata directive.');
+  return directive;
+}
+
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
  * content) at `key`, with exactly the source's metadata (COPY) or the request's (REPLACE), none

@@ -2139,6 +2139,31 @@ describe('the S3 endpoint', () => {
     });
   });
 
+  it('refuses a metadata directive other than COPY or REPLACE, storing nothing', async () => {
+    const { client, name } = await bucketWith();
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'src.txt', Body: 'source', Metadata: { a: '1' } }),
+    );
+    await expect(
+      client.send(
+        new CopyObjectCommand({
+          Bucket: name,
+          Key: 'dst.txt',
+          CopySource: `${name}/src.txt`,
+          MetadataDirective: 'MOVE' as 'REPLACE',
+        }),
+      ),
+    ).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: 'Unknown metadata directive.',
+      $metadata: { httpStatusCode: 400 },
+    });
+    expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key: 'dst.txt' })))).toEqual({
+      code: 'NotFound',
+      status: 404,
+    });
+  });
+
   it('copies ranges and whole objects into a multipart upload (UploadPartCopy), byte for byte', async () => {
     const { client, name, project } = await bucketWith();
     const source = randomBytes(6 * 1024 * 1024 + 7);
