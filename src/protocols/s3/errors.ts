@@ -86,6 +86,10 @@ export const noSuchVersion = () => new S3Error(404, 'NoSuchVersion', 'The specif
 export const accessDenied = (message = 'Access Denied') => new S3Error(403, 'AccessDenied', message);
 export const invalidArgument = (message: string) => new S3Error(400, 'InvalidArgument', message);
 export const invalidRequest = (message: string) => new S3Error(400, 'InvalidRequest', message);
+export const copyToItself = () =>
+  invalidRequest(
+    "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+  );
 export const malformedXml = () =>
   new S3Error(
     400,

@@ -23,6 +23,7 @@ import { requireScope } from './call.ts';
 import {
   accessDenied,
   conditionalRequestConflict,
+  copyToItself,
   invalidArgument,
   invalidObjectState,
   invalidPartNumber,
@@ -585,6 +586,13 @@ function copySourceOf(header: string): { bucket: string; key: string; versionId:
   return { bucket: decoded.slice(0, slash), key: decoded.slice(slash + 1), versionId };
 }
 
+/** What a CopyObject or UploadPartCopy copies, and the key and version (if any) its request named. */
+export interface CopySource {
+  file: FileRow;
+  content: Content;
+  named: { key: string; versionId: string | null };
+}
+
 /**
  * What a CopyObject or UploadPartCopy copies: the object `x-amz-copy-source` names, or the version of it
  * that it names, when the caller may read it and its `x-amz-copy-source-if-*` conditions hold.
@@ -593,7 +601,7 @@ export async function copySource(
   services: Pick<ObjectServices, 'db'>,
   caller: Caller,
   headers: Record<string, string | string[] | undefined>,
-): Promise<{ file: FileRow; content: Content }> {
+): Promise<CopySource> {
   requireScope(caller, 'files:read');
   const header = headers['x-amz-copy-source'];
   if (typeof header !== 'string') throw invalidArgument('Copy Source must name one object');
@@ -608,7 +616,7 @@ export async function copySource(
       .map(([name, value]) => [name.replace('x-amz-copy-source-', ''), value]),
   );
   checkConditions(conditions, content, true);
-  return { file, content };
+  return { file, content, named };
 }
 
 /** `x-amz-copy-source-range` of an UploadPartCopy: `bytes=first-last`, within the source; undefined for all of it. */
@@ -640,12 +648,13 @@ export function metadataDirectiveOf(
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
  * content) at `key`, with exactly the source's metadata (COPY) or the request's (REPLACE), none
  * included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
- * the write to the destination's condition.
+ * the write to the destination's condition. A copy onto its own key must change something: REPLACE,
+ * or a version named (restoring it); otherwise it is refused, as in S3, before a byte is read.
  */
 export async function copyObject(
   services: ObjectServices,
   caller: Caller,
-  source: { file: FileRow; content: Content },
+  source: CopySource,
   key: string,
   request: {
     replace: boolean;
@@ -654,7 +663,8 @@ export async function copyObject(
     guard?: WriteGuard;
   },
 ) {
-  const { file, content } = source;
+  const { file, content, named } = source;
+  if (named.key === key && named.versionId === null && !request.replace) throw copyToItself();
   const bytes = await services.store.read(content.storageKey);
   // A write refused before its bytes are read leaves the store's stream to be closed here.
   return putObject(services, caller, key, {

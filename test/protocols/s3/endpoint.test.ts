@@ -2164,6 +2164,36 @@ describe('the S3 endpoint', () => {
     });
   });
 
+  it('refuses a CopyObject of an object onto itself that changes nothing; REPLACE or a version restores', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    const put = await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'doc.txt', Body: 'words', Metadata: { a: '1' } }),
+    );
+    const copy = (input: Partial<CopyObjectCommandInput> = {}) =>
+      client.send(
+        new CopyObjectCommand({ Bucket: name, Key: 'doc.txt', CopySource: `${name}/doc.txt`, ...input }),
+      );
+    const versions = async () =>
+      (await client.send(new ListObjectVersionsCommand({ Bucket: name }))).Versions?.map((v) => v.VersionId);
+    for (const input of [{}, { MetadataDirective: 'COPY' as const }]) {
+      await expect(copy(input)).rejects.toMatchObject({
+        name: 'InvalidRequest',
+        message:
+          "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+        $metadata: { httpStatusCode: 400 },
+      });
+    }
+    expect(await versions()).toEqual([put.VersionId]);
+    // Copying a version of the object onto its key restores it, a new version.
+    await copy({ CopySource: `${name}/doc.txt?versionId=${put.VersionId}` });
+    expect(await versions()).toHaveLength(2);
+    // REPLACE onto itself changes the metadata.
+    await copy({ MetadataDirective: 'REPLACE', Metadata: { b: '2' } });
+    expect((await client.send(new HeadObjectCommand({ Bucket: name, Key: 'doc.txt' }))).Metadata).toEqual({
+      b: '2',
+    });
+  });
+
   it('copies ranges and whole objects into a multipart upload (UploadPartCopy), byte for byte', async () => {
     const { client, name, project } = await bucketWith();
     const source = randomBytes(6 * 1024 * 1024 + 7);
