@@ -4,7 +4,7 @@ import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { type Operation, refuseTokens, requireScope, xml } from './call.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
-import { decodeToken, encodeToken, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
+import { decodeToken, encodeToken, encodingOf, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
 import { shownAt } from './objects.ts';
 
 /**
@@ -21,6 +21,9 @@ function markerResume(marker: string | null, prefix: string, delimiter: string):
     marker.slice(prefix.length).includes(delimiter);
   return { after: rolledUp ? `${marker}\u{10ffff}` : marker };
 }
+
+/** A version as ListObjectVersions lists it, its key as stored. */
+type Listed = Record<string, unknown> & { Key: string };
 
 /** A folder marker's one version, as ListObjectsV2 lists it: no bytes, kept unversioned. */
 const markerVersion = ({ key, folder }: { key: string; folder: { created_at: Date } }) => ({
@@ -91,23 +94,22 @@ export function bucketOperations(services: Services, region: string): Record<str
       const prefix = query.get('prefix') ?? '';
       const delimiter = query.get('delimiter') ?? '';
       const maxKeys = maxKeysOf(query.get('max-keys'));
-      const urlEncoded = query.get('encoding-type') === 'url';
+      const { url, encode } = encodingOf(query.get('encoding-type'));
       const token = query.get('continuation-token');
       const start = v2 ? query.get('start-after') : query.get('marker');
       // V2 starts after its start-after key; a V1 marker may also be a common prefix to skip.
       const resume = v2 && token ? decodeToken(token) : markerResume(start, prefix, v2 ? '' : delimiter);
       const walk = await walkKeys(services.db, caller.project.id, { prefix, delimiter, maxKeys, resume });
-      const encode = (value: string) => (urlEncoded ? encodeURIComponent(value).replace(/%2F/g, '/') : value);
       const last = walk.items.at(-1);
       const common = {
         Name: caller.project.bucket,
         Prefix: encode(prefix),
         ...(delimiter ? { Delimiter: encode(delimiter) } : {}),
         MaxKeys: maxKeys,
-        ...(urlEncoded ? { EncodingType: 'url' } : {}),
+        ...(url ? { EncodingType: 'url' } : {}),
         IsTruncated: walk.truncated,
       };
-      const page = listed(walk, urlEncoded);
+      const page = listed(walk, encode);
       if (v2) {
         return xml(reply, 'ListBucketResult', {
           ...common,
@@ -133,14 +135,16 @@ export function bucketOperations(services: Services, region: string): Record<str
       const prefix = query.get('prefix') ?? '';
       const delimiter = query.get('delimiter') ?? '';
       const maxKeys = maxKeysOf(query.get('max-keys'));
+      const { url, encode } = encodingOf(query.get('encoding-type'));
       const keyMarker = query.get('key-marker') ?? '';
       const versionIdMarker = query.get('version-id-marker') ?? '';
-      const versions: Record<string, unknown>[] = [];
+      // Versions and prefixes as listed; their keys written by `encode` only in the answer.
+      const versions: Listed[] = [];
       const prefixes: { Prefix: string }[] = [];
       // Where the page ends inside a key with more versions than fit, the next one resumes after its last.
       let next: { key: string; versionId?: string } | undefined;
       /** Adds a key's versions after `after`, as many as fit; false once the page is full. */
-      const take = (key: string, entries: Record<string, unknown>[]) => {
+      const take = (key: string, entries: Listed[]) => {
         const room = maxKeys - versions.length - prefixes.length;
         versions.push(...entries.slice(0, room));
         if (entries.length <= room) return true;
@@ -183,17 +187,21 @@ export function bucketOperations(services: Services, region: string): Record<str
       }
       return xml(reply, 'ListVersionsResult', {
         Name: caller.project.bucket,
-        Prefix: prefix,
-        KeyMarker: keyMarker,
+        Prefix: encode(prefix),
+        KeyMarker: encode(keyMarker),
         VersionIdMarker: versionIdMarker,
         ...(truncated && next
-          ? { NextKeyMarker: next.key, ...(next.versionId ? { NextVersionIdMarker: next.versionId } : {}) }
+          ? {
+              NextKeyMarker: encode(next.key),
+              ...(next.versionId ? { NextVersionIdMarker: next.versionId } : {}),
+            }
           : {}),
         MaxKeys: maxKeys,
-        ...(delimiter ? { Delimiter: delimiter } : {}),
+        ...(delimiter ? { Delimiter: encode(delimiter) } : {}),
+        ...(url ? { EncodingType: 'url' } : {}),
         IsTruncated: truncated,
-        Version: versions,
-        CommonPrefixes: prefixes,
+        Version: versions.map((version) => ({ ...version, Key: encode(version.Key) })),
+        CommonPrefixes: prefixes.map(({ Prefix }) => ({ Prefix: encode(Prefix) })),
       });
     },
   };

@@ -96,9 +96,18 @@ export function maxKeysOf(value: string | null): number {
   return Math.min(Number(value), 1000);
 }
 
-/** `<Contents>` and `<CommonPrefixes>` of a listing page, keys URL-encoded when the client asked. */
-export function listed(walk: Walk, urlEncoded: boolean) {
-  const encode = (key: string) => (urlEncoded ? urlEncodeKey(key) : key);
+/**
+ * A listing's `encoding-type`: `url` (its keys, prefixes, delimiter and markers written
+ * URL-encoded) or none; S3 knows no other. `encode` writes a value as the listing answers it.
+ */
+export function encodingOf(value: string | null): { url: boolean; encode: (value: string) => string } {
+  if (value === null) return { url: false, encode: (text) => text };
+  if (value !== 'url') throw invalidArgument('Invalid Encoding Method specified in Request');
+  return { url: true, encode: urlEncodeKey };
+}
+
+/** `<Contents>` and `<CommonPrefixes>` of a listing page, keys written by `encode` (encodingOf). */
+export function listed(walk: Walk, encode: (key: string) => string) {
   const contents: Record<string, unknown>[] = [];
   const prefixes: Record<string, unknown>[] = [];
   for (const item of walk.items) {

@@ -818,6 +818,57 @@ describe('the S3 endpoint', () => {
     expect(fromPrefix.Versions?.map((v) => v.Key)).toEqual(['b/c.txt']);
   });
 
+  it('refuses an encoding-type other than url on every listing', async () => {
+    const { client, name } = bucket;
+    const EncodingType = 'base64' as 'url';
+    for (const listing of [
+      new ListObjectsCommand({ Bucket: name, EncodingType }),
+      new ListObjectsV2Command({ Bucket: name, EncodingType }),
+      new ListObjectVersionsCommand({ Bucket: name, EncodingType }),
+    ]) {
+      await expect(client.send(listing as ListObjectsCommand)).rejects.toMatchObject({
+        name: 'InvalidArgument',
+        message: 'Invalid Encoding Method specified in Request',
+        $metadata: { httpStatusCode: 400 },
+      });
+    }
+  });
+
+  it('URL-encodes the keys, prefixes, delimiter and markers of ListObjectVersions with encoding-type=url', async () => {
+    const { client, name } = await bucketWith({ versioning_enabled: true });
+    for (const Key of ['my docs/a b+c.txt', 'my docs/sub dir/x.txt']) {
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: Key, ContentType: 'text/plain' }));
+    }
+    const list = (input: Partial<ListObjectVersionsCommandInput>) =>
+      client.send(new ListObjectVersionsCommand({ Bucket: name, EncodingType: 'url', ...input }));
+    // The SDK hands URL-encoded values on as they came.
+    const page = await list({ Prefix: 'my docs/', Delimiter: '/', KeyMarker: 'my docs/a b', MaxKeys: 1 });
+    expect(page).toMatchObject({
+      EncodingType: 'url',
+      Prefix: 'my%20docs/',
+      Delimiter: '/',
+      KeyMarker: 'my%20docs/a%20b',
+      NextKeyMarker: 'my%20docs/a%20b%2Bc.txt',
+      IsTruncated: true,
+    });
+    expect(page.Versions?.map((v) => v.Key)).toEqual(['my%20docs/a%20b%2Bc.txt']);
+    const rest = await list({
+      Prefix: 'my docs/',
+      Delimiter: '/',
+      KeyMarker: 'my docs/a b+c.txt',
+      VersionIdMarker: page.NextVersionIdMarker,
+    });
+    expect(rest.CommonPrefixes?.map((p) => p.Prefix)).toEqual(['my%20docs/sub%20dir/']);
+    const rolled = await list({ Delimiter: '+' });
+    expect(rolled).toMatchObject({ Delimiter: '%2B', Prefix: '' });
+    expect(rolled.CommonPrefixes?.map((p) => p.Prefix)).toEqual(['my%20docs/a%20b%2B']);
+    expect(rolled.Versions?.map((v) => v.Key)).toEqual(['my%20docs/sub%20dir/x.txt']);
+    // Without encoding-type, as they are.
+    const plain = await client.send(new ListObjectVersionsCommand({ Bucket: name, Delimiter: '+' }));
+    expect(plain.EncodingType).toBeUndefined();
+    expect(plain.CommonPrefixes?.map((p) => p.Prefix)).toEqual(['my docs/a b+']);
+  });
+
   it('deletes one version for good by its id, keeping the object and its other versions', async () => {
     const versioned = await bucketWith({ versioning_enabled: true });
     const { client, name, project } = versioned;
