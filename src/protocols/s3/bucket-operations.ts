@@ -2,7 +2,7 @@ import type { Caller } from '../../domain/principal.ts';
 import type { ListedFile } from '../../modules/files/key-repo.ts';
 import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
-import { type Operation, refuseTokens, requireScope, xml } from './call.ts';
+import { type Operation, ownerOf, refuseTokens, requireScope, xml } from './call.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { decodeToken, encodeToken, encodingOf, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
 import { shownAt } from './objects.ts';
@@ -68,7 +68,7 @@ export function bucketOperations(services: Services, region: string): Record<str
   return {
     'GET service': async ({ reply, caller }) =>
       xml(reply, 'ListAllMyBucketsResult', {
-        Owner: { ID: caller.project.organization_id, DisplayName: caller.project.organization_id },
+        Owner: ownerOf(caller),
         Buckets: {
           Bucket: [{ Name: caller.project.bucket, CreationDate: caller.project.created_at }],
         },
@@ -109,7 +109,9 @@ export function bucketOperations(services: Services, region: string): Record<str
         ...(url ? { EncodingType: 'url' } : {}),
         IsTruncated: walk.truncated,
       };
-      const page = listed(walk, encode);
+      // V1 names every key's owner; V2 only when asked (fetch-owner).
+      const owner = !v2 || query.get('fetch-owner') === 'true' ? ownerOf(caller) : undefined;
+      const page = listed(walk, encode, owner);
       if (v2) {
         return xml(reply, 'ListBucketResult', {
           ...common,
@@ -200,7 +202,11 @@ export function bucketOperations(services: Services, region: string): Record<str
         ...(delimiter ? { Delimiter: encode(delimiter) } : {}),
         ...(url ? { EncodingType: 'url' } : {}),
         IsTruncated: truncated,
-        Version: versions.map((version) => ({ ...version, Key: encode(version.Key) })),
+        Version: versions.map((version) => ({
+          ...version,
+          Key: encode(version.Key),
+          Owner: ownerOf(caller),
+        })),
         CommonPrefixes: prefixes.map(({ Prefix }) => ({ Prefix: encode(Prefix) })),
       });
     },

@@ -33,6 +33,12 @@ export function requireScope(caller: Caller, scope: 'files:read' | 'files:upload
 }
 
 /** Listings show every file of the bucket: an upload token, which sees only its own, may not list. */
+/** The Owner (and Initiator) S3 names in listings: the bucket's organization. */
+export const ownerOf = (caller: Caller) => ({
+  ID: caller.project.organization_id,
+  DisplayName: caller.project.organization_id,
+});
+
 export function refuseTokens(caller: Caller): void {
   if (caller.principal.kind === 'upload_token') {
     throw accessDenied('Upload token credentials may write and read their own files, not list the bucket');

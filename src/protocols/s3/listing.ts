@@ -106,8 +106,11 @@ export function encodingOf(value: string | null): { url: boolean; encode: (value
   return { url: true, encode: urlEncodeKey };
 }
 
-/** `<Contents>` and `<CommonPrefixes>` of a listing page, keys written by `encode` (encodingOf). */
-export function listed(walk: Walk, encode: (key: string) => string) {
+/**
+ * `<Contents>` and `<CommonPrefixes>` of a listing page, keys written by `encode` (encodingOf), each
+ * key with its `owner` when given.
+ */
+export function listed(walk: Walk, encode: (key: string) => string, owner?: Record<string, string>) {
   const contents: Record<string, unknown>[] = [];
   const prefixes: Record<string, unknown>[] = [];
   for (const item of walk.items) {
@@ -124,6 +127,7 @@ export function listed(walk: Walk, encode: (key: string) => string) {
         ETag: etag,
         Size: size,
         StorageClass: 'STANDARD',
+        ...(owner ? { Owner: owner } : {}),
       });
     }
   }

@@ -4,6 +4,7 @@ import {
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
+  ownerOf,
   readAll,
   refuseTokens,
   requestBody,
@@ -12,7 +13,7 @@ import {
 } from './call.ts';
 import { etagOf } from './etag.ts';
 import { urlEncodeKey } from './keys.ts';
-import { maxKeysOf } from './listing.ts';
+import { encodingOf, maxKeysOf } from './listing.ts';
 import {
   abortUpload,
   completedParts,
@@ -125,6 +126,8 @@ export function multipartOperations(services: Services): Record<string, Operatio
         UploadId: upload.uploadId,
         PartNumberMarker: marker,
         ...(truncated ? { NextPartNumberMarker: parts.at(-1)?.part_number } : {}),
+        Initiator: ownerOf(caller),
+        Owner: ownerOf(caller),
         MaxParts: maxParts,
         IsTruncated: truncated,
         StorageClass: 'STANDARD',
@@ -140,6 +143,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const keyMarker = query.get('key-marker') ?? '';
       const uploadIdMarker = query.get('upload-id-marker') ?? '';
       const maxUploads = maxKeysOf(query.get('max-uploads'));
+      const { url, encode } = encodingOf(query.get('encoding-type'));
       const found = await listUploads(services, caller, {
         prefix,
         delimiter,
@@ -152,30 +156,35 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const last = page.at(-1);
       const next =
         last?.kind === 'upload'
-          ? { NextKeyMarker: last.upload.key, NextUploadIdMarker: last.upload.id }
-          : { NextKeyMarker: last?.prefix, NextUploadIdMarker: '' };
+          ? { NextKeyMarker: encode(last.upload.key), NextUploadIdMarker: last.upload.id }
+          : { NextKeyMarker: last && encode(last.prefix), NextUploadIdMarker: '' };
       return xml(reply, 'ListMultipartUploadsResult', {
         Bucket: caller.project.bucket,
-        KeyMarker: keyMarker,
+        KeyMarker: encode(keyMarker),
         UploadIdMarker: uploadIdMarker,
         ...(truncated ? next : {}),
-        Prefix: prefix,
-        ...(delimiter ? { Delimiter: delimiter } : {}),
+        Prefix: encode(prefix),
+        ...(delimiter ? { Delimiter: encode(delimiter) } : {}),
+        ...(url ? { EncodingType: 'url' } : {}),
         MaxUploads: maxUploads,
         IsTruncated: truncated,
         Upload: page.flatMap((item) =>
           item.kind === 'upload'
             ? [
                 {
-                  Key: item.upload.key,
+                  Key: encode(item.upload.key),
                   UploadId: item.upload.id,
                   Initiated: item.upload.created_at.toISOString(),
                   StorageClass: 'STANDARD',
+                  Initiator: ownerOf(caller),
+                  Owner: ownerOf(caller),
                 },
               ]
             : [],
         ),
-        CommonPrefixes: page.flatMap((item) => (item.kind === 'prefix' ? [{ Prefix: item.prefix }] : [])),
+        CommonPrefixes: page.flatMap((item) =>
+          item.kind === 'prefix' ? [{ Prefix: encode(item.prefix) }] : [],
+        ),
       });
     },
   };

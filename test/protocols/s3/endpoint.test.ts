@@ -428,6 +428,13 @@ describe('the S3 endpoint', () => {
     expect(after.Contents?.map((entry) => entry.Key)).toEqual(['z.txt', 'é.txt']);
     const v1 = await client.send(new ListObjectsCommand({ Bucket: name, Delimiter: '/', MaxKeys: 1 }));
     expect(v1.Contents?.map((entry) => entry.Key)).toEqual(['a.txt']);
+    // V1 names each key's owner, the bucket's organization; V2 only with fetch-owner.
+    const { Owner } = await client.send(new ListBucketsCommand({}));
+    expect(Owner?.ID).toBeTruthy();
+    expect(v1.Contents?.[0]?.Owner).toEqual(Owner);
+    expect(after.Contents?.[0]?.Owner).toBeUndefined();
+    const owned = await client.send(new ListObjectsV2Command({ Bucket: name, FetchOwner: true, MaxKeys: 1 }));
+    expect(owned.Contents?.[0]?.Owner).toEqual(Owner);
     expect(v1.IsTruncated).toBe(true);
     const v1next = await client.send(
       new ListObjectsCommand({ Bucket: name, Delimiter: '/', Marker: v1.NextMarker ?? 'a.txt' }),
@@ -1992,7 +1999,7 @@ describe('the S3 endpoint', () => {
     expect((await text(got.Body)).toString()).toBe('newer');
   });
 
-  it('lists multipart uploads rolled up at a delimiter, page by page', async () => {
+  it('lists multipart uploads rolled up at a delimiter, page by page, URL-encoded when asked', async () => {
     const { client, name } = await bucketWith();
     const ids: Record<string, string> = {};
     for (const key of ['a/1', 'a/2', 'b/x/1', 'c', 'd/1']) {
@@ -2029,10 +2036,34 @@ describe('the S3 endpoint', () => {
       ['a/2', ids['a/2']],
     ]);
     expect(under.Delimiter).toBe('/');
-    // Without a delimiter, every upload.
+    // Without a delimiter, every upload, each with its initiator and owner.
     const all = await client.send(new ListMultipartUploadsCommand({ Bucket: name }));
     expect(all.Uploads?.map((upload) => upload.Key)).toEqual(['a/1', 'a/2', 'b/x/1', 'c', 'd/1']);
     expect(all.CommonPrefixes ?? []).toEqual([]);
+    const { Owner } = await client.send(new ListBucketsCommand({}));
+    expect(all.Uploads?.[0]).toMatchObject({ Initiator: Owner, Owner });
+    const parts = await client.send(new ListPartsCommand({ Bucket: name, Key: 'c', UploadId: ids.c }));
+    expect(parts).toMatchObject({ Initiator: Owner, Owner });
+    // encoding-type=url: keys, prefixes, the delimiter and the markers URL-encoded (the SDK hands them on).
+    await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'e f+g/h' }));
+    const encoded = await list({ Prefix: 'e f', EncodingType: 'url', MaxUploads: 1 });
+    expect({ ...shown(encoded), prefix: encoded.Prefix, encoding: encoded.EncodingType }).toEqual({
+      uploads: [],
+      prefixes: ['e%20f%2Bg/'],
+      truncated: false,
+      next: undefined,
+      prefix: 'e%20f',
+      encoding: 'url',
+    });
+    const flat = await client.send(
+      new ListMultipartUploadsCommand({ Bucket: name, Prefix: 'e', EncodingType: 'url' }),
+    );
+    expect(flat.Uploads?.map((upload) => upload.Key)).toEqual(['e%20f%2Bg/h']);
+    expect(
+      await refusal(
+        client.send(new ListMultipartUploadsCommand({ Bucket: name, EncodingType: 'bogus' as 'url' })),
+      ),
+    ).toEqual({ code: 'InvalidArgument', status: 400 });
   });
 
   it('holds a multipart upload to the size limit, and the quota at completion', async () => {
