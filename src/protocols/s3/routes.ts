@@ -89,6 +89,9 @@ function operationOf(method: string, target: Target, query: URLSearchParams): st
 }
 
 /** An S3 error answer: the error document (none for HEAD), its status and headers. */
+/** What an error names as its Resource: the bucket and key as the path has them, without the mount. */
+const resourceOf = (request: FastifyRequest) => request.url.split('?')[0]!.slice(MOUNT.length) || '/';
+
 function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Error, resource: string) {
   reply.code(error.status).header('x-amz-request-id', request.id);
   if (error.headers) reply.headers(error.headers);
@@ -175,7 +178,7 @@ export function s3Routes(deps: {
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
     app.setErrorHandler((error, request, reply) =>
-      sendS3Error(request, reply, asS3Error(request, error), request.url.split('?')[0]!),
+      sendS3Error(request, reply, asS3Error(request, error), resourceOf(request)),
     );
 
     // Each request counted by its S3 operation's name.
@@ -190,6 +193,13 @@ export function s3Routes(deps: {
       });
     }
     const handle = async (request: FastifyRequest, reply: FastifyReply) => {
+      if (request.method === 'PATCH') {
+        throw new S3Error(
+          405,
+          'MethodNotAllowed',
+          'The specified method is not allowed against this resource.',
+        );
+      }
       const [path, rawQuery = ''] = request.url.split('?') as [string, string?];
       const target = targetOf(path);
       const query = new URLSearchParams(rawQuery);
@@ -209,7 +219,8 @@ export function s3Routes(deps: {
     for (const url of [MOUNT, `${MOUNT}/*`]) {
       // Not in the OpenAPI document: S3 is its own protocol, documented by AWS (and in the README).
       app.route({
-        method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
+        // PATCH, which S3 has no use for, is answered 405 MethodNotAllowed in S3's words.
+        method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'PATCH'],
         url,
         config,
         schema: { hide: true },

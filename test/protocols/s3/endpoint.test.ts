@@ -489,6 +489,14 @@ describe('the S3 endpoint', () => {
       code: 'NotImplemented',
       status: 501,
     });
+    // The error names its resource as S3 does (the bucket and key, no mount); a method S3 has no use
+    // for is 405 in S3's words.
+    const anonymous = await fetch(`${coffer.url}/s3/${bucket.name}/some/key.txt`);
+    expect(anonymous.status).toBe(403);
+    expect(await anonymous.text()).toContain(`<Resource>/${bucket.name}/some/key.txt</Resource>`);
+    const patched = await fetch(`${coffer.url}/s3/${bucket.name}/some/key.txt`, { method: 'PATCH' });
+    expect(patched.status).toBe(405);
+    expect(await patched.text()).toContain('<Code>MethodNotAllowed</Code>');
   });
 
   it("keeps Coffer's rules: allowed types, quotas, and scanning before reading", async () => {
