@@ -146,6 +146,12 @@ export function createTusUploads(deps: {
     expiresAt,
   });
 
+  /** A finished upload's offset and length: its file's, whatever its last PATCH could record. */
+  const finishedState = (upload: TusUploadRow, file: Awaited<ReturnType<typeof load>>['file']) => {
+    const length = upload.upload_length ?? file?.size_bytes ?? upload.upload_offset;
+    return stateOf({ ...upload, upload_length: length }, length);
+  };
+
   /** Whether the upload may still take bytes: 410 once terminated or expired, 423 while it completes. */
   function requireOpen(session: Awaited<ReturnType<typeof load>>['session']) {
     if (!session) throw invalidState('The upload is complete', { status: 'completed' });
@@ -165,10 +171,7 @@ export function createTusUploads(deps: {
    */
   async function head(caller: Caller, id: string): Promise<UploadState> {
     const { upload, session, file } = await load(caller, id);
-    if (!session || session.status === 'completed') {
-      const length = upload.upload_length ?? file?.size_bytes ?? upload.upload_offset;
-      return stateOf({ ...upload, upload_length: length }, length);
-    }
+    if (!session || session.status === 'completed') return finishedState(upload, file);
     if (session.status === 'completing') return stateOf(upload, upload.upload_offset);
     requireOpen(session);
     await releaseStalledPatch(db, id);
@@ -431,9 +434,18 @@ export function createTusUploads(deps: {
 
     head,
 
-    /** PATCH: `body` at `offset`; `length` sets a deferred length. */
+    /**
+     * PATCH: `body` at `offset`; `length` sets a deferred length. An empty PATCH at the length of a
+     * finished upload answers its state, as tusd does: a client that lost the answer to its last PATCH
+     * and sends it again learns that the upload is done.
+     */
     async patch(caller: Caller, id: string, request: { offset: number; body: Body; length?: number }) {
-      const { upload, session } = await load(caller, id);
+      const { upload, session, file } = await load(caller, id);
+      if (!session || session.status === 'completed') {
+        const state = finishedState(upload, file);
+        const sameLength = request.length === undefined || request.length === state.length;
+        if (request.body.size === 0 && request.offset === state.length && sameLength) return state;
+      }
       return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
     },
 

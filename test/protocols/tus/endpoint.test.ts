@@ -101,6 +101,46 @@ function chunked(url: string, method: string, headers: Record<string, string>, b
   });
 }
 
+/** A PATCH of `bytes` at `offset`, with the project's key unless `token` is given. */
+const patchUpload = (url: string, offset: number, bytes: Buffer, token = project.key) =>
+  request(url, 'PATCH', {
+    headers: tusHeaders(token, {
+      'content-type': 'application/offset+octet-stream',
+      'upload-offset': String(offset),
+    }),
+    body: bytes,
+  });
+
+/** Two finished uploads of the project: one sent in three PATCHes, one written with its creation. */
+async function finishedUploads() {
+  const options = { endpoint: `${a.url}/tus`, headers: auth(project.key) };
+  const inParts = Buffer.from('sent in three small requests');
+  const atOnce = Buffer.from('sent with its creation');
+  return [
+    {
+      data: inParts,
+      url: await upload(inParts, { ...options, chunkSize: 10, metadata: { filename: 'p.txt' } }),
+    },
+    {
+      data: atOnce,
+      url: await upload(atOnce, {
+        ...options,
+        uploadDataDuringCreation: true,
+        metadata: { filename: 'o.txt' },
+      }),
+    },
+  ];
+}
+
+/** A new API key of the project, with files:upload. */
+const anotherKey = async () =>
+  (
+    await a.call('POST', `/v1/projects/${project.id}/api-keys`, {
+      token: ADMIN_KEY,
+      body: { name: 'other', scopes: ['files:upload'] },
+    })
+  ).body.key as string;
+
 const fileIdOf = async (url: string, token = project.key) =>
   (await request(url, 'HEAD', { headers: tusHeaders(token) })).headers.get('x-coffer-file-id')!;
 
@@ -284,12 +324,8 @@ describe('tus 1.0 endpoint', () => {
         'upload-metadata': `filename ${b64('mine.bin')}`,
       }),
     });
-    const other = await a.call('POST', `/v1/projects/${project.id}/api-keys`, {
-      token: ADMIN_KEY,
-      body: { name: 'other', scopes: ['files:upload'] },
-    });
     const head = await request(created.headers.get('location')!, 'HEAD', {
-      headers: tusHeaders(other.body.key),
+      headers: tusHeaders(await anotherKey()),
     });
     expect(head.status).toBe(404);
     expect(head.headers.get('tus-resumable')).toBe('1.0.0');
@@ -312,24 +348,7 @@ describe('tus 1.0 endpoint', () => {
   });
 
   it('forgets a finished upload on DELETE, in parts or in one request, its file kept', async () => {
-    const options = { endpoint: `${a.url}/tus`, headers: auth(project.key) };
-    const inParts = Buffer.from('sent in three small requests');
-    const atOnce = Buffer.from('sent with its creation');
-    const uploads = [
-      {
-        data: inParts,
-        url: await upload(inParts, { ...options, chunkSize: 10, metadata: { filename: 'p.txt' } }),
-      },
-      {
-        data: atOnce,
-        url: await upload(atOnce, {
-          ...options,
-          uploadDataDuringCreation: true,
-          metadata: { filename: 'o.txt' },
-        }),
-      },
-    ];
-    for (const { data, url } of uploads) {
+    for (const { data, url } of await finishedUploads()) {
       const fileId = await fileIdOf(url);
       await tus.Upload.terminate(url, { headers: auth(project.key), retryDelays: [] });
       const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
@@ -338,13 +357,25 @@ describe('tus 1.0 endpoint', () => {
     }
   });
 
+  it('answers an empty PATCH at the length of a finished upload with 204 and its offset, as tusd does', async () => {
+    const other = await anotherKey();
+    for (const { data, url } of await finishedUploads()) {
+      // A client that lost the answer to its last PATCH and sends it again without bytes.
+      const again = await patchUpload(url, data.length, Buffer.alloc(0));
+      expect(again.status, JSON.stringify(again.body)).toBe(204);
+      expect(again.headers.get('upload-offset')).toBe(String(data.length));
+      expect(again.headers.get('upload-expires')).toBeNull();
+      // Bytes, or another offset, still find the upload finished; another credential does not see it.
+      expect((await patchUpload(url, data.length, Buffer.from('x'))).status).toBe(409);
+      expect((await patchUpload(url, 0, Buffer.alloc(0))).status).toBe(409);
+      expect((await patchUpload(url, data.length, Buffer.alloc(0), other)).status).toBe(404);
+    }
+  });
+
   describe('tus uploads written from several nodes', () => {
     const offsetStream = { 'content-type': 'application/offset+octet-stream' };
     const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
-      request(`${node.url}${path}`, 'PATCH', {
-        headers: tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
-        body: bytes,
-      });
+      patchUpload(`${node.url}${path}`, offset, bytes);
     async function created(length: number) {
       const reply = await request(`${a.url}/tus`, 'POST', {
         headers: tusHeaders(project.key, {
