@@ -47,14 +47,23 @@ export function headerNumber(value: string | string[] | undefined, name: string)
   return Number(text);
 }
 
+/** Canonical Base64: its alphabet in groups of four, padded with '=' at the end only. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 /** Upload-Metadata: comma-separated `key base64value` pairs (a value may be absent). */
 export function parseMetadata(header: string | undefined): Map<string, string> {
   const pairs = new Map<string, string>();
   if (!header) return pairs;
   for (const item of header.split(',')) {
     const [key, value, extra] = item.trim().split(' ');
-    if (!key || extra !== undefined || (value !== undefined && !/^[A-Za-z0-9+/]*={0,2}$/.test(value))) {
+    if (!key || extra !== undefined) {
       throw badRequest('Upload-Metadata must be comma-separated "key base64value" pairs', {
+        field: 'Upload-Metadata',
+      });
+    }
+    // Node decodes anything leniently: a value cut or misspelled would become other text, or none.
+    if (value !== undefined && !BASE64.test(value)) {
+      throw badRequest(`The value of Upload-Metadata key "${key}" is not Base64`, {
         field: 'Upload-Metadata',
       });
     }

@@ -178,6 +178,30 @@ describe('tus 1.0 endpoint', () => {
     expect(reply.headers.get('tus-version')).toBe('1.0.0');
   });
 
+  it('refuses with 400, naming the key, an Upload-Metadata value that is not canonical Base64', async () => {
+    const create = (metadata: string) =>
+      request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, { 'upload-length': '1', 'upload-metadata': metadata }),
+      });
+    // Cut, unpadded, padded in the middle, URL-safe, outside the alphabet.
+    for (const value of ['Y', 'YQ', 'YQ=', 'Y=Q=', 'YQ-_', 'a.bin']) {
+      const reply = await create(`filename ${b64('a.bin')},filetype ${value}`);
+      expect(reply.status, value).toBe(400);
+      expect(reply.body.error).toMatchObject({
+        code: 'BAD_REQUEST',
+        message: 'The value of Upload-Metadata key "filetype" is not Base64',
+        details: { field: 'Upload-Metadata' },
+      });
+    }
+    // Not taken for an empty filename.
+    expect((await create('filename Y')).body.error.message).toBe(
+      'The value of Upload-Metadata key "filename" is not Base64',
+    );
+    // A key without a value is taken; a key twice is not.
+    expect((await create(`filename ${b64('a.bin')},flag`)).status).toBe(201);
+    expect((await create(`filename ${b64('a.bin')},filename ${b64('b.bin')}`)).status).toBe(400);
+  });
+
   it('takes a small file in one request (creation-with-upload) with its metadata', async () => {
     const data = Buffer.from('hello tus\n');
     const url = await upload(data, {
