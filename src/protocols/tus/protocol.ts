@@ -35,7 +35,7 @@ export const uploadGone = (status: string) =>
 export const uploadLocked = () =>
   tusError(423, 'CONFLICT', 'Another request is writing this upload: send HEAD, then PATCH again');
 export const notOffsetStream = () =>
-  tusError(415, 'BAD_REQUEST', `The body of a PATCH is Content-Type: ${OFFSET_STREAM}`);
+  tusError(415, 'BAD_REQUEST', `The body of a tus request is Content-Type: ${OFFSET_STREAM}`);
 
 /** A non-negative whole number from a header; undefined when absent, 400 when malformed. */
 export function headerNumber(value: string | string[] | undefined, name: string): number | undefined {

@@ -202,6 +202,28 @@ describe('tus 1.0 endpoint', () => {
     expect((await create(`filename ${b64('a.bin')},filename ${b64('b.bin')}`)).status).toBe(400);
   });
 
+  it('refuses with 415, in words that fit POST and PATCH, a body of another Content-Type', async () => {
+    const headers = { 'upload-length': '2', 'upload-metadata': `filename ${b64('t.txt')}` };
+    const created = await request(`${a.url}/tus`, 'POST', { headers: tusHeaders(project.key, headers) });
+    const wrongType = { 'content-type': 'text/plain', 'upload-offset': '0' };
+    const replies = [
+      await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, { ...headers, ...wrongType }),
+        body: 'hi',
+      }),
+      await request(created.headers.get('location')!, 'PATCH', {
+        headers: tusHeaders(project.key, wrongType),
+        body: 'hi',
+      }),
+    ];
+    for (const reply of replies) {
+      expect(reply.status).toBe(415);
+      expect(reply.body.error.message).toBe(
+        'The body of a tus request is Content-Type: application/offset+octet-stream',
+      );
+    }
+  });
+
   it('takes a small file in one request (creation-with-upload) with its metadata', async () => {
     const data = Buffer.from('hello tus\n');
     const url = await upload(data, {
