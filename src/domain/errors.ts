@@ -143,12 +143,15 @@ export const versioningDisabled = () =>
   new DomainError('VERSIONING_DISABLED', 'Versioning is not enabled for this project');
 
 // 413, 416: sizes
-export const fileTooLarge = (limit: number, source: 'project' | 'token', field = 'size_bytes') =>
-  new DomainError('FILE_TOO_LARGE', `The file exceeds the ${source} limit of ${limit} bytes`, {
-    field,
-    max_size_bytes: limit,
-    limit_source: source,
-  });
+/** A file past its limit: the project's, the upload token's, or the length its (tus) upload declared. */
+export const fileTooLarge = (limit: number, source: 'project' | 'token' | 'upload', field = 'size_bytes') =>
+  new DomainError(
+    'FILE_TOO_LARGE',
+    source === 'upload'
+      ? `The bytes sent exceed the upload's length of ${limit} bytes`
+      : `The file exceeds the ${source} limit of ${limit} bytes`,
+    { field, max_size_bytes: limit, limit_source: source },
+  );
 export const requestTooLarge = (limit: number) =>
   new DomainError('REQUEST_TOO_LARGE', `The request body exceeds ${limit} bytes`, { max_bytes: limit });
 /** A JSON body over the server's limit, refused before it was read. */

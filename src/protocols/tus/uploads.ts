@@ -223,10 +223,10 @@ export function createTusUploads(deps: {
         }
         length = declaredLength;
       }
+      // The upload's length once known; while it is deferred, the caller's limit the session was given.
       const limit = length ?? session.session.total_size_bytes;
-      if (body.size !== undefined && offset + body.size > limit) {
-        throw fileTooLarge(limit, 'project', 'Upload-Length');
-      }
+      const pastLimit = () => fileTooLarge(limit, length === null ? 'project' : 'upload', 'Upload-Length');
+      if (body.size !== undefined && offset + body.size > limit) throw pastLimit();
       const segment = partSize(limit);
       let at: Position = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
 
@@ -324,7 +324,7 @@ export function createTusUploads(deps: {
           const piece = await spool.fill(pieces, Math.min(segment - sizeOf(at.tail), room));
           ended = piece.ended;
           room -= piece.size;
-          if (!ended && room === 0) throw fileTooLarge(limit, 'project', 'Upload-Length');
+          if (!ended && room === 0) throw pastLimit();
           await put(spool.read(piece.size), piece.size, ended);
         }
       }
@@ -374,7 +374,7 @@ export function createTusUploads(deps: {
       const created_by = creatorOf(caller);
       const size = body ? body.size : 0;
       if (length !== undefined && size !== undefined && size > length) {
-        throw fileTooLarge(length, 'project', 'Upload-Length');
+        throw fileTooLarge(length, 'upload', 'Upload-Length');
       }
       if (length !== undefined && size === length && length <= MAX_PART_SIZE) {
         const id = newId('session');

@@ -141,6 +141,13 @@ const anotherKey = async () =>
     })
   ).body.key as string;
 
+/** The details of a 413 for bytes past an upload's `length`. */
+const pastLength = (length: number) => ({
+  field: 'Upload-Length',
+  max_size_bytes: length,
+  limit_source: 'upload',
+});
+
 const fileIdOf = async (url: string, token = project.key) =>
   (await request(url, 'HEAD', { headers: tusHeaders(token) })).headers.get('x-coffer-file-id')!;
 
@@ -388,9 +395,29 @@ describe('tus 1.0 endpoint', () => {
       body: Buffer.from('hello world'),
     });
     expect(reply.status).toBe(413);
+    expect(reply.body.error.details).toEqual(pastLength(5));
     expect(reply.headers.get('location')).toBeNull();
     const files = await a.services.db.query('SELECT id FROM files WHERE project_id = $1', [fresh.id]);
     expect(files).toEqual([]);
+  });
+
+  it('names the upload’s length as the limit a PATCH goes past, the project’s while the length is deferred', async () => {
+    const limited = await a.newProject({ max_file_size_bytes: 10 });
+    const create = (length: Record<string, string>) =>
+      request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(limited.key, { ...length, 'upload-metadata': `filename ${b64('l.bin')}` }),
+      });
+    const known = (await create({ 'upload-length': '5' })).headers.get('location')!;
+    const past = await patchUpload(known, 0, Buffer.alloc(6), limited.key);
+    expect(past.status).toBe(413);
+    expect(past.body.error).toMatchObject({
+      message: "The bytes sent exceed the upload's length of 5 bytes",
+      details: pastLength(5),
+    });
+    const deferred = (await create({ 'upload-defer-length': '1' })).headers.get('location')!;
+    const overLimit = await patchUpload(deferred, 0, Buffer.alloc(11), limited.key);
+    expect(overLimit.status).toBe(413);
+    expect(overLimit.body.error.details).toEqual({ ...pastLength(10), limit_source: 'project' });
   });
 
   it('forgets a finished upload on DELETE, in parts or in one request, its file kept', async () => {
