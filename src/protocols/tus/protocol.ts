@@ -1,6 +1,7 @@
-import { badRequest, type ErrorCode } from '../../domain/errors.ts';
+import { badRequest, type ErrorCode, fileTooLarge } from '../../domain/errors.ts';
 import { HttpError } from '../../http/errors.ts';
 import type { UploadRequest } from '../../modules/ingest/service.ts';
+import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/tus';
@@ -37,15 +38,30 @@ export const uploadLocked = () =>
 export const notOffsetStream = () =>
   tusError(415, 'BAD_REQUEST', `The body of a tus request is Content-Type: ${OFFSET_STREAM}`);
 
-/** A non-negative whole number from a header; undefined when absent, 400 when malformed. */
-export function headerNumber(value: string | string[] | undefined, name: string): number | undefined {
+/** An Upload-Length past the largest object stored. */
+export const pastMaxObject = () => fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
+
+/**
+ * A non-negative whole number from a header; undefined when absent, 400 when malformed. One past the
+ * largest safe integer gets `tooLarge()` if given, else 400.
+ */
+export function headerNumber(
+  value: string | string[] | undefined,
+  name: string,
+  tooLarge?: () => Error,
+): number | undefined {
   if (value === undefined) return undefined;
   const text = Array.isArray(value) ? value[0]! : value;
-  if (!/^\d{1,16}$/.test(text) || !Number.isSafeInteger(Number(text))) {
-    throw badRequest(`${name} must be a non-negative integer`, { field: name });
-  }
-  return Number(text);
+  const malformed = () => badRequest(`${name} must be a non-negative integer`, { field: name });
+  if (!/^\d+$/.test(text)) throw malformed();
+  const number = Number(text);
+  if (!Number.isSafeInteger(number)) throw (tooLarge ?? malformed)();
+  return number;
 }
+
+/** Upload-Length: past what a number holds is past the largest object, 413 as tus wants it. */
+export const uploadLengthOf = (value: string | string[] | undefined) =>
+  headerNumber(value, 'Upload-Length', pastMaxObject);
 
 /** Canonical Base64: its alphabet in groups of four, padded with '=' at the end only. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

@@ -13,6 +13,7 @@ import {
   TUS_EXTENSIONS,
   TUS_VERSION,
   unsupportedVersion,
+  uploadLengthOf,
 } from './protocol.ts';
 import { type Body, createTusUploads, type UploadState } from './uploads.ts';
 
@@ -105,7 +106,7 @@ export function tusRoutes(services: Services) {
       if (deferred !== undefined && deferred !== '1') {
         throw badRequest('Upload-Defer-Length must be 1', { field: 'Upload-Defer-Length' });
       }
-      const length = headerNumber(request.headers['upload-length'], 'Upload-Length');
+      const length = uploadLengthOf(request.headers['upload-length']);
       if ((length === undefined) === (deferred === undefined)) {
         throw badRequest('Send either Upload-Length or Upload-Defer-Length: 1', { field: 'Upload-Length' });
       }
@@ -135,7 +136,7 @@ export function tusRoutes(services: Services) {
       if (offset === undefined) throw badRequest('Upload-Offset is required', { field: 'Upload-Offset' });
       const state = await uploads.patch(callerOf(request), request.params.id, {
         offset,
-        length: headerNumber(request.headers['upload-length'], 'Upload-Length'),
+        length: uploadLengthOf(request.headers['upload-length']),
         body: bodyOf(request, true)!,
       });
       answer(reply, state);

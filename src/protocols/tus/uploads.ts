@@ -24,7 +24,7 @@ import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { ByteCutter } from './cutter.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
-import { offsetMismatch, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
+import { offsetMismatch, pastMaxObject, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import { Spool } from './spool.ts';
 import {
   deleteUpload,
@@ -369,8 +369,7 @@ export function createTusUploads(deps: {
     ): Promise<UploadState> {
       const declared = uploadRequestOf(request.metadata);
       const { length, body } = request;
-      if (length !== undefined && length > MAX_OBJECT_BYTES)
-        throw fileTooLarge(MAX_OBJECT_BYTES, 'project', 'Upload-Length');
+      if (length !== undefined && length > MAX_OBJECT_BYTES) throw pastMaxObject();
       const created_by = creatorOf(caller);
       const size = body ? body.size : 0;
       if (length !== undefined && size !== undefined && size > length) {

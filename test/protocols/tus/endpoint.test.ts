@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findFile } from '../../../src/modules/files/repo.ts';
+import { MAX_OBJECT_BYTES } from '../../../src/modules/projects/schemas.ts';
 import { findSessionAndFile, grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
 import { findUpload, findUploadWithSession } from '../../../src/protocols/tus/upload-repo.ts';
 import { storage } from '../../support/backends.ts';
@@ -175,6 +176,42 @@ describe('tus 1.0 endpoint', () => {
     });
     expect(tooLarge.status).toBe(413);
     expect(tooLarge.body.error.code).toBe('FILE_TOO_LARGE');
+  });
+
+  it('refuses with 413 an Upload-Length past the largest object, however long, and with 400 one that is no length', async () => {
+    const create = (length: string, token = project.key) =>
+      request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(token, {
+          'upload-length': length,
+          'upload-metadata': `filename ${b64('h.bin')}`,
+        }),
+      });
+    const pastMax = await create(String(MAX_OBJECT_BYTES + 1));
+    expect(pastMax.status).toBe(413);
+    for (const length of [String(Number.MAX_SAFE_INTEGER + 1), '9'.repeat(40)]) {
+      const reply = await create(length);
+      expect(reply.status, length).toBe(413);
+      expect(reply.body.error.details).toEqual(pastMax.body.error.details);
+    }
+    for (const length of ['-1', '1.5', '1e3', 'x', '']) {
+      expect((await create(length)).status, length).toBe(400);
+    }
+    // A deferred length declared with a PATCH likewise.
+    const deferred = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-defer-length': '1',
+        'upload-metadata': `filename ${b64('h.bin')}`,
+      }),
+    });
+    const declared = await request(deferred.headers.get('location')!, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'content-type': 'application/offset+octet-stream',
+        'upload-offset': '0',
+        'upload-length': '9'.repeat(40),
+      }),
+      body: Buffer.alloc(0),
+    });
+    expect(declared.status).toBe(413);
   });
 
   it('refuses another protocol version with 412', async () => {
