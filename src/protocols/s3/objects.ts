@@ -390,7 +390,8 @@ export async function putObject(
   request: {
     size: number;
     contentType: string;
-    metadata: Record<string, string> | undefined;
+    /** From an S3 request, strings; from a copy's source, its file's values as they are. */
+    metadata: Record<string, unknown> | undefined;
     body: Readable;
     guard?: WriteGuard;
   },
@@ -670,14 +671,9 @@ export async function copyObject(
   return putObject(services, caller, key, {
     size: content.size,
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
-    metadata: request.replace ? request.metadata : stringValues(file.metadata),
+    // COPY keeps every value of the source's metadata, those with no header form (numbers, …) too.
+    metadata: request.replace ? request.metadata : file.metadata,
     body: bytes,
     guard: request.guard,
   }).finally(() => bytes.destroy());
 }
-
-const stringValues = (metadata: Record<string, unknown>) =>
-  Object.fromEntries(Object.entries(metadata).filter(([, value]) => typeof value === 'string')) as Record<
-    string,
-    string
-  >;

@@ -2190,7 +2190,7 @@ describe('the S3 endpoint', () => {
   });
 
   it("gives a copy exactly its source's metadata (COPY) or the request's (REPLACE), none included, over any object there", async () => {
-    const { client, name } = await bucketWith();
+    const { client, name, project } = await bucketWith();
     const put = (Key: string, Metadata: Record<string, string>) =>
       client.send(
         new PutObjectCommand({ Bucket: name, Key, Body: Key, ContentType: 'text/plain', Metadata }),
@@ -2221,6 +2221,16 @@ describe('the S3 endpoint', () => {
     expect(await metadata('dst.txt')).toEqual({ b: '2' });
     await copy('dst.txt', 'tagged.txt', {});
     expect(await metadata('dst.txt')).toEqual({});
+    // COPY keeps values that have no header form too: a number set through the REST API.
+    const [tagged] = (await project.call('GET', '/files?q=tagged.txt')).body.items;
+    const typed = await project.call('PUT', `/files/${tagged.id}/metadata`, {
+      body: { metadata: { a: '1', count: 3 } },
+    });
+    expect(typed.status).toBe(200);
+    const copied = await copy('typed.txt', 'tagged.txt');
+    expect(copied.$metadata.httpStatusCode).toBe(200);
+    const [typedCopy] = (await project.call('GET', '/files?q=typed.txt')).body.items;
+    expect(typedCopy.metadata).toEqual({ a: '1', count: 3 });
     // REPLACE without a Content-Type keeps the source's type.
     await copy('new.txt', 'tagged.txt', {});
     expect(await client.send(new HeadObjectCommand({ Bucket: name, Key: 'new.txt' }))).toMatchObject({
