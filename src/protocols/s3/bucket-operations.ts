@@ -4,7 +4,17 @@ import { listVersions } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import { type Operation, ownerOf, refuseTokens, requireScope, xml } from './call.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
-import { decodeToken, encodeToken, encodingOf, listed, maxKeysOf, type Resume, walkKeys } from './listing.ts';
+import {
+  commonPrefixOf,
+  decodeToken,
+  encodeToken,
+  encodingOf,
+  listed,
+  maxKeysOf,
+  type Resume,
+  successor,
+  walkKeys,
+} from './listing.ts';
 import { shownAt } from './objects.ts';
 
 /**
@@ -14,12 +24,8 @@ import { shownAt } from './objects.ts';
  */
 function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
   if (!marker) return undefined;
-  const rolledUp =
-    delimiter &&
-    marker.startsWith(prefix) &&
-    marker.endsWith(delimiter) &&
-    marker.slice(prefix.length).includes(delimiter);
-  return { after: rolledUp ? `${marker}\u{10ffff}` : marker };
+  const past = commonPrefixOf(marker, prefix, delimiter) === marker ? successor(marker) : undefined;
+  return past === undefined ? { after: marker } : { from: past };
 }
 
 /** A version as ListObjectVersions lists it, its key as stored. */

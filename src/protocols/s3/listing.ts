@@ -20,6 +20,12 @@ export function successor(prefix: string): string | undefined {
   return undefined;
 }
 
+/** The common prefix `key` rolls up into: up to the first `delimiter` past `prefix`, when it has one. */
+export function commonPrefixOf(key: string, prefix: string, delimiter: string): string | undefined {
+  const at = delimiter && key.startsWith(prefix) ? key.indexOf(delimiter, prefix.length) : -1;
+  return at >= 0 ? key.slice(0, at + delimiter.length) : undefined;
+}
+
 /** Where a walk resumes: after a key, or past every key under a common prefix. */
 export type Resume = { after: string } | { from: string };
 
@@ -53,9 +59,8 @@ export async function walkKeys(
     let skipped = false;
     for (const entry of rows) {
       if (items.length === maxKeys) return { items, truncated: true, next };
-      const at = delimiter ? entry.key.indexOf(delimiter, prefix.length) : -1;
-      if (at >= 0) {
-        const common = entry.key.slice(0, at + delimiter.length);
+      const common = commonPrefixOf(entry.key, prefix, delimiter);
+      if (common !== undefined) {
         items.push({ kind: 'prefix', prefix: common });
         const past = successor(common);
         next = past === undefined ? { after: entry.key } : { from: past };
