@@ -490,15 +490,16 @@ export function createMultipartService(deps: {
     },
 
     /**
-     * A completed upload's file, while the content it made is still the file's (its object the file's):
-     * what completing it again answers in S3. 404 otherwise, or when not completed. `key`: see load.
+     * Where an upload's completion stands, for a complete sent again: `completing`, or `completed`
+     * with its file while the content it made is still the file's (its object the file's), else
+     * undefined. `key`: see load.
      */
-    async completed(caller: Caller, uploadId: string, key?: string) {
+    async completion(caller: Caller, uploadId: string, key?: string) {
       const { session, file } = await load(caller, uploadId, key);
-      if (statusOf(session) !== 'completed' || file.storage_key !== session.storage_key) {
-        throw notFound('Multipart upload');
-      }
-      return { file, contentId: session.content_id };
+      const status = statusOf(session);
+      if (status === 'completing') return { status } as const;
+      if (status !== 'completed' || file.storage_key !== session.storage_key) return undefined;
+      return { status, file, contentId: session.content_id } as const;
     },
 
     /** Aborts an open upload (`key`: see load). */

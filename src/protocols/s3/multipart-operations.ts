@@ -11,11 +11,13 @@ import {
   requireScope,
   xml,
 } from './call.ts';
+import { S3Error } from './errors.ts';
 import { etagOf } from './etag.ts';
 import { urlEncodeKey } from './keys.ts';
 import { encodingOf, maxKeysOf } from './listing.ts';
 import {
   abortUpload,
+  completedBefore,
   completedParts,
   completeUpload,
   createUpload,
@@ -34,6 +36,9 @@ import {
   writeConditionOf,
 } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
+
+/** What a CompleteMultipartUpload sent again after it succeeded is refused with, before it looks again. */
+const REFUSALS_OF_A_REPEAT = new Set(['NoSuchUpload', 'PreconditionFailed', 'ConditionalRequestConflict']);
 
 /** The upload a request names: the key of its path and its `uploadId`. */
 const uploadOf = (target: { key: string }, query: URLSearchParams): UploadRef => ({
@@ -90,14 +95,23 @@ export function multipartOperations(services: Services): Record<string, Operatio
       // The checksum headers of a complete describe the whole object, not this XML.
       const body = verifiedBody(requestBody(request), auth, { headerChecksums: false });
       const parts = completedParts((await readAll(body, MAX_XML_BYTES)).toString('utf8'));
-      const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
-      const { file, versionId } = await completeUpload(
+      const upload = uploadOf(target, query);
+      // Sent again after it succeeded (its answer lost), a complete finds its upload no longer open,
+      // and its conditions failed by the object it made: it is answered as it was.
+      const again = async (error: unknown) => {
+        if (!(error instanceof S3Error && REFUSALS_OF_A_REPEAT.has(error.code))) throw error;
+        const done = await completedBefore(services, caller, upload);
+        if (!done) throw error;
+        return done;
+      };
+      const { file, versionId } = await guardOf(
         services,
         caller,
-        uploadOf(target, query),
-        parts,
-        guard,
-      );
+        target.key,
+        writeConditionOf(request.headers),
+      )
+        .then((guard) => completeUpload(services, caller, upload, parts, guard))
+        .catch(again);
       reply.header('x-coffer-file-id', file.id);
       if (versionId) reply.header('x-amz-version-id', versionId);
       return xml(reply, 'CompleteMultipartUploadResult', {

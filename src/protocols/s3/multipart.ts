@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { compareKeys } from '../../modules/files/key-repo.ts';
@@ -6,7 +7,7 @@ import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
-import { successor } from './listing.ts';
+import { commonPrefixOf, successor } from './listing.ts';
 import { folderFor, partNumberOf, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
@@ -93,27 +94,56 @@ export function completedParts(xml: string): { part_number: number; etag: string
   });
 }
 
+/** How long a complete sent again waits for one under way to end, and how often it looks. */
+const COMPLETING_WAIT_MS = 10_000;
+const COMPLETING_POLL_MS = 200;
+
+/**
+ * What a CompleteMultipartUpload sent again (its answer lost) answers: the first's file and version,
+ * once a completion under way has ended, while the content it made is still the file's; undefined
+ * for an upload not completed (or no longer the key's content). A completion still under way past
+ * COMPLETING_WAIT_MS is a 503 to try again.
+ */
+export async function completedBefore(
+  services: MultipartServices,
+  caller: Caller,
+  { key, uploadId }: UploadRef,
+) {
+  const deadline = Date.now() + COMPLETING_WAIT_MS;
+  for (;;) {
+    const found = await services.multipart.completion(caller, uploadId, key).catch((error: unknown) => {
+      if (isDomainError(error, 'NOT_FOUND')) return undefined;
+      throw error;
+    });
+    if (found?.status === 'completed') {
+      const { file, contentId } = found;
+      return { file, versionId: await writtenVersion(services, caller, file, { contentId }) };
+    }
+    if (!found) return undefined;
+    if (Date.now() >= deadline) {
+      throw new S3Error(503, 'SlowDown', 'The upload is still being completed: try again', {
+        headers: { 'retry-after': '1' },
+      });
+    }
+    await sleep(COMPLETING_POLL_MS);
+  }
+}
+
 /**
  * CompleteMultipartUpload: the file, and the version id of its new content where the bucket keeps
- * versions. An upload completed before answers as it did, while its content is still the file's: a
- * client whose answer was lost sends the request again.
+ * versions. `guard` holds it to the request's conditions (see guardOf).
  */
 export async function completeUpload(
   services: MultipartServices,
   caller: Caller,
-  { key, uploadId }: UploadRef,
+  upload: UploadRef,
   parts: { part_number: number; etag: string }[],
   guard?: WriteGuard,
 ) {
+  const { key, uploadId } = upload;
   const { file, contentId, superseded } = await onUpload(() =>
     services.multipart.finish(caller, uploadId, parts, { guard, key }),
-  ).catch(async (error: unknown) => {
-    if (!(error instanceof S3Error && error.code === 'NoSuchUpload')) throw error;
-    return {
-      ...(await onUpload(() => services.multipart.completed(caller, uploadId, key))),
-      superseded: false,
-    };
-  });
+  );
   // An upload over a key made new content of its file, whose id is that version's.
   return { file, versionId: await writtenVersion(services, caller, file, { contentId, superseded }) };
 }
@@ -159,10 +189,7 @@ export async function listUploads(
 ): Promise<UploadItem[]> {
   const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
   const below = prefix ? successor(prefix) : undefined;
-  const rolledUp = (key: string) => {
-    const at = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
-    return at >= 0 && key.startsWith(prefix) ? key.slice(0, at + delimiter.length) : undefined;
-  };
+  const rolledUp = (key: string) => commonPrefixOf(key, prefix, delimiter);
   // Without an upload id marker, S3 resumes after every upload of the key marker.
   let range = {
     from: prefix,

@@ -88,10 +88,10 @@ function operationOf(method: string, target: Target, query: URLSearchParams): st
   return `${method} ${where}${subresource ? `?${subresource}` : ''}`;
 }
 
-/** An S3 error answer: the error document (none for HEAD), its status and headers. */
 /** What an error names as its Resource: the bucket and key as the path has them, without the mount. */
 const resourceOf = (request: FastifyRequest) => request.url.split('?')[0]!.slice(MOUNT.length) || '/';
 
+/** An S3 error answer: the error document (none for HEAD), its status and headers. */
 function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Error, resource: string) {
   reply.code(error.status).header('x-amz-request-id', request.id);
   if (error.headers) reply.headers(error.headers);
@@ -198,6 +198,7 @@ export function s3Routes(deps: {
           405,
           'MethodNotAllowed',
           'The specified method is not allowed against this resource.',
+          { headers: { allow: 'GET, HEAD, PUT, POST, DELETE' } },
         );
       }
       const [path, rawQuery = ''] = request.url.split('?') as [string, string?];

@@ -496,6 +496,7 @@ describe('the S3 endpoint', () => {
     expect(await anonymous.text()).toContain(`<Resource>/${bucket.name}/some/key.txt</Resource>`);
     const patched = await fetch(`${coffer.url}/s3/${bucket.name}/some/key.txt`, { method: 'PATCH' });
     expect(patched.status).toBe(405);
+    expect(patched.headers.get('allow')).toBe('GET, HEAD, PUT, POST, DELETE');
     expect(await patched.text()).toContain('<Code>MethodNotAllowed</Code>');
   });
 
@@ -1988,13 +1989,24 @@ describe('the S3 endpoint', () => {
       );
     const first = await complete();
     expect(first.ETag).toMatch(/-1"$/);
-    // A client whose answer was lost completes again: the same answer, not NoSuchUpload.
+    // A client whose answer was lost completes again: the same answer, not NoSuchUpload, its
+    // conditions included (which the object the first made now fails).
     const again = await complete();
     expect({ ETag: again.ETag, Key: again.Key, Location: again.Location }).toEqual({
       ETag: first.ETag,
       Key: 'mp/obj',
       Location: first.Location,
     });
+    const conditional = await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: name,
+        Key: 'mp/obj',
+        UploadId,
+        MultipartUpload: { Parts },
+        IfNoneMatch: '*',
+      }),
+    );
+    expect(conditional.ETag).toBe(first.ETag);
     expect(
       await refusal(
         client.send(new CompleteMultipartUploadCommand({ ...other, MultipartUpload: { Parts } })),
@@ -2005,6 +2017,45 @@ describe('the S3 endpoint', () => {
     expect(await refusal(complete())).toEqual(noUpload);
     const got = await client.send(new GetObjectCommand({ Bucket: name, Key: 'mp/obj' }));
     expect((await text(got.Body)).toString()).toBe('newer');
+  });
+
+  it('answers a complete sent again while the first still assembles, once it has', async () => {
+    const { client, name } = await bucketWith();
+    const { UploadId } = await client.send(
+      new CreateMultipartUploadCommand({ Bucket: name, Key: 'slow.bin' }),
+    );
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'slow.bin', UploadId, PartNumber: 1, Body: 'slow' }),
+    );
+    const complete = () =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key: 'slow.bin',
+          UploadId,
+          MultipartUpload: { Parts: [{ ETag: part.ETag!, PartNumber: 1 }] },
+        }),
+      );
+    const { store } = coffer.services;
+    const assemble = store.completeMultipart.bind(store);
+    let assembling!: () => void;
+    const started = new Promise<void>((resolve) => {
+      assembling = resolve;
+    });
+    store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
+      assembling();
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      return assemble(...args);
+    };
+    try {
+      const first = complete();
+      await started;
+      const [one, two] = await Promise.all([first, complete()]);
+      expect(two.ETag).toBe(one.ETag);
+      expect(one.ETag).toMatch(/-1"$/);
+    } finally {
+      store.completeMultipart = assemble;
+    }
   });
 
   it('lists multipart uploads rolled up at a delimiter, page by page, URL-encoded when asked', async () => {
