@@ -123,6 +123,7 @@ export const renditions: Bench = {
       `${server.url}/v1/projects/${project.id}/files/${sourceId}/render?width=400&format=webp&quality=${quality}`;
     const warmUp = await request(renderUrl(100), { headers: auth, dispatcher: agent });
     await warmUp.body.dump(); // also of sharp's first load in the server
+    if (warmUp.statusCode !== 200) throw new Error(`the warm-up render: ${warmUp.statusCode}`);
     const revalidate = { ...auth, 'if-none-match': String(warmUp.headers.etag) };
     await sharp(source).rotate().resize({ width: 400 }).webp({ quality: 100 }).toBuffer();
     const reference = await startReference(join(context.scratch, 'reference'));

@@ -32,13 +32,13 @@ export function requireScope(caller: Caller, scope: 'files:read' | 'files:upload
   if (caller.principal.kind !== 'admin' && !caller.principal.scopes.includes(scope)) throw accessDenied();
 }
 
-/** Listings show every file of the bucket: an upload token, which sees only its own, may not list. */
 /** The Owner (and Initiator) S3 names in listings: the bucket's organization. */
 export const ownerOf = (caller: Caller) => ({
   ID: caller.project.organization_id,
   DisplayName: caller.project.organization_id,
 });
 
+/** Listings show every file of the bucket: an upload token, which sees only its own, may not list. */
 export function refuseTokens(caller: Caller): void {
   if (caller.principal.kind === 'upload_token') {
     throw accessDenied('Upload token credentials may write and read their own files, not list the bucket');

@@ -63,7 +63,7 @@ export function headerNumber(
 export const uploadLengthOf = (value: string | string[] | undefined) =>
   headerNumber(value, 'Upload-Length', pastMaxObject);
 
-/** Canonical Base64: its alphabet in groups of four, padded with '=' at the end only. */
+/** Padded standard Base64: its alphabet in groups of four, padded with '=' at the end only. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /** Upload-Metadata: comma-separated `key base64value` pairs (a value may be absent). */

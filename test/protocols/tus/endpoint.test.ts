@@ -222,7 +222,7 @@ describe('tus 1.0 endpoint', () => {
     expect(reply.headers.get('tus-version')).toBe('1.0.0');
   });
 
-  it('refuses with 400, naming the key, an Upload-Metadata value that is not canonical Base64', async () => {
+  it('refuses with 400, naming the key, an Upload-Metadata value that is not padded standard Base64', async () => {
     const create = (metadata: string) =>
       request(`${a.url}/tus`, 'POST', {
         headers: tusHeaders(project.key, { 'upload-length': '1', 'upload-metadata': metadata }),
