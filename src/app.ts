@@ -309,6 +309,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   // Rate limits around authentication: what needs no credential and refused guessers before it, each
   // caller's own limit after it.
   const limits = await createRateLimits(app, config.rateLimits, services.cache);
+  app.addHook('onRequest', async (request) => request.routeOptions.config.precondition?.(request));
   app.addHook('onRequest', limits.beforeAuth);
   installAuth(app, services.credentials);
   app.addHook('onRequest', limits.afterAuth);

@@ -25,6 +25,11 @@ declare module 'fastify' {
     uploadToken?: boolean;
     /** What the OpenAPI document says the route requires, where `access` alone would say too much. */
     requirement?: string;
+    /**
+     * A protocol's own check of a request (tus's version), run before its credential and its rate
+     * limits: what the endpoint cannot take at all is refused as the protocol says, whoever sends it.
+     */
+    precondition?: (request: FastifyRequest) => void;
   }
   interface FastifyRequest {
     principal: Principal;

@@ -78,15 +78,16 @@ export function tusRoutes(services: Services) {
     app.addHook('onSend', async (_request, reply) => {
       reply.header('tus-resumable', TUS_VERSION);
     });
-    app.addHook('preHandler', async (request) => {
-      if (request.method !== 'OPTIONS' && header(request, 'tus-resumable') !== TUS_VERSION) {
-        throw unsupportedVersion();
-      }
-    });
-
     // Not in the OpenAPI document: tus is its own protocol (tus.io), documented in the README.
     const common = { schema: { hide: true } };
-    const authenticated = { ...common, config: { access: 'authenticated' as const, uploadToken: true } };
+    // Every request but OPTIONS names the protocol's version; another is refused before its credential.
+    const requireVersion = (request: FastifyRequest) => {
+      if (header(request, 'tus-resumable') !== TUS_VERSION) throw unsupportedVersion();
+    };
+    const authenticated = {
+      ...common,
+      config: { access: 'authenticated' as const, uploadToken: true, precondition: requireVersion },
+    };
 
     const options = async (request: FastifyRequest, reply: FastifyReply) =>
       reply

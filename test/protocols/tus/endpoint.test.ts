@@ -220,6 +220,13 @@ describe('tus 1.0 endpoint', () => {
     });
     expect(reply.status).toBe(412);
     expect(reply.headers.get('tus-version')).toBe('1.0.0');
+    // Before any credential is looked at: the request is not one the endpoint can take at all.
+    const anonymous = await request(`${a.url}/tus/anything`, 'HEAD', {
+      headers: { 'tus-resumable': '2.0.0' },
+    });
+    expect(anonymous.status).toBe(412);
+    expect(anonymous.headers.get('tus-version')).toBe('1.0.0');
+    expect(anonymous.headers.get('tus-resumable')).toBe('1.0.0');
   });
 
   it('refuses with 400, naming the key, an Upload-Metadata value that is not padded standard Base64', async () => {
