@@ -5,28 +5,15 @@ import type { Services } from '../../services.ts';
 import { type Operation, ownerOf, refuseTokens, requireScope, xml } from './call.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import {
-  commonPrefixOf,
   decodeToken,
   encodeToken,
   encodingOf,
   listed,
+  markerResume,
   maxKeysOf,
-  type Resume,
-  successor,
   walkKeys,
 } from './listing.ts';
 import { shownAt } from './objects.ts';
-
-/**
- * Where a listing resumes after a V1 marker or a version listing's key marker: after the key, or past
- * everything under it when it is a common prefix (as the NextMarker of a rolled-up page means), i.e.
- * it ends with the delimiter and holds it after the prefix: a marker equal to the prefix skips nothing.
- */
-function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
-  if (!marker) return undefined;
-  const past = commonPrefixOf(marker, prefix, delimiter) === marker ? successor(marker) : undefined;
-  return past === undefined ? { after: marker } : { from: past };
-}
 
 /** A version as ListObjectVersions lists it, its key as stored. */
 type Listed = Record<string, unknown> & { Key: string };
@@ -193,6 +180,7 @@ export function bucketOperations(services: Services, region: string): Record<str
           next = { key: entry.key, versionId: String(entries.at(-1)?.VersionId ?? '') || undefined };
         }
       }
+      const owner = ownerOf(caller);
       return xml(reply, 'ListVersionsResult', {
         Name: caller.project.bucket,
         Prefix: encode(prefix),
@@ -208,11 +196,7 @@ export function bucketOperations(services: Services, region: string): Record<str
         ...(delimiter ? { Delimiter: encode(delimiter) } : {}),
         ...(url ? { EncodingType: 'url' } : {}),
         IsTruncated: truncated,
-        Version: versions.map((version) => ({
-          ...version,
-          Key: encode(version.Key),
-          Owner: ownerOf(caller),
-        })),
+        Version: versions.map((version) => ({ ...version, Key: encode(version.Key), Owner: owner })),
         CommonPrefixes: prefixes.map(({ Prefix }) => ({ Prefix: encode(Prefix) })),
       });
     },

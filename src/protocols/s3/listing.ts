@@ -29,6 +29,18 @@ export function commonPrefixOf(key: string, prefix: string, delimiter: string): 
 /** Where a walk resumes: after a key, or past every key under a common prefix. */
 export type Resume = { after: string } | { from: string };
 
+/**
+ * Where a listing resumes after a marker (V1's, a version listing's or ListMultipartUploads' key
+ * marker): after the key, or past everything under it when it is a common prefix (as the next marker
+ * of a rolled-up page means), i.e. it ends with the delimiter and holds it after the prefix: a marker
+ * equal to the prefix skips nothing.
+ */
+export function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
+  if (!marker) return undefined;
+  const past = commonPrefixOf(marker, prefix, delimiter) === marker ? successor(marker) : undefined;
+  return past === undefined ? { after: marker } : { from: past };
+}
+
 export interface Walk {
   /** Keys and common prefixes, in key order. */
   items: ({ kind: 'key'; entry: KeyEntry } | { kind: 'prefix'; prefix: string })[];

@@ -134,14 +134,15 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const marker = Number(query.get('part-number-marker') ?? 0) || 0;
       const maxParts = maxKeysOf(query.get('max-parts'));
       const { parts, truncated } = await listParts(services, caller, upload, marker, maxParts);
+      const owner = ownerOf(caller);
       return xml(reply, 'ListPartsResult', {
         Bucket: caller.project.bucket,
         Key: target.key,
         UploadId: upload.uploadId,
         PartNumberMarker: marker,
         ...(truncated ? { NextPartNumberMarker: parts.at(-1)?.part_number } : {}),
-        Initiator: ownerOf(caller),
-        Owner: ownerOf(caller),
+        Initiator: owner,
+        Owner: owner,
         MaxParts: maxParts,
         IsTruncated: truncated,
         StorageClass: 'STANDARD',
@@ -167,6 +168,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       });
       const page = found.slice(0, maxUploads);
       const truncated = found.length > maxUploads;
+      const owner = ownerOf(caller);
       const last = page.at(-1);
       const next =
         last?.kind === 'upload'
@@ -190,8 +192,8 @@ export function multipartOperations(services: Services): Record<string, Operatio
                   UploadId: item.upload.id,
                   Initiated: item.upload.created_at.toISOString(),
                   StorageClass: 'STANDARD',
-                  Initiator: ownerOf(caller),
-                  Owner: ownerOf(caller),
+                  Initiator: owner,
+                  Owner: owner,
                 },
               ]
             : [],

@@ -2,12 +2,11 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
-import { compareKeys } from '../../modules/files/key-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
-import { commonPrefixOf, successor } from './listing.ts';
+import { commonPrefixOf, markerResume, successor } from './listing.ts';
 import { folderFor, partNumberOf, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
@@ -189,40 +188,33 @@ export async function listUploads(
 ): Promise<UploadItem[]> {
   const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
   const below = prefix ? successor(prefix) : undefined;
-  const rolledUp = (key: string) => commonPrefixOf(key, prefix, delimiter);
-  // Without an upload id marker, S3 resumes after every upload of the key marker.
-  let range = {
-    from: prefix,
-    afterKey: keyMarker,
-    afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
-  };
-  const pastPrefix = (common: string) => {
-    const past = successor(common);
-    return past === undefined
-      ? undefined
-      : { from: compareKeys(past, prefix) > 0 ? past : prefix, afterKey: '', afterId: '' };
-  };
-  if (rolledUp(keyMarker) === keyMarker && keyMarker) {
-    const past = pastPrefix(keyMarker);
-    if (!past) return [];
-    range = past;
-  }
+  const past = (from: string) => ({ from, afterKey: '', afterId: '' });
+  const resume = markerResume(keyMarker, prefix, delimiter);
+  // After a key marker without an upload id marker, S3 resumes after every upload of that key.
+  let range =
+    resume && 'from' in resume
+      ? past(resume.from)
+      : {
+          from: prefix,
+          afterKey: keyMarker,
+          afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
+        };
   const items: UploadItem[] = [];
   while (items.length <= maxUploads) {
     const wanted = maxUploads + 1 - items.length;
     const rows = await services.multipart.listOpen(caller, { ...range, below }, wanted);
     let skipped = false;
     for (const upload of rows) {
-      const common = rolledUp(upload.key);
+      const common = commonPrefixOf(upload.key, prefix, delimiter);
       if (common === undefined) {
         items.push({ kind: 'upload', upload });
         range = { from: range.from, afterKey: upload.key, afterId: upload.id };
         continue;
       }
       items.push({ kind: 'prefix', prefix: common });
-      const past = pastPrefix(common);
-      if (!past) return items;
-      range = past;
+      const next = successor(common);
+      if (next === undefined) return items;
+      range = past(next);
       skipped = true;
       break;
     }
