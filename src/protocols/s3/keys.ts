@@ -11,9 +11,10 @@ export type KeyPlace =
 /**
  * The folder and name a key stands for: `photos/2026/cat.jpg` is `cat.jpg` in `photos/2026`, and
  * `photos/2026/` the folder itself. Coffer's folders have names, so a key with an empty segment
- * (`a//b`, `/a`) has no place: refused.
+ * (`a//b`, `/a`), or a `.` or `..` one, has no place: undefined, as no object can be there. A key S3
+ * itself refuses (empty, or too long) is refused.
  */
-export function placeOf(key: string): KeyPlace {
+export function placeIfAny(key: string): KeyPlace | undefined {
   if (key.length === 0) throw invalidArgument('The key must not be empty');
   if (Buffer.byteLength(key) > MAX_KEY_BYTES)
     throw new S3Error(400, 'KeyTooLongError', 'Your key is too long');
@@ -21,13 +22,22 @@ export function placeOf(key: string): KeyPlace {
   const isFolder = key.endsWith('/');
   if (isFolder) segments.pop();
   if (segments.some((segment) => segment.length === 0 || segment === '.' || segment === '..')) {
-    throw invalidArgument(
-      'Coffer keys are folder names and a file name joined by /: no segment may be empty, . or ..',
-    );
+    return undefined;
   }
   if (isFolder) return { kind: 'folder', folderPath: segments.join('/') };
   const filename = segments.pop()!;
   return { kind: 'file', folderPath: segments.length > 0 ? segments.join('/') : null, filename };
+}
+
+/** The place of a key written or looked up by its place: a key with none is refused. */
+export function placeOf(key: string): KeyPlace {
+  const place = placeIfAny(key);
+  if (!place) {
+    throw invalidArgument(
+      'Coffer keys are folder names and a file name joined by /: no segment may be empty, . or ..',
+    );
+  }
+  return place;
 }
 
 /** Keys and prefixes as S3 sends them with `encoding-type=url`: percent-encoded, slashes kept. */

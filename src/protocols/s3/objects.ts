@@ -36,7 +36,7 @@ import {
   S3Error,
 } from './errors.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
-import { placeOf } from './keys.ts';
+import { placeIfAny, placeOf } from './keys.ts';
 
 /** `x-amz-meta-*` headers: a file's metadata values that are strings (others have no header form). */
 export function metaHeaders(metadata: Record<string, unknown>): Record<string, string> {
@@ -499,14 +499,18 @@ const isVisible = (caller: Caller, file: FileRow) => {
   }
 };
 
-/** Deletes the file at `key` (or the folder marker `key/`); a key with nothing is no error, as in S3. */
+/**
+ * Deletes the file at `key` (or the folder marker `key/`); a key with nothing is no error, as in S3,
+ * nor is one that Coffer cannot hold (`a//b`), at which nothing can be.
+ */
 export async function deleteObject(
   services: ObjectServices,
   caller: Caller,
   key: string,
   audit: AuditContext,
 ): Promise<void> {
-  const place = placeOf(key);
+  const place = placeIfAny(key);
+  if (!place) return;
   if (place.kind === 'folder') {
     await services.folders.unmarkPath(caller.project.id, place.folderPath);
     return;
@@ -535,8 +539,9 @@ export async function deleteObjectVersion(
   versionId: string,
   audit: AuditContext,
 ): Promise<void> {
-  // A folder marker has one version, "null", as ListObjectVersions shows it.
-  if (!caller.project.settings.versioning_enabled || placeOf(key).kind === 'folder') {
+  // A folder marker has one version, "null", as ListObjectVersions shows it. A key Coffer cannot hold
+  // is looked up as any other, and shows no file.
+  if (!caller.project.settings.versioning_enabled || placeIfAny(key)?.kind === 'folder') {
     if (versionId !== 'null') throw noSuchVersion();
     return deleteObject(services, caller, key, audit);
   }

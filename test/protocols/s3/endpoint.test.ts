@@ -469,6 +469,52 @@ describe('the S3 endpoint', () => {
     expect((await project.call('GET', '/files?q=gone.txt')).body.total).toBe(0);
   });
 
+  it('deletes a key Coffer cannot hold (an empty, . or .. segment) as a missing one; a held file stays an Error', async () => {
+    const { client, name, project } = await bucketWith();
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'a/b', Body: 'kept', ContentType: 'text/plain' }),
+    );
+    await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'held.txt', Body: 'held', ContentType: 'text/plain' }),
+    );
+    const held = (await project.call('GET', '/files?q=held.txt')).body.items[0];
+    await coffer.call('PUT', `/v1/projects/${project.id}/files/${held.id}/legal-hold`, {
+      token: ADMIN_KEY,
+      body: { reason: 'audit' },
+    });
+    // No object can be at such a key, so there is nothing to delete: S3 answers that as done.
+    const unheld = ['a//b', '/a/b', 'a/./b', 'a/../b', 'a//'];
+    const many = await client.send(
+      new DeleteObjectsCommand({
+        Bucket: name,
+        Delete: { Objects: [...unheld, 'held.txt'].map((Key) => ({ Key })) },
+      }),
+    );
+    expect(many.Deleted?.map((entry) => entry.Key)).toEqual(unheld);
+    expect(many.Errors?.map((error) => [error.Key, error.Code])).toEqual([['held.txt', 'AccessDenied']]);
+    for (const [Key, VersionId] of [
+      ['a//b', undefined],
+      ['/a/b', undefined],
+      ['a//b', 'null'],
+    ] as const) {
+      const deleted = await client.send(new DeleteObjectCommand({ Bucket: name, Key, VersionId }));
+      expect(deleted.$metadata.httpStatusCode).toBe(204);
+    }
+    // A read of such a key finds nothing, a write is refused; and nothing was deleted.
+    expect(await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'a//b' })))).toEqual({
+      code: 'NoSuchKey',
+      status: 404,
+    });
+    expect(
+      await refusal(client.send(new PutObjectCommand({ Bucket: name, Key: 'a//b', Body: 'x' }))),
+    ).toEqual({
+      code: 'InvalidArgument',
+      status: 400,
+    });
+    const left = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    expect(left.Contents?.map((entry) => entry.Key)).toEqual(['a/b', 'held.txt']);
+  });
+
   it('refuses what a credential may not do, and what it may not see', async () => {
     const readOnly = await bucketWith({}, ['files:read']);
     expect(
