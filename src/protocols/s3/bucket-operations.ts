@@ -10,7 +10,7 @@ import {
   encodingOf,
   listed,
   markerResume,
-  maxKeysOf,
+  pageSizeOf,
   walkKeys,
 } from './listing.ts';
 import { shownAt } from './objects.ts';
@@ -86,7 +86,7 @@ export function bucketOperations(services: Services, region: string): Record<str
       const v2 = query.get('list-type') === '2';
       const prefix = query.get('prefix') ?? '';
       const delimiter = query.get('delimiter') ?? '';
-      const maxKeys = maxKeysOf(query.get('max-keys'));
+      const maxKeys = pageSizeOf(query, 'max-keys');
       const { url, encode } = encodingOf(query.get('encoding-type'));
       const token = query.get('continuation-token');
       const start = v2 ? query.get('start-after') : query.get('marker');
@@ -129,7 +129,7 @@ export function bucketOperations(services: Services, region: string): Record<str
       refuseTokens(caller);
       const prefix = query.get('prefix') ?? '';
       const delimiter = query.get('delimiter') ?? '';
-      const maxKeys = maxKeysOf(query.get('max-keys'));
+      const maxKeys = pageSizeOf(query, 'max-keys');
       const { url, encode } = encodingOf(query.get('encoding-type'));
       const keyMarker = query.get('key-marker') ?? '';
       const versionIdMarker = query.get('version-id-marker') ?? '';

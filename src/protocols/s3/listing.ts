@@ -1,6 +1,6 @@
 import type { Queryable } from '../../infra/db.ts';
 import { type KeyEntry, type KeyRange, listKeys } from '../../modules/files/key-repo.ts';
-import { invalidArgument } from './errors.ts';
+import { invalidArgument, S3Error } from './errors.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { urlEncodeKey } from './keys.ts';
 
@@ -106,12 +106,32 @@ export function decodeToken(token: string): Resume {
   throw invalidArgument('The continuation token provided is incorrect');
 }
 
-/** `max-keys`: 0..1000 (more is taken as 1000, as S3 does); 1000 when absent. */
-export function maxKeysOf(value: string | null): number {
-  if (value === null) return 1000;
-  if (!/^\d+$/.test(value)) throw invalidArgument('Provided max-keys not an integer or within integer range');
-  return Math.min(Number(value), 1000);
+/** The largest value S3 reads a listing's number parameters into: a signed 32-bit integer's. */
+const MAX_INT = 2 ** 31 - 1;
+
+/**
+ * A number parameter of a listing (`max-keys`, `max-uploads`, `max-parts`, `part-number-marker`) as
+ * S3 reads it: `absent` when not given; otherwise a 32-bit integer, refused with InvalidArgument
+ * naming the parameter and its value when it is none (`abc`, `1.5`, past the range) or negative.
+ */
+export function listingNumberOf(query: URLSearchParams, parameter: string, absent: number): number {
+  const value = query.get(parameter);
+  if (value === null) return absent;
+  const refused = (message: string) =>
+    new S3Error(400, 'InvalidArgument', message, {
+      details: { ArgumentName: parameter, ArgumentValue: value },
+    });
+  const number = /^[+-]?\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!(number >= -MAX_INT - 1 && number <= MAX_INT)) {
+    throw refused(`Provided ${parameter} not an integer or within integer range`);
+  }
+  if (number < 0) throw refused(`Argument ${parameter} must be an integer between 0 and ${MAX_INT}`);
+  return number;
 }
+
+/** The most items a listing page holds (`max-keys`, `max-uploads`, `max-parts`): 1000 when absent or more. */
+export const pageSizeOf = (query: URLSearchParams, parameter: string) =>
+  Math.min(listingNumberOf(query, parameter, 1000), 1000);
 
 /**
  * A listing's `encoding-type`: `url` (its keys, prefixes, delimiter and markers written

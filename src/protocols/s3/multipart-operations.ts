@@ -14,7 +14,7 @@ import {
 import { S3Error } from './errors.ts';
 import { etagOf } from './etag.ts';
 import { urlEncodeKey } from './keys.ts';
-import { encodingOf, maxKeysOf } from './listing.ts';
+import { encodingOf, listingNumberOf, pageSizeOf } from './listing.ts';
 import {
   abortUpload,
   completedBefore,
@@ -131,8 +131,8 @@ export function multipartOperations(services: Services): Record<string, Operatio
     'GET object?uploadId': async ({ reply, caller, target, query }) => {
       requireScope(caller, 'files:upload');
       const upload = uploadOf(target, query);
-      const marker = Number(query.get('part-number-marker') ?? 0) || 0;
-      const maxParts = maxKeysOf(query.get('max-parts'));
+      const marker = listingNumberOf(query, 'part-number-marker', 0);
+      const maxParts = pageSizeOf(query, 'max-parts');
       const { parts, truncated } = await listParts(services, caller, upload, marker, maxParts);
       const owner = ownerOf(caller);
       return xml(reply, 'ListPartsResult', {
@@ -157,7 +157,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const delimiter = query.get('delimiter') ?? '';
       const keyMarker = query.get('key-marker') ?? '';
       const uploadIdMarker = query.get('upload-id-marker') ?? '';
-      const maxUploads = maxKeysOf(query.get('max-uploads'));
+      const maxUploads = pageSizeOf(query, 'max-uploads');
       const { url, encode } = encodingOf(query.get('encoding-type'));
       const found = await listUploads(services, caller, {
         prefix,

@@ -76,6 +76,19 @@ function clientFor(
   return s3ClientOf(coffer, credential, { ...config, maxAttempts: 1, logger: quiet });
 }
 
+/** A client signing with `keys` that gives each request's query `parameters`, as the SDK never sends them. */
+function clientSending(keys: [string, string], parameters: Record<string, string>): S3Client {
+  const client = clientFor(...keys);
+  client.middlewareStack.add(
+    (next) => (args) => {
+      Object.assign((args.request as { query: Record<string, string> }).query, parameters);
+      return next(args);
+    },
+    { step: 'build' },
+  );
+  return client;
+}
+
 /** A new project, its bucket, and a client holding an S3 credential with `scopes`. */
 async function bucketWith(
   settings: Record<string, unknown> = {},
@@ -2169,6 +2182,75 @@ describe('the S3 endpoint', () => {
         client.send(new ListMultipartUploadsCommand({ Bucket: name, EncodingType: 'bogus' as 'url' })),
       ),
     ).toEqual({ code: 'InvalidArgument', status: 400 });
+  });
+
+  it('refuses a count or part marker of a listing that is no whole number from 0 to 2147483647, naming it', async () => {
+    const { client, name, keys } = await bucketWith();
+    const Key = 'listed/parts.bin';
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
+    for (const PartNumber of [1, 2]) {
+      await client.send(new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber, Body: 'x' }));
+    }
+    const listings = {
+      ListParts: (signer: S3Client) =>
+        getSignedUrl(signer, new ListPartsCommand({ Bucket: name, Key, UploadId })),
+      ListMultipartUploads: (signer: S3Client) =>
+        getSignedUrl(signer, new ListMultipartUploadsCommand({ Bucket: name })),
+      ListObjects: (signer: S3Client) => getSignedUrl(signer, new ListObjectsCommand({ Bucket: name })),
+      ListObjectsV2: (signer: S3Client) => getSignedUrl(signer, new ListObjectsV2Command({ Bucket: name })),
+      ListObjectVersions: (signer: S3Client) =>
+        getSignedUrl(signer, new ListObjectVersionsCommand({ Bucket: name })),
+    };
+    const answer = async (listing: keyof typeof listings, parameter: string, value: string) => {
+      const got = await fetch(await listings[listing](clientSending(keys, { [parameter]: value })));
+      const body = await got.text();
+      const element = (tag: string) => new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(body)?.[1];
+      return {
+        status: got.status,
+        code: element('Code'),
+        message: element('Message'),
+        name: element('ArgumentName'),
+        value: element('ArgumentValue'),
+      };
+    };
+    const refused = (parameter: string, value: string, message: string) => ({
+      status: 400,
+      code: 'InvalidArgument',
+      message,
+      name: parameter,
+      value,
+    });
+    const notAnInteger = (parameter: string, value: string) =>
+      refused(parameter, value, `Provided ${parameter} not an integer or within integer range`);
+    const negative = (parameter: string, value: string) =>
+      refused(parameter, value, `Argument ${parameter} must be an integer between 0 and 2147483647`);
+    for (const value of ['abc', '1.5', '1e3', '0x1', '2147483648']) {
+      expect(await answer('ListParts', 'part-number-marker', value)).toEqual(
+        notAnInteger('part-number-marker', value),
+      );
+    }
+    expect(await answer('ListParts', 'part-number-marker', '-1')).toEqual(
+      negative('part-number-marker', '-1'),
+    );
+    expect(await answer('ListParts', 'max-parts', 'abc')).toEqual(notAnInteger('max-parts', 'abc'));
+    expect(await answer('ListParts', 'max-parts', '-1')).toEqual(negative('max-parts', '-1'));
+    // The other listings read their counts alike.
+    expect(await answer('ListMultipartUploads', 'max-uploads', '2.0')).toEqual(
+      notAnInteger('max-uploads', '2.0'),
+    );
+    expect(await answer('ListMultipartUploads', 'max-uploads', '-5')).toEqual(negative('max-uploads', '-5'));
+    for (const listing of ['ListObjects', 'ListObjectsV2', 'ListObjectVersions'] as const) {
+      expect(await answer(listing, 'max-keys', '99999999999')).toEqual(
+        notAnInteger('max-keys', '99999999999'),
+      );
+      expect(await answer(listing, 'max-keys', '-1')).toEqual(negative('max-keys', '-1'));
+    }
+    // A whole number in range is taken: a marker skips the parts up to it, a count past 1000 is 1000.
+    const listed = await client.send(
+      new ListPartsCommand({ Bucket: name, Key, UploadId, PartNumberMarker: '1', MaxParts: 5000 }),
+    );
+    expect(listed).toMatchObject({ PartNumberMarker: '1', MaxParts: 1000, IsTruncated: false });
+    expect(listed.Parts?.map((part) => part.PartNumber)).toEqual([2]);
   });
 
   it('holds a multipart upload to the size limit, and the quota at completion', async () => {
