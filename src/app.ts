@@ -48,7 +48,7 @@ import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import { s3CorsFor } from './protocols/s3/cors.ts';
-import { s3Routes } from './protocols/s3/routes.ts';
+import { s3RequestIds, s3Routes } from './protocols/s3/routes.ts';
 import { tusCorsFor } from './protocols/tus/cors.ts';
 import { tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
@@ -203,6 +203,7 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  app.addHook('onRequest', s3RequestIds);
   app.addHook('onResponse', async (request, reply) => {
     request.log.info(
       {

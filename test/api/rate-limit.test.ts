@@ -247,6 +247,15 @@ describe('rate limits', () => {
       headers: { 'content-type': 'text/plain', 'x-forwarded-for': client },
     });
     expectLimited(refusedPut, 4, 'object_urls');
+    // The S3 endpoint shares their budget: refused before its signature is looked at, in S3's words
+    // and with S3's ids of the request.
+    const s3 = await request(`${coffer.url}/s3/bucket/key`, 'GET', from(client));
+    expect(s3.status).toBe(503);
+    const [requestId, hostId] = [s3.headers.get('x-amz-request-id'), s3.headers.get('x-amz-id-2')];
+    expect(requestId).toBeTruthy();
+    expect(hostId).toBeTruthy();
+    expect(s3.body).toContain('<Code>SlowDown</Code>');
+    expect(s3.body).toContain(`<RequestId>${requestId}</RequestId><HostId>${hostId}</HostId>`);
     // Object URLs at their limit leave the API alone.
     const other = await coffer.newProject();
     expectCounted(await other.call('GET', '', from(client)), 5, 4);

@@ -1,6 +1,6 @@
 import type { FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyRequest } from 'fastify';
-import { MOUNT } from './routes.ts';
+import { isS3Url } from './routes.ts';
 
 /**
  * What browsers may do with the S3 endpoint: S3 clients sign and send headers of their own
@@ -17,6 +17,7 @@ const S3_CORS = {
     'x-amz-delete-marker',
     'x-amz-mp-parts-count',
     'x-amz-request-id',
+    'x-amz-id-2',
     'x-amz-checksum-crc32',
     'x-amz-checksum-crc32c',
     'x-amz-checksum-crc64nvme',
@@ -30,8 +31,6 @@ const S3_CORS = {
     'Retry-After',
   ],
 } satisfies FastifyCorsOptions;
-
-const isS3Url = (url: string) => url === MOUNT || url.startsWith(`${MOUNT}/`) || url.startsWith(`${MOUNT}?`);
 
 /**
  * The S3 endpoint's CORS options for a request under its mount (undefined elsewhere): `rest`'s

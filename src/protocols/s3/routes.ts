@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
 import type { RateLimits } from '../../http/rate-limit.ts';
@@ -59,6 +60,24 @@ const UNPROVEN = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'Invali
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/s3';
 
+/** Whether a request URL is the endpoint's: the mount, or a path or query below it. */
+export const isS3Url = (url: string) =>
+  url === MOUNT || url.startsWith(`${MOUNT}/`) || url.startsWith(`${MOUNT}?`);
+
+/** `x-amz-id-2`, S3's extended request id (an error document's HostId): an opaque token of the request id. */
+const hostIdOf = (requestId: string) => createHash('sha256').update(requestId).digest('base64');
+
+/**
+ * S3's ids of a request, on every answer under the mount as AWS sends them: `x-amz-request-id` and
+ * `x-amz-id-2`. An onRequest hook of the whole app, ahead of the others: a refusal by any later hook,
+ * a CORS preflight and an answer that bypasses the reply (sendSlices) carry them too.
+ */
+export async function s3RequestIds(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  if (isS3Url(request.url)) {
+    reply.headers({ 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) });
+  }
+}
+
 function targetOf(path: string): Target {
   const rest = path.slice(MOUNT.length).replace(/^\//, '');
   if (rest === '') return {};
@@ -91,9 +110,9 @@ function operationOf(method: string, target: Target, query: URLSearchParams): st
 /** What an error names as its Resource: the bucket and key as the path has them, without the mount. */
 const resourceOf = (request: FastifyRequest) => request.url.split('?')[0]!.slice(MOUNT.length) || '/';
 
-/** An S3 error answer: the error document (none for HEAD), its status and headers. */
+/** An S3 error answer: the error document (none for HEAD), its status and headers (the ids: s3RequestIds). */
 function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Error, resource: string) {
-  reply.code(error.status).header('x-amz-request-id', request.id);
+  reply.code(error.status);
   if (error.headers) reply.headers(error.headers);
   if (request.method === 'HEAD' || error.status === 304) return reply.send();
   return reply.type('application/xml').send(
@@ -104,6 +123,7 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
         Message: error.message,
         Resource: resource,
         RequestId: request.id,
+        HostId: hostIdOf(request.id),
         ...error.details,
       },
       false,
@@ -211,7 +231,6 @@ export function s3Routes(deps: {
       const reads = operation === 'GET object' || operation === 'HEAD object';
       const { auth, caller, atKey } = await authorize(request, target, reply, reads ? target.key : undefined);
       if (!handler) throw notImplemented(`The operation ${operation}`);
-      reply.header('x-amz-request-id', request.id);
       return handler({ request, reply, caller, auth, target: target as Required<Target>, query, atKey });
     };
     // Counted per client address with the object URLs' budget before the signature is known, then per

@@ -528,6 +528,46 @@ describe('the S3 endpoint', () => {
     expect(left.Contents?.map((entry) => entry.Key)).toEqual(['a/b', 'held.txt']);
   });
 
+  it('names every answer by x-amz-request-id and x-amz-id-2, as S3 does, an error document by them too', async () => {
+    const { client, name } = bucket;
+    const token = /^[A-Za-z0-9+/]{20,}={0,2}$/;
+    const ids = (headers: Headers) => {
+      const named = { request: headers.get('x-amz-request-id'), host: headers.get('x-amz-id-2') };
+      expect(named.request).toBeTruthy();
+      expect(named.host).toMatch(token);
+      return named;
+    };
+    // The SDK reads them into the metadata of an answer, and of a refusal.
+    const put = await client.send(new PutObjectCommand({ Bucket: name, Key: 'ids.txt', Body: 'ids' }));
+    const again = await client.send(new PutObjectCommand({ Bucket: name, Key: 'ids.txt', Body: 'ids' }));
+    expect(put.$metadata.requestId).toBeTruthy();
+    expect(put.$metadata.extendedRequestId).toMatch(token);
+    expect(again.$metadata.extendedRequestId).not.toBe(put.$metadata.extendedRequestId);
+    const missing = await client
+      .send(new GetObjectCommand({ Bucket: name, Key: 'none.txt' }))
+      .catch((e) => e);
+    expect(missing).toBeInstanceOf(S3ServiceException);
+    expect((missing as S3ServiceException).$metadata.extendedRequestId).toMatch(token);
+    // An object's bytes, whole and not modified, and a listing.
+    const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: name, Key: 'ids.txt' }));
+    const got = await fetch(url);
+    expect(await got.text()).toBe('ids');
+    ids(got.headers);
+    const unchanged = await fetch(url, { headers: { 'if-none-match': put.ETag! } });
+    expect(unchanged.status).toBe(304);
+    ids(unchanged.headers);
+    ids((await fetch(await getSignedUrl(client, new ListObjectsV2Command({ Bucket: name })))).headers);
+    // A refusal: its document names the request as its headers do; a HEAD's, without a body.
+    for (const method of ['GET', 'HEAD', 'PATCH']) {
+      const refused = await fetch(`${coffer.url}/s3/${name}/ids.txt`, { method });
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      const { request, host } = ids(refused.headers);
+      const body = await refused.text();
+      if (method === 'HEAD') expect(body).toBe('');
+      else expect(body).toContain(`<RequestId>${request}</RequestId><HostId>${host}</HostId>`);
+    }
+  });
+
   it('refuses what a credential may not do, and what it may not see', async () => {
     const readOnly = await bucketWith({}, ['files:read']);
     expect(
