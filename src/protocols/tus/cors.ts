@@ -1,6 +1,6 @@
 import type { FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyRequest } from 'fastify';
-import { MOUNT } from './protocol.ts';
+import { underMount } from './protocol.ts';
 
 /** What a browser's tus client sends and reads, beside the API's own headers. */
 const ALLOWED = [
@@ -27,11 +27,6 @@ const EXPOSED = [
   'x-coffer-file-id',
 ];
 
-/** By the path alone: a query string does not move a request out of the endpoint. */
-const isTus = (request: FastifyRequest) => {
-  const path = request.url.split('?', 1)[0]!;
-  return path === MOUNT || path.startsWith(`${MOUNT}/`);
-};
 const isPreflight = (request: FastifyRequest) =>
   request.headers['access-control-request-method'] !== undefined;
 
@@ -52,5 +47,5 @@ export function tusCorsFor(
     exposedHeaders: [...rest.exposedHeaders, ...EXPOSED],
   };
   const tusOptions: FastifyCorsOptions = { ...tus, preflightContinue: true };
-  return (request) => (!isTus(request) ? undefined : isPreflight(request) ? tus : tusOptions);
+  return (request) => (!underMount(request.url) ? undefined : isPreflight(request) ? tus : tusOptions);
 }

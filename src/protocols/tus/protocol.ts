@@ -6,6 +6,12 @@ import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/tus';
 
+/** Whether a request is the endpoint's, by its path alone: a query string does not move it out. */
+export const underMount = (url: string) => {
+  const path = url.split('?', 1)[0]!;
+  return path === MOUNT || path.startsWith(`${MOUNT}/`);
+};
+
 /** The one version of the protocol served, and its extensions. */
 export const TUS_VERSION = '1.0.0';
 export const TUS_EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration';

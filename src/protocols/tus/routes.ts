@@ -12,6 +12,7 @@ import {
   OFFSET_STREAM,
   TUS_EXTENSIONS,
   TUS_VERSION,
+  underMount,
   unsupportedVersion,
   uploadLengthOf,
 } from './protocol.ts';
@@ -46,6 +47,16 @@ function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
 }
 
 /**
+ * Names the protocol's version on an answer under the mount. Every answer there carries it: the
+ * routes' own, and those given outside the endpoint's plugin (the router's 404, a URL it refuses, a
+ * CORS preflight), hence called by the whole server (an onSend hook, and where Fastify answers
+ * before any hook runs).
+ */
+export function tusResumable(request: FastifyRequest, reply: FastifyReply): void {
+  if (underMount(request.url)) reply.header('tus-resumable', TUS_VERSION);
+}
+
+/**
  * The tus 1.0.0 endpoint at /tus: creation (with upload, with deferred length), termination and
  * expiration, on the upload core. Errors carry Coffer's error body where tus leaves the body free.
  */
@@ -75,9 +86,6 @@ export function tusRoutes(services: Services) {
     // Bodies stay streams: a PATCH's bytes go to the store as they arrive.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    app.addHook('onSend', async (_request, reply) => {
-      reply.header('tus-resumable', TUS_VERSION);
-    });
     // Not in the OpenAPI document: tus is its own protocol (tus.io), documented in the README.
     const common = { schema: { hide: true } };
     // Every request but OPTIONS names the protocol's version; another is refused before its credential.

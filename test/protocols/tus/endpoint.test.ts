@@ -229,6 +229,32 @@ describe('tus 1.0 endpoint', () => {
     expect(anonymous.headers.get('tus-resumable')).toBe('1.0.0');
   });
 
+  it('names its version on every answer under /tus, the router’s 404s and refused URLs too', async () => {
+    const answers = [
+      ['HEAD', '/tus/a/b', 404],
+      ['GET', '/tus/nothing/here', 404],
+      ['GET', '/tus/session_x', 404],
+      ['PUT', '/tus', 404],
+      ['HEAD', '/tus/%zz', 400],
+      ['HEAD', `/tus/${'x'.repeat(200)}`, 400],
+    ] as const;
+    for (const [method, path, status] of answers) {
+      const reply = await request(`${a.url}${path}`, method, { headers: tusHeaders(project.key) });
+      expect(reply.status, `${method} ${path}`).toBe(status);
+      expect(reply.headers.get('tus-resumable'), `${method} ${path}`).toBe('1.0.0');
+    }
+    const preflight = await request(`${a.url}/tus/a/b`, 'OPTIONS', {
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'PATCH' },
+    });
+    expect(preflight.headers.get('tus-resumable')).toBe('1.0.0');
+    // Only there: the REST API's answers and a path that merely begins like it do not name it.
+    for (const path of ['/tusx', `/v1/projects/${project.id}/nothing`]) {
+      const reply = await request(`${a.url}${path}`, 'GET', { headers: tusHeaders(project.key) });
+      expect(reply.status, path).toBe(404);
+      expect(reply.headers.get('tus-resumable'), path).toBeNull();
+    }
+  });
+
   it('refuses with 400, naming the key, an Upload-Metadata value that is not padded standard Base64', async () => {
     const create = (metadata: string) =>
       request(`${a.url}/tus`, 'POST', {
