@@ -50,7 +50,7 @@ import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import { s3CorsFor } from './protocols/s3/cors.ts';
 import { s3RequestIds, s3Routes } from './protocols/s3/routes.ts';
 import { tusCorsFor } from './protocols/tus/cors.ts';
-import { tusResumable, tusRoutes } from './protocols/tus/routes.ts';
+import { overrideTusMethod, tusResumable, tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
 
 /** JSON bodies above this are refused with 413 REQUEST_TOO_LARGE (file bytes never travel as JSON). */
@@ -153,6 +153,11 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${crypto.randomUUID()}`;
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // Fastify's one step before routing: a tus POST standing in for another method is routed as that one.
+    rewriteUrl: (req) => {
+      overrideTusMethod(req);
+      return req.url!;
+    },
     // Answered before any hook runs: tus's header is named here as well.
     frameworkErrors: (error, request, reply) => {
       tusResumable(request, reply);

@@ -1,3 +1,4 @@
+import { type IncomingMessage, METHODS } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { badRequest, forbidden, insufficientScope } from '../../domain/errors.ts';
@@ -57,6 +58,20 @@ export function tusResumable(request: FastifyRequest, reply: FastifyReply): void
 }
 
 /**
+ * X-HTTP-Method-Override of a POST under the mount (for clients behind proxies that pass only GET
+ * and POST): the request becomes the method it names before the router sees it, as tusd does, on
+ * every path of the endpoint. It then meets that method's route with that route's checks (OPTIONS
+ * needs neither credential nor version), or the router's 404 where the endpoint has no such route.
+ * A value that names no HTTP method leaves the POST, whose routes refuse it.
+ */
+export function overrideTusMethod(raw: IncomingMessage): void {
+  if (raw.method !== 'POST' || !underMount(raw.url ?? '')) return;
+  const value = raw.headers['x-http-method-override'];
+  const method = typeof value === 'string' ? value.trim().toUpperCase() : undefined;
+  if (method && METHODS.includes(method)) raw.method = method;
+}
+
+/**
  * The tus 1.0.0 endpoint at /tus: creation (with upload, with deferred length), termination and
  * expiration, on the upload core. Errors carry Coffer's error body where tus leaves the body free.
  */
@@ -110,6 +125,13 @@ export function tusRoutes(services: Services) {
     app.options(`${MOUNT}/:id`, { ...common, config: { access: 'public' } }, options);
 
     app.post(MOUNT, authenticated, async (request, reply) => {
+      // An override naming a method was routed as that method (overrideTusMethod): one left here names none.
+      const override = header(request, 'x-http-method-override');
+      if (override !== undefined && override.trim().toUpperCase() !== 'POST') {
+        throw badRequest(`X-HTTP-Method-Override names no HTTP method: ${override}`, {
+          field: 'X-HTTP-Method-Override',
+        });
+      }
       const caller = callerOf(request);
       const deferred = header(request, 'upload-defer-length');
       if (deferred !== undefined && deferred !== '1') {
@@ -158,13 +180,11 @@ export function tusRoutes(services: Services) {
     app.head(`${MOUNT}/:id`, authenticated, head);
     app.patch(`${MOUNT}/:id`, authenticated, patch);
     app.delete(`${MOUNT}/:id`, authenticated, terminate);
-    // For clients behind proxies that pass only GET and POST.
-    app.post<{ Params: { id: string } }>(`${MOUNT}/:id`, authenticated, async (request, reply) => {
-      const method = header(request, 'x-http-method-override')?.toUpperCase();
-      if (method === 'PATCH') return patch(request, reply);
-      if (method === 'DELETE') return terminate(request, reply);
-      if (method === 'HEAD') return head(request, reply);
-      throw badRequest('POST to an upload needs X-HTTP-Method-Override: PATCH, HEAD or DELETE');
+    // A POST standing in for PATCH, HEAD or DELETE was routed as that method (overrideTusMethod).
+    app.post(`${MOUNT}/:id`, authenticated, async () => {
+      throw badRequest('POST to an upload needs X-HTTP-Method-Override: PATCH, HEAD or DELETE', {
+        field: 'X-HTTP-Method-Override',
+      });
     });
   };
 }

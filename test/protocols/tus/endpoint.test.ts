@@ -440,6 +440,58 @@ describe('tus 1.0 endpoint', () => {
     expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
   });
 
+  it('takes X-HTTP-Method-Override on /tus as on an upload, as tusd does: the method named, or its 404', async () => {
+    const fresh = await a.newProject({ max_file_size_bytes: 1000 });
+    const creation = {
+      'upload-length': '5',
+      'upload-metadata': `filename ${b64('v.bin')}`,
+    };
+    const asPost = (path: string, headers: Record<string, string>) =>
+      request(`${a.url}${path}`, 'POST', { headers });
+    // OPTIONS: tus's discovery, which needs neither version nor credential (the credential's limit if sent).
+    for (const path of ['/tus', '/tus/session_x']) {
+      const options = await asPost(path, { 'x-http-method-override': 'options' });
+      expect(options.status, path).toBe(204);
+      expect(options.headers.get('tus-version'), path).toBe('1.0.0');
+      expect(options.headers.get('tus-extension'), path).toContain('creation');
+      expect(options.headers.get('tus-resumable'), path).toBe('1.0.0');
+    }
+    const limited = await asPost('/tus', { ...auth(fresh.key), 'x-http-method-override': 'OPTIONS' });
+    expect(limited.headers.get('tus-max-size')).toBe('1000');
+    // A method /tus has no route for is answered as that method is: 404, and nothing is created.
+    for (const method of ['PATCH', 'HEAD', 'DELETE', 'GET']) {
+      const refused = await asPost(
+        '/tus',
+        tusHeaders(fresh.key, { ...creation, 'x-http-method-override': method }),
+      );
+      expect(refused.status, method).toBe(404);
+      expect(refused.headers.get('tus-resumable'), method).toBe('1.0.0');
+      expect(refused.headers.get('location'), method).toBeNull();
+      expect(refused.body.error.message, method).toBe(`No route for ${method} /tus`);
+    }
+    // One that names no method is refused, not taken for a creation.
+    const unknown = await asPost(
+      '/tus',
+      tusHeaders(fresh.key, { ...creation, 'x-http-method-override': 'PTACH' }),
+    );
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.details).toEqual({ field: 'X-HTTP-Method-Override' });
+    const files = await a.services.db.query('SELECT id FROM files WHERE project_id = $1', [fresh.id]);
+    expect(files).toEqual([]);
+    // POST named as itself is a creation; HEAD on an upload answers its offset.
+    const created = await asPost(
+      '/tus',
+      tusHeaders(fresh.key, { ...creation, 'x-http-method-override': 'POST' }),
+    );
+    expect(created.status).toBe(201);
+    const url = new URL(created.headers.get('location')!).pathname;
+    const head = await asPost(url, tusHeaders(fresh.key, { 'x-http-method-override': 'HEAD' }));
+    expect(head.status).toBe(200);
+    expect(head.headers.get('upload-offset')).toBe('0');
+    expect(head.headers.get('upload-length')).toBe('5');
+    expect((await asPost(url, tusHeaders(fresh.key))).status).toBe(400);
+  });
+
   it('shows an upload only to the credential that created it', async () => {
     const created = await request(`${a.url}/tus`, 'POST', {
       headers: tusHeaders(project.key, {
