@@ -2,7 +2,11 @@ import type { FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyRequest } from 'fastify';
 import { underMount } from './protocol.ts';
 
-/** What a browser's tus client sends and reads, beside the API's own headers. */
+/**
+ * What a browser's tus client sends and reads, beside the API's own headers: tusd's default list, less
+ * Origin (a browser sets it, never asks for it) and the IETF draft's headers (Upload-Complete,
+ * Upload-Draft-Interop-Version…), a protocol not served here.
+ */
 const ALLOWED = [
   'Tus-Resumable',
   'Upload-Length',
@@ -11,6 +15,8 @@ const ALLOWED = [
   'Upload-Defer-Length',
   'Upload-Concat',
   'X-HTTP-Method-Override',
+  'X-Requested-With',
+  'X-Request-ID',
   'Content-Type',
 ];
 const EXPOSED = [
@@ -40,9 +46,12 @@ export function tusCorsFor(
 ): (request: FastifyRequest) => FastifyCorsOptions | undefined {
   const tus: FastifyCorsOptions = {
     ...rest,
+    // Header names are case-insensitive: the API's X-Request-Id is tus-js-client's X-Request-ID.
     allowedHeaders: [
       ...rest.allowedHeaders,
-      ...ALLOWED.filter((name) => !rest.allowedHeaders.includes(name)),
+      ...ALLOWED.filter(
+        (name) => !rest.allowedHeaders.some((own) => own.toLowerCase() === name.toLowerCase()),
+      ),
     ],
     exposedHeaders: [...rest.exposedHeaders, ...EXPOSED],
   };

@@ -1049,6 +1049,37 @@ describe('tus from a browser (CORS)', () => {
     expect(list(api.headers.get('access-control-allow-headers'))).not.toContain('tus-resumable');
   });
 
+  it('allows in a preflight every header a browser’s tus client sends, as tusd’s default list does', async () => {
+    const sent = [
+      'authorization',
+      'content-type',
+      'tus-resumable',
+      'upload-length',
+      'upload-offset',
+      'upload-metadata',
+      'upload-defer-length',
+      'upload-concat',
+      'x-http-method-override',
+      'x-requested-with',
+      'x-request-id',
+    ];
+    for (const path of ['/tus', '/tus/session_x']) {
+      const preflight = await fetch(`${a.url}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': sent.join(','),
+        },
+      });
+      expect(preflight.status, path).toBe(204);
+      const allowed = list(preflight.headers.get('access-control-allow-headers'));
+      expect(allowed, path).toEqual(expect.arrayContaining(sent));
+      // Each once, whatever its spelling (the API's X-Request-Id is tus-js-client's X-Request-ID).
+      expect(allowed.length, path).toBe(new Set(allowed).size);
+    }
+  });
+
   it('exposes the tus answer headers and answers tus’s own OPTIONS', async () => {
     const options = await fetch(`${a.url}/tus`, { method: 'OPTIONS', headers: { origin } });
     expect(options.status).toBe(204);
