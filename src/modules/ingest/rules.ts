@@ -24,6 +24,18 @@ export function checkSingleUploadSize(size: number): void {
   }
 }
 
+/** The 413 of `size` bytes past an upload token's size ceiling (a); undefined within it. */
+export const pastTokenSize = (token: UploadTokenRow, size: number, sizeField: string) =>
+  size > token.max_size ? fileTooLarge(token.max_size, 'token', sizeField) : undefined;
+
+/** The 413 of `size` bytes past the project's size ceiling (f); undefined within it. */
+export function pastProjectSize(project: Project, size: number, sizeField: string) {
+  const { max_file_size_bytes } = project.settings;
+  return max_file_size_bytes !== null && size > max_file_size_bytes
+    ? fileTooLarge(max_file_size_bytes, 'project', sizeField)
+    : undefined;
+}
+
 /** An upload token's constraints on the bytes (a)–(b): its size ceiling (413) and MIME allowlist (422). */
 export function checkTokenRules(
   token: UploadTokenRow,
@@ -31,7 +43,8 @@ export function checkTokenRules(
   size: number,
   sizeField: SizeField = 'size_bytes',
 ): void {
-  if (size > token.max_size) throw fileTooLarge(token.max_size, 'token', sizeField);
+  const tooLarge = pastTokenSize(token, size, sizeField);
+  if (tooLarge) throw tooLarge;
   if (!mimeAllowed(token.allowed_mime_types, contentType)) {
     throw validationError(`content_type ${contentType} is not allowed by the upload token`, {
       field: 'content_type',
@@ -48,10 +61,9 @@ export function checkProjectRules(
   size: number,
   sizeField: SizeField = 'size_bytes',
 ): void {
-  const { max_file_size_bytes, allowed_mime_types } = project.settings;
-  if (max_file_size_bytes !== null && size > max_file_size_bytes) {
-    throw fileTooLarge(max_file_size_bytes, 'project', sizeField);
-  }
+  const tooLarge = pastProjectSize(project, size, sizeField);
+  if (tooLarge) throw tooLarge;
+  const { allowed_mime_types } = project.settings;
   if (allowed_mime_types !== null) {
     const list = parseMimeList(allowed_mime_types);
     if ('entries' in list && !mimeAllowed(list.entries, contentType)) {

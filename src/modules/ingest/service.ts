@@ -1,5 +1,12 @@
 import type { Readable } from 'node:stream';
-import { invalidState, permissionDenied, tokenLimitReached, validationError } from '../../domain/errors.ts';
+import {
+  type DomainError,
+  fileTooLarge,
+  invalidState,
+  permissionDenied,
+  tokenLimitReached,
+  validationError,
+} from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
 import { enqueueJob } from '../../infra/jobs/index.ts';
@@ -13,7 +20,7 @@ import { categoryOf, checkMetadataSize, checkName, normalizeTags } from '../file
 import { visibleFile } from '../files/service.ts';
 import { MAX_OBJECT_BYTES, type Project } from '../projects/schemas.ts';
 import { queueThumbnails } from '../renditions/thumbnails.ts';
-import { consumeToken } from '../uploads/token-repo.ts';
+import { consumeToken, findToken } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { recordVersion } from '../versions/repo.ts';
 import { createContentIngest } from './content.ts';
@@ -30,6 +37,8 @@ import {
   checkSingleUploadSize,
   checkTokenRules,
   newObjectKey,
+  pastProjectSize,
+  pastTokenSize,
   type SizeField,
 } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
@@ -238,6 +247,25 @@ export function createIngestService(deps: IngestDeps) {
       const token = await tokenOf(db, caller);
       const project = caller.project.settings.max_file_size_bytes;
       return Math.min(token?.max_size ?? MAX_OBJECT_BYTES, project ?? MAX_OBJECT_BYTES);
+    },
+
+    /**
+     * The 413 of an upload declared without its size, held to `limit` (sizeLimit's answer for the
+     * credential that declared `file`), that goes past it: the limit named as the checks of a declared
+     * size name it for the first size past it, the upload token's before the project's. The project's
+     * when neither is `limit` now (S3's object limit, or a setting changed since).
+     */
+    async pastSizeLimit(
+      caller: Caller,
+      file: Pick<files.FileRow, 'upload_token_id'>,
+      limit: number,
+      field: string,
+    ): Promise<DomainError> {
+      const token = file.upload_token_id === null ? undefined : await findToken(db, file.upload_token_id);
+      const past =
+        (token && pastTokenSize(token, limit + 1, field)) ??
+        pastProjectSize(caller.project, limit + 1, field);
+      return past?.details?.max_size_bytes === limit ? past : fileTooLarge(limit, 'project', field);
     },
 
     /**

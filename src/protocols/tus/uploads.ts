@@ -212,21 +212,23 @@ export function createTusUploads(deps: {
       // next part and no tail (both move it), checked anyway rather than assumed.
       if (staged && (current.next_part !== upload.next_part || current.tail.length > 0)) throw uploadLocked();
       let length = current.upload_length;
+      // Past the limit a deferred upload's session was given (its creator's): named by the one that binds.
+      const pastCallerLimit = () =>
+        ingest.pastSizeLimit(caller, session.file, session.session.total_size_bytes, 'Upload-Length');
       if (declaredLength !== undefined) {
         if (length !== null && length !== declaredLength) {
           throw badRequest('Upload-Length cannot change once it is known', { field: 'Upload-Length' });
         }
         if (declaredLength < offset)
           throw badRequest('Upload-Length is below the offset', { field: 'Upload-Length' });
-        if (declaredLength > session.session.total_size_bytes) {
-          throw fileTooLarge(session.session.total_size_bytes, 'project', 'Upload-Length');
-        }
+        if (declaredLength > session.session.total_size_bytes) throw await pastCallerLimit();
         length = declaredLength;
       }
       // The upload's length once known; while it is deferred, the caller's limit the session was given.
       const limit = length ?? session.session.total_size_bytes;
-      const pastLimit = () => fileTooLarge(limit, length === null ? 'project' : 'upload', 'Upload-Length');
-      if (body.size !== undefined && offset + body.size > limit) throw pastLimit();
+      const pastLimit = async () =>
+        length === null ? pastCallerLimit() : fileTooLarge(limit, 'upload', 'Upload-Length');
+      if (body.size !== undefined && offset + body.size > limit) throw await pastLimit();
       const segment = partSize(limit);
       let at: Position = { offset, tail: current.tail, parts: current.parts, nextPart: current.next_part };
 
@@ -324,7 +326,7 @@ export function createTusUploads(deps: {
           const piece = await spool.fill(pieces, Math.min(segment - sizeOf(at.tail), room));
           ended = piece.ended;
           room -= piece.size;
-          if (!ended && room === 0) throw pastLimit();
+          if (!ended && room === 0) throw await pastLimit();
           await put(spool.read(piece.size), piece.size, ended);
         }
       }

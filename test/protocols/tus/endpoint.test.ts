@@ -542,6 +542,56 @@ describe('tus 1.0 endpoint', () => {
     expect(overLimit.body.error.details).toEqual({ ...pastLength(10), limit_source: 'project' });
   });
 
+  it('names the limit that binds a deferred upload as a known length names it: the token’s or the project’s', async () => {
+    const tokenOf = async (owner: TestProject, max_size: number) =>
+      (await owner.call('POST', '/upload-tokens', { body: { max_size } })).body.token as string;
+    const create = (token: string, length: Record<string, string>) =>
+      request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(token, { ...length, 'upload-metadata': `filename ${b64('t.bin')}` }),
+      });
+    // The project's ceiling may drop below a token's once the token is made (never before).
+    const cases = [
+      { project: null, tokenMax: 10, limit: 10, source: 'token' },
+      { project: 1000, tokenMax: 10, limit: 10, source: 'token' },
+      { project: 10, tokenMax: 10, limit: 10, source: 'token' },
+      { project: 10, tokenMax: 1000, limit: 10, source: 'project' },
+    ];
+    for (const { project: ceiling, tokenMax, limit, source } of cases) {
+      const label = JSON.stringify({ ceiling, tokenMax });
+      const owner = await a.newProject();
+      const token = await tokenOf(owner, tokenMax);
+      await owner.call('PATCH', '', { body: { settings: { max_file_size_bytes: ceiling } } });
+      const expected = { field: 'Upload-Length', max_size_bytes: limit, limit_source: source };
+      // As a length declared at creation is refused.
+      const known = await create(token, { 'upload-length': String(limit + 1) });
+      expect(known.status, label).toBe(413);
+      expect(known.body.error.details.limit_source, label).toBe(source);
+      // Bytes past the limit, and a length past it declared with a PATCH.
+      const bytes = (await create(token, { 'upload-defer-length': '1' })).headers.get('location')!;
+      const past = await patchUpload(bytes, 0, Buffer.alloc(limit + 1), token);
+      expect(past.status, label).toBe(413);
+      expect(past.body.error.details, label).toEqual(expected);
+      expect(past.body.error.message, label).toBe(`The file exceeds the ${source} limit of ${limit} bytes`);
+      const declared = await request(bytes, 'PATCH', {
+        headers: tusHeaders(token, {
+          'content-type': 'application/offset+octet-stream',
+          'upload-offset': '0',
+          'upload-length': String(limit + 1),
+        }),
+        body: Buffer.alloc(0),
+      });
+      expect(declared.status, label).toBe(413);
+      expect(declared.body.error.details, label).toEqual(expected);
+    }
+    // An upload keeps the limit it was made with: a ceiling lowered since is not the one it goes past.
+    const lowered = await a.newProject({ max_file_size_bytes: 20 });
+    const made = (await create(lowered.key, { 'upload-defer-length': '1' })).headers.get('location')!;
+    await lowered.call('PATCH', '', { body: { settings: { max_file_size_bytes: 10 } } });
+    const pastMade = await patchUpload(made, 0, Buffer.alloc(21), lowered.key);
+    expect(pastMade.status).toBe(413);
+    expect(pastMade.body.error.details).toEqual({ ...pastLength(20), limit_source: 'project' });
+  });
+
   it('forgets a finished upload on DELETE, in parts or in one request, its file kept', async () => {
     for (const { data, url } of await finishedUploads()) {
       const fileId = await fileIdOf(url);
