@@ -48,7 +48,7 @@ import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import { s3CorsFor } from './protocols/s3/cors.ts';
-import { s3RequestIds, s3Routes } from './protocols/s3/routes.ts';
+import { isS3Url, refuseS3Url, s3RequestIds, s3Routes } from './protocols/s3/routes.ts';
 import { tusCorsFor } from './protocols/tus/cors.ts';
 import { overrideTusMethod, tusResumable, tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
@@ -158,8 +158,9 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
       overrideTusMethod(req);
       return req.url!;
     },
-    // Answered before any hook runs: tus's header is named here as well.
+    // Answered before any hook runs: in S3's words under /s3, and with tus's header under /tus.
     frameworkErrors: (error, request, reply) => {
+      if (isS3Url(request.url)) return refuseS3Url(request, reply);
       tusResumable(request, reply);
       return answerFrameworkError(error, request, reply);
     },

@@ -83,6 +83,8 @@ export const noSuchKey = () => new S3Error(404, 'NoSuchKey', 'The specified key 
 export const noSuchUpload = () =>
   new S3Error(404, 'NoSuchUpload', 'The specified multipart upload does not exist.');
 export const noSuchVersion = () => new S3Error(404, 'NoSuchVersion', 'The specified version does not exist.');
+/** A URL whose path cannot be percent-decoded. */
+export const invalidUri = () => new S3Error(400, 'InvalidURI', "Couldn't parse the specified URI.");
 export const accessDenied = (message = 'Access Denied') => new S3Error(403, 'AccessDenied', message);
 export const invalidArgument = (message: string) => new S3Error(400, 'InvalidArgument', message);
 export const invalidRequest = (message: string) => new S3Error(400, 'InvalidRequest', message);

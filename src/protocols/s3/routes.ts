@@ -6,7 +6,7 @@ import { ipInCidrs } from '../../lib/ip.ts';
 import type { ResolvedS3Credential } from '../../modules/s3-credentials/service.ts';
 import type { Services } from '../../services.ts';
 import type { Target } from './call.ts';
-import { accessDenied, asS3Error, noSuchBucket, notImplemented, S3Error } from './errors.ts';
+import { accessDenied, asS3Error, invalidUri, noSuchBucket, notImplemented, S3Error } from './errors.ts';
 import { operationName, s3Operations } from './operations.ts';
 import { authenticate, SigV4Error } from './sigv4.ts';
 import { s3Xml } from './xml.ts';
@@ -67,15 +67,16 @@ export const isS3Url = (url: string) =>
 /** `x-amz-id-2`, S3's extended request id (an error document's HostId): an opaque token of the request id. */
 const hostIdOf = (requestId: string) => createHash('sha256').update(requestId).digest('base64');
 
+const nameRequest = (request: FastifyRequest, reply: FastifyReply) =>
+  reply.headers({ 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) });
+
 /**
  * S3's ids of a request, on every answer under the mount as AWS sends them: `x-amz-request-id` and
  * `x-amz-id-2`. An onRequest hook of the whole app, ahead of the others: a refusal by any later hook,
  * a CORS preflight and an answer that bypasses the reply (sendSlices) carry them too.
  */
 export async function s3RequestIds(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  if (isS3Url(request.url)) {
-    reply.headers({ 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) });
-  }
+  if (isS3Url(request.url)) nameRequest(request, reply);
 }
 
 function targetOf(path: string): Target {
@@ -86,7 +87,7 @@ function targetOf(path: string): Target {
     try {
       return decodeURIComponent(text);
     } catch {
-      throw new S3Error(400, 'InvalidURI', "Couldn't parse the specified URI.");
+      throw invalidUri();
     }
   };
   if (slash < 0) return { bucket: decode(rest) };
@@ -129,6 +130,16 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
       false,
     ),
   );
+}
+
+/**
+ * A URL under the mount that the router refused before any hook ran (Fastify's frameworkErrors): its
+ * path cannot be percent-decoded, S3's 400 InvalidURI. The endpoint's routes are wildcards, with no
+ * parameter to be too long.
+ */
+export function refuseS3Url(request: FastifyRequest, reply: FastifyReply) {
+  nameRequest(request, reply);
+  return sendS3Error(request, reply, invalidUri(), resourceOf(request));
 }
 
 /**

@@ -38,7 +38,7 @@ import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts
 import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
 import { backend, storage } from '../../support/backends.ts';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
 
@@ -566,6 +566,39 @@ describe('the S3 endpoint', () => {
       if (method === 'HEAD') expect(body).toBe('');
       else expect(body).toContain(`<RequestId>${request}</RequestId><HostId>${host}</HostId>`);
     }
+  });
+
+  it('refuses a path it cannot decode (a malformed percent escape) as S3 does: 400 InvalidURI, with its ids', async () => {
+    const { name } = bucket;
+    for (const path of [`/${name}/%zz`, `/${name}/a/%E0%A4%A`, '/%zz/key.txt', '/%zz']) {
+      for (const method of ['GET', 'HEAD', 'PUT']) {
+        const label = `${method} ${path}`;
+        const refused = await fetch(`${coffer.url}/s3${path}`, {
+          method,
+          body: method === 'PUT' ? 'x' : undefined,
+        });
+        expect(refused.status, label).toBe(400);
+        const id = refused.headers.get('x-amz-request-id');
+        const host = refused.headers.get('x-amz-id-2');
+        expect(id, label).toBeTruthy();
+        expect(host, label).toMatch(/^[A-Za-z0-9+/]{20,}={0,2}$/);
+        const body = await refused.text();
+        if (method === 'HEAD') {
+          expect(body, label).toBe('');
+          continue;
+        }
+        expect(refused.headers.get('content-type'), label).toMatch(/^application\/xml/);
+        expect(body, label).toContain(
+          '<Error><Code>InvalidURI</Code><Message>Couldn&apos;t parse the specified URI.</Message>' +
+            `<Resource>${path}</Resource><RequestId>${id}</RequestId><HostId>${host}</HostId></Error>`,
+        );
+      }
+    }
+    // A path that merely begins like the mount is the REST API's.
+    const rest = await request(`${coffer.url}/s3%zz`, 'GET');
+    expect(rest.status).toBe(400);
+    expect(rest.body.error.code).toBe('BAD_REQUEST');
+    expect(rest.headers.get('x-amz-request-id')).toBeNull();
   });
 
   it('refuses what a credential may not do, and what it may not see', async () => {
