@@ -6,8 +6,8 @@ import { extensionMatches } from '../files/rules.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { UploadTokenRow } from '../uploads/token-repo.ts';
 
-/** The request field a size came in, for errors (multipart start calls it total_size_bytes). */
-export type SizeField = 'size_bytes' | 'total_size_bytes';
+/** The request field a size came in, for errors (a multipart start's total_size_bytes, tus's Upload-Length). */
+export type SizeField = 'size_bytes' | 'total_size_bytes' | 'Upload-Length';
 
 /** The storage key of a new object: generated ids only, so user input never reaches a path. */
 export function newObjectKey(projectId: string, fileId: string): string {

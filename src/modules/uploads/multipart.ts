@@ -245,7 +245,11 @@ export function createMultipartService(deps: {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
       const { file, extra: uploadId } = await ingest.declare(
         caller,
-        { ...request, size_bytes: request.total_size_bytes, size_field: 'total_size_bytes' },
+        {
+          ...request,
+          size_bytes: request.total_size_bytes,
+          size_field: request.size_field ?? 'total_size_bytes',
+        },
         partsSource(expiresAt),
         { uploadExpiresAt: expiresAt },
       );

@@ -392,7 +392,7 @@ export function createTusUploads(deps: {
           });
         const file = await ingest.writeFile(
           caller,
-          { ...declared, size_bytes: length, size_field: 'total_size_bytes' },
+          { ...declared, size_bytes: length, size_field: 'Upload-Length' },
           body?.stream ?? Readable.from([]),
           { record },
         );
@@ -402,7 +402,7 @@ export function createTusUploads(deps: {
         length === undefined
           ? await multipart.startDeferred(caller, declared)
           : await multipart
-              .start(caller, { ...declared, total_size_bytes: length })
+              .start(caller, { ...declared, total_size_bytes: length, size_field: 'Upload-Length' })
               .then((begun) => ({ uploadId: begun.upload_id, file: { id: begun.file_id } }));
       const row = {
         id: started.uploadId,

@@ -95,6 +95,46 @@ describe('tus uploads with an upload token', () => {
     expect((await project.call('GET', `/files/${file.id}`)).body.status).toBe('ready');
   });
 
+  it('names Upload-Length, the header a client sent, in a 413 for a length past the limit', async () => {
+    for (const label of ['token', 'project'] as const) {
+      const project = await coffer.newProject(label === 'project' ? { max_file_size_bytes: 10 } : {});
+      const token = label === 'token' ? await uploadToken(project, { max_size: 10 }) : project.key;
+      const expected = { field: 'Upload-Length', max_size_bytes: 10, limit_source: label };
+      // Declared at creation: an upload in parts, and one whose bytes all come with it.
+      const declared = await create(token, 11);
+      expect(declared.status, label).toBe(413);
+      expect(declared.body.error.details, label).toEqual(expected);
+      const whole = await request(`${coffer.url}/tus`, 'POST', {
+        headers: tusHeaders(token, {
+          'upload-length': '11',
+          'upload-metadata': metadataHeader({ filename: 'a.bin' }),
+          'content-type': 'application/offset+octet-stream',
+        }),
+        body: Buffer.alloc(11),
+      });
+      expect(whole.status, label).toBe(413);
+      expect(whole.body.error.details, label).toEqual(expected);
+      // Deferred, then declared with a PATCH.
+      const deferred = await request(`${coffer.url}/tus`, 'POST', {
+        headers: tusHeaders(token, {
+          'upload-defer-length': '1',
+          'upload-metadata': metadataHeader({ filename: 'a.bin' }),
+        }),
+      });
+      expect(deferred.status, label).toBe(201);
+      const late = await request(deferred.headers.get('location')!, 'PATCH', {
+        headers: tusHeaders(token, {
+          'upload-offset': '0',
+          'upload-length': '11',
+          'content-type': 'application/offset+octet-stream',
+        }),
+        body: Buffer.alloc(0),
+      });
+      expect(late.status, label).toBe(413);
+      expect(late.body.error.details, label).toEqual(expected);
+    }
+  });
+
   it('refuses an API key without files:upload', async () => {
     const project = await coffer.newProject(undefined, ['files:read']);
     const reply = await create(project.key, 10);
