@@ -174,9 +174,14 @@ describe('what is refused before any route runs, in the contract error body', ()
   };
 
   it('a path that is not valid percent-encoding, and a path segment past its length', async () => {
-    expectError(await project.call('GET', '/files/%ZZ'), 400, 'BAD_REQUEST');
+    const malformed = await project.call('GET', '/files/%ZZ');
+    expectError(malformed, 400, 'BAD_REQUEST');
     const long = await project.call('GET', `/files/file_${'x'.repeat(200)}`);
     expectError(long, 400, 'BAD_REQUEST');
+    // Answered before any hook runs, yet named as every answer is.
+    for (const reply of [malformed, long]) {
+      expect(reply.headers.get('x-request-id')).toBe(reply.body.error.request_id);
+    }
     expect(long.body.error.details).toEqual({ location: 'params', max_length: 100 });
   });
 
