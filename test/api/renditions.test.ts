@@ -461,6 +461,59 @@ describe('GET …/render', () => {
     }
   });
 
+  it("starts a render of a file it read before while the file's statement runs, and answers or keeps it only once the statement admits the file", async () => {
+    const file = await stored(project, 'ahead.png', 'image/png', await translucentPng());
+    expect((await render(project, file.id, { width: 24, format: 'png' })).status).toBe(200);
+    const { db, store } = coffer.services;
+    const events: string[] = [];
+    const write = store.write.bind(store);
+    store.write = (key, body, options) => {
+      if (key.startsWith(`renditions/${file.id}/`)) events.push('stored');
+      return write(key, body, options);
+    };
+    let sourceRead = () => {};
+    const restore = onSourceRead(coffer, file.storage_key, () => {
+      events.push('source read');
+      sourceRead();
+    });
+    const query = db.query.bind(db);
+    // The file's statement answers once the source is read, or after 2 s: a render that waits for it
+    // reads the source after it.
+    db.query = (async (text: string, params?: unknown[]) => {
+      if (!text.includes('rendition_size')) return query(text, params);
+      const read = new Promise<void>((resolve) => {
+        sourceRead = resolve;
+      });
+      await Promise.race([read, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      const rows = await query(text, params);
+      events.push('statement');
+      return rows;
+    }) as typeof db.query;
+    try {
+      const ahead = await render(project, file.id, { width: 25, format: 'png' });
+      expect(ahead.status).toBe(200);
+      expect((await sharp(ahead.bytes).metadata()).width).toBe(25);
+      await coffer.services.renditions.stored();
+      expect(events).toEqual(['source read', 'statement', 'stored']);
+
+      // Quarantined by another server: this one still holds the file as ready, renders ahead, and
+      // answers the refusal; what it rendered is neither sent nor kept.
+      await query("UPDATE files SET status = 'quarantined' WHERE id = $1", [file.id]);
+      events.length = 0;
+      const refused = await render(project, file.id, { width: 26, format: 'png' });
+      expect([refused.status, refused.json?.error.code]).toEqual([409, 'INVALID_STATE']);
+      expect(events).toEqual(['source read', 'statement']);
+      await coffer.services.renditions.stored();
+      expect(events).toEqual(['source read', 'statement']);
+      const kept = await query('SELECT key FROM renditions WHERE file_id = $1', [file.id]);
+      expect(kept).toHaveLength(2);
+    } finally {
+      db.query = query;
+      store.write = write;
+      restore();
+    }
+  });
+
   it('keeps serving the same rendition once the checksum is known (S3: after the digest job)', async () => {
     const file = await stored(project, 'digested.png', 'image/png', await translucentPng());
     let sourceReads = 0;
