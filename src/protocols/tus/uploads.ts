@@ -86,6 +86,19 @@ function stageable(upload: TusUploadRow, offset: number, body: Body, declaredLen
   return end === length || size >= MIN_PART_SIZE;
 }
 
+/**
+ * Whether a body carries no bytes. One sent chunked is read up to its first byte: tus-java-client
+ * sends one without bytes at the end of an upload whose length is a multiple of its request size (an
+ * empty one too). The request is not destroyed, so that a refusal is still answered.
+ */
+async function carriesNothing(body: Body): Promise<boolean> {
+  if (body.size !== undefined) return body.size === 0;
+  for await (const chunk of body.stream.iterator({ destroyOnReturn: false })) {
+    if ((chunk as Buffer).length > 0) return false;
+  }
+  return true;
+}
+
 /** Who may continue an upload: the credential that created it, or an upload token of the same owner. */
 const creatorOf = (caller: Caller) => {
   const { principal } = caller;
@@ -445,7 +458,8 @@ export function createTusUploads(deps: {
       if (!session || session.status === 'completed') {
         const state = finishedState(upload, file);
         const sameLength = request.length === undefined || request.length === state.length;
-        if (request.body.size === 0 && request.offset === state.length && sameLength) return state;
+        if (request.offset === state.length && sameLength && (await carriesNothing(request.body)))
+          return state;
       }
       return append(caller, upload, requireOpen(session), request.offset, request.body, request.length);
     },

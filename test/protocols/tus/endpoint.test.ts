@@ -617,6 +617,37 @@ describe('tus 1.0 endpoint', () => {
     }
   });
 
+  it('answers an empty chunked PATCH at the end of a finished upload with 204, as tus-java-client ends an upload', async () => {
+    // tus-java-client (and tus-android-client) open a PATCH before reading the next bytes: an upload
+    // whose length is a multiple of its request size, an empty one too, ends with a PATCH without bytes.
+    const empty = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '0',
+        'upload-metadata': `filename ${b64('e.bin')}`,
+      }),
+    });
+    const uploads = [
+      { data: Buffer.alloc(0), url: empty.headers.get('location')! },
+      ...(await finishedUploads()),
+    ];
+    const offsetStream = { 'content-type': 'application/offset+octet-stream' };
+    for (const { data, url } of uploads) {
+      const at = (offset: number, extra: Record<string, string> = {}) =>
+        tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset), ...extra });
+      for (const [method, extra] of [
+        ['PATCH', {}],
+        ['POST', { 'x-http-method-override': 'PATCH' }],
+      ] as const) {
+        const again = await chunked(url, method, at(data.length, extra), Buffer.alloc(0));
+        expect(again.status, `${method} ${data.length}`).toBe(204);
+        expect(again.headers['upload-offset']).toBe(String(data.length));
+      }
+      // Bytes, or another offset, still find the upload finished.
+      expect((await chunked(url, 'PATCH', at(data.length), Buffer.from('x'))).status).toBe(409);
+      if (data.length > 0) expect((await chunked(url, 'PATCH', at(0), Buffer.alloc(0))).status).toBe(409);
+    }
+  });
+
   describe('tus uploads written from several nodes', () => {
     const offsetStream = { 'content-type': 'application/offset+octet-stream' };
     const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
