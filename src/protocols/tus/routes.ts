@@ -133,6 +133,13 @@ export function tusRoutes(services: Services) {
         });
       }
       const caller = callerOf(request);
+      // Not served (TUS_EXTENSIONS): taken for a plain upload, each partial upload would become a file.
+      if (header(request, 'upload-concat') !== undefined) {
+        throw badRequest(
+          'Upload-Concat: concatenation is not served; send the file as one upload (tus-js-client: no parallelUploads)',
+          { field: 'Upload-Concat' },
+        );
+      }
       const deferred = header(request, 'upload-defer-length');
       if (deferred !== undefined && deferred !== '1') {
         throw badRequest('Upload-Defer-Length must be 1', { field: 'Upload-Defer-Length' });

@@ -506,6 +506,34 @@ describe('tus 1.0 endpoint', () => {
     expect(head.headers.get('tus-resumable')).toBe('1.0.0');
   });
 
+  it('refuses with 400, creating nothing, an upload of the concatenation extension it does not serve', async () => {
+    const fresh = await a.newProject();
+    // tus-js-client's parallelUploads: partial uploads, then a final one naming them.
+    const parallel = upload(Buffer.from('sent in two partial uploads'), {
+      endpoint: `${a.url}/tus`,
+      headers: auth(fresh.key),
+      parallelUploads: 2,
+      metadata: { filename: 'whole.txt' },
+      metadataForPartialUploads: { filename: 'part.txt' },
+    });
+    const error = (await parallel.catch((caught: unknown) => caught)) as tus.DetailedError;
+    expect(error.originalResponse?.getStatus()).toBe(400);
+    for (const concat of ['partial', 'final;/tus/session_a /tus/session_b']) {
+      const reply = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(fresh.key, {
+          'upload-length': '5',
+          'upload-metadata': `filename ${b64('c.txt')}`,
+          'upload-concat': concat,
+        }),
+      });
+      expect(reply.status, concat).toBe(400);
+      expect(reply.body.error.details, concat).toEqual({ field: 'Upload-Concat' });
+      expect(reply.headers.get('location'), concat).toBeNull();
+    }
+    const files = await a.services.db.query('SELECT id FROM files WHERE project_id = $1', [fresh.id]);
+    expect(files).toEqual([]);
+  });
+
   it('refuses with 413, creating nothing, a first body longer than Upload-Length', async () => {
     const fresh = await a.newProject();
     const reply = await request(`${a.url}/tus`, 'POST', {
