@@ -128,7 +128,8 @@ export class VerifiedBody extends Transform {
  * The body of an authenticated request, decoded (aws-chunked framing removed) and verified as it
  * streams: the payload hash, every chunk signature, the trailing or header checksum, Content-MD5
  * and the announced length. Nothing is buffered beyond one framing line. Throws at once (before
- * reading) for a malformed checksum header; otherwise failures error the returned stream. On such
+ * reading) for a malformed checksum header; otherwise failures error the returned stream, for its
+ * reader to find (through iteration or a pipeline, which report an error already raised). On such
  * an error `body` is left unread rather than destroyed, so an HTTP server can still answer with
  * the S3 error.
  */
@@ -138,6 +139,10 @@ export function verifiedBody(
   options: VerifiedBodyOptions = {},
 ): VerifiedBody {
   const verified = new VerifiedBody(auth, options);
+  // A small body is checked whole (digest, length) as soon as it has arrived, maybe before its reader
+  // starts; a failure then waits in the stream for the reader (iterators and pipelines see it) and
+  // must not reach the process as an unhandled 'error'.
+  verified.on('error', () => {});
   body.on('error', (error) => verified.destroy(error));
   body.pipe(verified);
   return verified;

@@ -2083,6 +2083,34 @@ describe('the S3 endpoint', () => {
     ]);
   });
 
+  it('refuses a part whose checksum does not match with BadDigest, the failure its request’s alone', async () => {
+    const { client, name } = await bucketWith();
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'x.bin' }));
+    // A small body is checked whole before the store starts reading it: the failure waits for its reader.
+    const uncaught = vi.fn();
+    process.on('uncaughtException', uncaught);
+    try {
+      for (const PartNumber of [1, 2]) {
+        const sent = client.send(
+          new UploadPartCommand({
+            Bucket: name,
+            Key: 'x.bin',
+            UploadId,
+            PartNumber,
+            Body: 'tiny',
+            ChecksumCRC32: 'AAAAAA==',
+          }),
+        );
+        expect(await refusal(sent)).toEqual({ code: 'BadDigest', status: 400 });
+      }
+    } finally {
+      process.off('uncaughtException', uncaught);
+    }
+    expect(uncaught).not.toHaveBeenCalled();
+    const listed = await client.send(new ListPartsCommand({ Bucket: name, Key: 'x.bin', UploadId }));
+    expect(listed.Parts ?? []).toEqual([]);
+  });
+
   it('names an upload by its key and its id: another key finds none, and a repeated complete answers again', async () => {
     const { client, name } = await bucketWith();
     const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'mp/obj' }));
