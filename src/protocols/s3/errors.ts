@@ -115,6 +115,11 @@ export const invalidPartNumber = (requested: number, partsCount?: number) =>
       ...(partsCount === undefined ? {} : { ActualPartCount: String(partsCount) }),
     },
   });
+/** A PUT (of an object or a part) past `max` bytes, as S3 words it. */
+export const entityTooLarge = (size: number, max: number) =>
+  new S3Error(400, 'EntityTooLarge', 'Your proposed upload exceeds the maximum allowed size', {
+    details: { ProposedSize: String(size), MaxSizeAllowed: String(max) },
+  });
 export const invalidObjectState = (status: string) =>
   new S3Error(403, 'InvalidObjectState', `The object is ${status}, not ready: it cannot be read yet`);
 

@@ -7,6 +7,7 @@ import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
 import {
   type ByteRange,
   isStoreError,
+  MAX_PART_SIZE,
   type ObjectPart,
   type ObjectStore,
 } from '../../infra/storage/object-store.ts';
@@ -24,6 +25,7 @@ import {
   accessDenied,
   conditionalRequestConflict,
   copyToItself,
+  entityTooLarge,
   invalidArgument,
   invalidObjectState,
   invalidPartNumber,
@@ -562,13 +564,20 @@ export async function deleteObjectVersion(
   }
 }
 
-/** The size a PutObject or UploadPart declares: the decoded length of an aws-chunked body, else Content-Length. */
+/**
+ * The size a PutObject or UploadPart declares: the decoded length of an aws-chunked body, else
+ * Content-Length; past S3's 5 GiB for one PUT, EntityTooLarge before a byte is read.
+ */
 export function declaredSize(
   headers: Record<string, string | string[] | undefined>,
   decoded?: number,
 ): number {
-  if (decoded !== undefined) return decoded;
-  const length = headers['content-length'];
+  const size = decoded ?? contentLengthOf(headers['content-length']);
+  if (size > MAX_PART_SIZE) throw entityTooLarge(size, MAX_PART_SIZE);
+  return size;
+}
+
+function contentLengthOf(length: string | string[] | undefined): number {
   if (typeof length !== 'string') {
     throw new S3Error(411, 'MissingContentLength', 'You must provide the Content-Length HTTP header.');
   }

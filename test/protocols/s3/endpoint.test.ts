@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { unlink } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
@@ -152,6 +153,29 @@ async function refusal(promise: Promise<unknown>): Promise<{ code: string; statu
     throw error;
   }
   throw new Error('the request was not refused');
+}
+
+/**
+ * The answer to a PUT of `url` that declares `length` bytes and sends only a few: what the server
+ * says of the declared length before it reads the body.
+ */
+function putDeclaring(url: string, length: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const sent = httpRequest(
+      url,
+      { method: 'PUT', headers: { 'content-length': String(length) } },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          resolve({ status: answer.statusCode!, body: Buffer.concat(chunks).toString('utf8') });
+          sent.destroy();
+        });
+      },
+    );
+    sent.on('error', reject);
+    sent.write('abc');
+  });
 }
 
 const text = async (body: unknown) =>
@@ -2352,6 +2376,27 @@ describe('the S3 endpoint', () => {
     );
     expect(listed).toMatchObject({ PartNumberMarker: '1', MaxParts: 1000, IsTruncated: false });
     expect(listed.Parts?.map((part) => part.PartNumber)).toEqual([2]);
+  });
+
+  it('refuses a PutObject or UploadPart past 5 GiB with EntityTooLarge, as S3 does, before its body', async () => {
+    const { client, name } = await bucketWith();
+    const { UploadId } = await client.send(
+      new CreateMultipartUploadCommand({ Bucket: name, Key: 'big.bin' }),
+    );
+    const tooLarge = 5 * 1024 ** 3 + 1;
+    for (const url of [
+      await getSignedUrl(client, new PutObjectCommand({ Bucket: name, Key: 'big.bin' })),
+      await getSignedUrl(
+        client,
+        new UploadPartCommand({ Bucket: name, Key: 'big.bin', UploadId, PartNumber: 1 }),
+      ),
+    ]) {
+      const answer = await putDeclaring(url, tooLarge);
+      expect(answer.status).toBe(400);
+      expect(answer.body).toContain('<Code>EntityTooLarge</Code>');
+      expect(answer.body).toContain(`<ProposedSize>${tooLarge}</ProposedSize>`);
+      expect(answer.body).toContain(`<MaxSizeAllowed>${5 * 1024 ** 3}</MaxSizeAllowed>`);
+    }
   });
 
   it('holds a multipart upload to the size limit, and the quota at completion', async () => {
