@@ -1,6 +1,7 @@
 import type { Services } from '../../services.ts';
 import {
   bodyOf,
+  checksumHeaders,
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
@@ -79,15 +80,10 @@ export function multipartOperations(services: Services): Record<string, Operatio
         return xml(reply, 'CopyPartResult', { ETag: etag, LastModified: new Date().toISOString() });
       }
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
-      const etag = await uploadPart(
-        services,
-        caller,
-        upload,
-        partNumber,
-        bodyOf(request, auth),
-        declaredSize(request.headers, decoded),
-      );
-      return reply.header('etag', etag).send();
+      const size = declaredSize(request.headers, decoded);
+      const body = bodyOf(request, auth);
+      const etag = await uploadPart(services, caller, upload, partNumber, body, size);
+      return reply.header('etag', etag).headers(checksumHeaders(body)).send();
     },
 
     'POST object?uploadId': async ({ request, reply, caller, auth, target, query }) => {

@@ -5,6 +5,7 @@ import { auditContext } from '../../modules/audit/service.ts';
 import type { Services } from '../../services.ts';
 import {
   bodyOf,
+  checksumHeaders,
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
@@ -111,15 +112,16 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;
       const size = declaredSize(request.headers, decoded);
       const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
+      const body = bodyOf(request, auth);
       const put = await putObject(services, caller, target.key, {
         size,
         contentType: contentTypeOf(request.headers['content-type']),
         // Without x-amz-meta-* headers, new content keeps the file's metadata.
         metadata: Object.keys(metadata).length > 0 ? metadata : undefined,
-        body: bodyOf(request, auth),
+        body,
         guard,
       });
-      reply.header('etag', put.etag);
+      reply.header('etag', put.etag).headers(checksumHeaders(body));
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
       if (put.versionId) reply.header('x-amz-version-id', put.versionId);
       return reply.send();

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { unlink } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
+import { crc32 as zlibCrc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -230,6 +231,33 @@ describe('the S3 endpoint', () => {
     expect(got.Metadata).toEqual({ camera: 'pinhole' });
     expect(got.ContentLength).toBe(data.length);
     expect((await text(got.Body)).equals(data)).toBe(true);
+  });
+
+  it('answers a PutObject and an UploadPart with the checksum their body was verified against, as S3 does', async () => {
+    const { client, name } = bucket;
+    const data = Buffer.from('checked bytes');
+    const crc32 = Buffer.alloc(4);
+    crc32.writeUInt32BE(zlibCrc32(data));
+    const sha256 = createHash('sha256').update(data).digest('base64');
+    // A stream goes aws-chunked with a trailing CRC32; a buffer with an x-amz-checksum-sha256 header.
+    const streamed = await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'sums/a', Body: Readable.from([data]), ContentLength: 13 }),
+    );
+    expect(streamed.ChecksumCRC32).toBe(crc32.toString('base64'));
+    const buffered = await client.send(
+      new PutObjectCommand({ Bucket: name, Key: 'sums/b', Body: data, ChecksumAlgorithm: 'SHA256' }),
+    );
+    expect([buffered.ChecksumSHA256, buffered.ChecksumCRC32]).toEqual([sha256, undefined]);
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'sums/c' }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key: 'sums/c', UploadId, PartNumber: 1, Body: data }),
+    );
+    expect(part.ChecksumCRC32).toBe(crc32.toString('base64'));
+    await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key: 'sums/c', UploadId }));
+    // Without a checksum, none is answered.
+    const plain = clientFor(...bucket.keys, undefined, { requestChecksumCalculation: 'WHEN_REQUIRED' });
+    const unsummed = await plain.send(new PutObjectCommand({ Bucket: name, Key: 'sums/d', Body: data }));
+    expect(unsummed.ChecksumCRC32).toBeUndefined();
   });
 
   it('reads ranges and answers conditional requests', async () => {
