@@ -34,6 +34,7 @@ import {
   guardOf,
   metadataOf,
   partNumberOf,
+  refuseUnservedWrites,
   writeConditionOf,
 } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
@@ -52,6 +53,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
   return {
     'POST object?uploads': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
+      refuseUnservedWrites(request.headers, auth.presigned ? query : undefined);
       const uploadId = await createUpload(services, caller, target.key, {
         contentType: contentTypeOf(request.headers['content-type']),
         metadata: metadataOf(request.headers, auth.presigned ? query : undefined),

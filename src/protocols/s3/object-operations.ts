@@ -34,6 +34,7 @@ import {
   putObject,
   rangeOf,
   readPartNumber,
+  refuseUnservedWrites,
   requireReadable,
   responseOverrides,
   writeConditionOf,
@@ -89,6 +90,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
+      refuseUnservedWrites(request.headers, auth.presigned ? query : undefined);
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const directive = metadataDirectiveOf(request.headers);

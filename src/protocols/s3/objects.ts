@@ -75,6 +75,30 @@ export function metadataOf(
   return metadata;
 }
 
+/** Prefixes of a write's request for what Coffer does not do to an object, with what to call it. */
+const UNSERVED_WRITES: [prefix: string, what: string][] = [
+  ['x-amz-server-side-encryption', 'Server-side encryption'],
+  ['x-amz-object-lock-', 'Object lock'],
+];
+
+/**
+ * Refuses a PutObject, CopyObject or CreateMultipartUpload asking for server-side encryption (S3's
+ * keys, KMS or the client's own) or an object lock, by header or, on a presigned URL, by query
+ * parameter: 501 NotImplemented, as ignoring it would store the object otherwise than asked.
+ */
+export function refuseUnservedWrites(
+  headers: Record<string, string | string[] | undefined>,
+  presignedQuery?: URLSearchParams,
+): void {
+  const names = [
+    ...Object.keys(headers),
+    ...[...(presignedQuery?.keys() ?? [])].map((name) => name.toLowerCase()),
+  ];
+  for (const [prefix, what] of UNSERVED_WRITES) {
+    if (names.some((name) => name.startsWith(prefix))) throw notImplemented(what);
+  }
+}
+
 /**
  * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
  * carries the validators a 200 would (RFC 9110 §15.4.5), so caches can refresh what they hold.

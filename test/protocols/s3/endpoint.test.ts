@@ -2592,6 +2592,41 @@ describe('the S3 endpoint', () => {
     });
   });
 
+  it('refuses a write asking for server-side encryption or an object lock with 501, storing nothing', async () => {
+    const { client, name } = bucket;
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'sse/source.txt', Body: 'source' }));
+    const customerKey = randomBytes(32).toString('base64');
+    const asks = [
+      { ServerSideEncryption: 'aws:kms' as const },
+      { ServerSideEncryption: 'AES256' as const },
+      {
+        SSECustomerAlgorithm: 'AES256',
+        SSECustomerKey: customerKey,
+        SSECustomerKeyMD5: createHash('md5').update(Buffer.from(customerKey, 'base64')).digest('base64'),
+      },
+      { ObjectLockMode: 'COMPLIANCE' as const, ObjectLockRetainUntilDate: new Date(Date.now() + 86_400_000) },
+      { ObjectLockLegalHoldStatus: 'ON' as const },
+    ];
+    for (const [index, ask] of asks.entries()) {
+      const Key = `sse/${index}.txt`;
+      for (const send of [
+        () => client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'secret', ...ask })),
+        () =>
+          client.send(
+            new CopyObjectCommand({ Bucket: name, Key, CopySource: `${name}/sse/source.txt`, ...ask }),
+          ),
+        () => client.send(new CreateMultipartUploadCommand({ Bucket: name, Key, ...ask })),
+      ]) {
+        expect(await refusal(send())).toEqual({ code: 'NotImplemented', status: 501 });
+      }
+      expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key })))).toMatchObject({
+        status: 404,
+      });
+    }
+    const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: name, Prefix: 'sse/' }));
+    expect(uploads.Uploads ?? []).toEqual([]);
+  });
+
   it('refuses a metadata directive other than COPY or REPLACE, storing nothing', async () => {
     const { client, name } = await bucketWith();
     await client.send(
