@@ -357,13 +357,17 @@ export async function objectBody(
   return isLocalStore(store) ? store.slicesOf(key, range) : store.read(key, range);
 }
 
-/** The byte range of a GetObject (`Range: bytes=…`), undefined for the whole object. */
+/**
+ * The byte range of a GetObject (`Range: bytes=…`), undefined for the whole object; one past its end
+ * is 416 InvalidRange, naming the range and the object's size as S3 does.
+ */
 export function rangeOf(header: string | undefined, size: number) {
   try {
     return parseRange(header, size);
   } catch {
     throw new S3Error(416, 'InvalidRange', 'The requested range is not satisfiable', {
       headers: { 'content-range': `bytes */${size}` },
+      details: { RangeRequested: header ?? '', ActualObjectSize: String(size) },
     });
   }
 }

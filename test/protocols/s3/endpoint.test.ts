@@ -289,6 +289,13 @@ describe('the S3 endpoint', () => {
     expect(unchanged.status).toBe(304);
     expect(unchanged.headers.get('etag')).toBe(etag);
     expect(unchanged.headers.get('last-modified')).toBe(head.LastModified?.toUTCString());
+    // A range past the end: 416 InvalidRange naming the range and the object's size, as S3 does.
+    const past = await fetch(url, { headers: { range: 'bytes=10-20' } });
+    expect([past.status, past.headers.get('content-range')]).toEqual([416, 'bytes */10']);
+    const refused = await past.text();
+    expect(refused).toContain('<Code>InvalidRange</Code>');
+    expect(refused).toContain('<RangeRequested>bytes=10-20</RangeRequested>');
+    expect(refused).toContain('<ActualObjectSize>10</ActualObjectSize>');
   });
 
   it('matches ETags sent without their quotes, as the AWS SDK for Java v1 sends them, and weak ones only where weak comparison holds', async () => {
