@@ -4,6 +4,12 @@ import type { Category, FileStatus } from './rules.ts';
 import type { FileObject } from './schemas.ts';
 import { checkTransition, type FileTarget } from './states.ts';
 
+/**
+ * Headers an S3 write stores with an object and its reads answer (Cache-Control, Content-Disposition,
+ * Content-Encoding, Content-Language, Expires): lowercase names, values as given.
+ */
+export type HttpHeaders = Record<string, string>;
+
 export interface FileRow {
   id: string;
   project_id: string;
@@ -18,6 +24,8 @@ export interface FileRow {
   /** The store's ETag of the content, quoted, as sealed (null for files stored before it was kept). */
   etag: string | null;
   metadata: Record<string, unknown>;
+  /** The standard headers S3 stores with the content (see HttpHeaders); null for none. */
+  http_headers: HttpHeaders | null;
   tags: string[];
   owner_user_id: string | null;
   owner_org_id: string | null;
@@ -32,7 +40,7 @@ export interface FileRow {
 }
 
 export const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-  checksum_sha256, etag, metadata, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
+  checksum_sha256, etag, metadata, http_headers, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
   scan_signature, created_at, updated_at, upload_expires_at, deleted_at`;
 
 export function toFileObject(row: FileRow): FileObject {
@@ -70,15 +78,20 @@ export type NewFile = Omit<
   | 'etag'
   | 'failure_reason'
   | 'scan_signature'
+  | 'http_headers'
 > &
   /** Known for a file recorded with its bytes already stored (a server-side write). */
-  Partial<Pick<FileRow, 'checksum_sha256' | 'etag'>>;
+  Partial<Pick<FileRow, 'checksum_sha256' | 'etag' | 'http_headers'>>;
+
+/** A jsonb parameter: null (or none) is SQL NULL, not the JSON value null. */
+export const jsonOrNull = (value: unknown): string | null => (value == null ? null : JSON.stringify(value));
 
 export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> {
   const [row] = await q.query<FileRow>(
     `INSERT INTO files (id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-       metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at, checksum_sha256, etag)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17)
+       metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at, checksum_sha256, etag,
+       http_headers)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18::jsonb)
      RETURNING ${COLUMNS}`,
     [
       file.id,
@@ -98,6 +111,7 @@ export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> 
       file.upload_expires_at,
       file.checksum_sha256 ?? null,
       file.etag ?? null,
+      jsonOrNull(file.http_headers),
     ],
   );
   return row!;
@@ -139,6 +153,7 @@ export type FileChanges = Partial<
     FileRow,
     | 'folder_id'
     | 'metadata'
+    | 'http_headers'
     | 'tags'
     | 'checksum_sha256'
     | 'etag'
@@ -157,8 +172,9 @@ function setClause(changes: FileChanges, params: unknown[]): string[] {
   return Object.entries(changes)
     .filter(([, value]) => value !== undefined)
     .map(([column, value]) => {
-      params.push(column === 'metadata' ? JSON.stringify(value) : value);
-      return `${column} = $${params.length}${column === 'metadata' ? '::jsonb' : ''}`;
+      const json = column === 'metadata' || column === 'http_headers';
+      params.push(json ? jsonOrNull(value) : value);
+      return `${column} = $${params.length}${json ? '::jsonb' : ''}`;
     });
 }
 

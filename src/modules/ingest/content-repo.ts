@@ -1,4 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
+import { type HttpHeaders, jsonOrNull } from '../files/repo.ts';
 
 /** New bytes of an existing file on their way to becoming its current content (a new version). */
 export type ContentStatus = 'uploading' | 'processing' | 'committed' | 'failed' | 'quarantined';
@@ -28,10 +29,12 @@ export interface PendingContent {
   failure_reason: string | null;
   /** The file's metadata once this content is current; null keeps the file's own. */
   metadata: Record<string, unknown> | null;
+  /** The headers S3 stores with this content, which become the file's with it; null for none. */
+  http_headers: HttpHeaders | null;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason, metadata';
+  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason, metadata, http_headers';
 
 function checkTransition(from: ContentStatus, to: ContentStatus): void {
   if (!CONTENT_TRANSITIONS[from].includes(to)) throw new Error(`Content cannot go from ${from} to ${to}`);
@@ -45,12 +48,13 @@ export async function insertContent(
   > & {
     upload_expires_at: Date;
     metadata?: Record<string, unknown>;
+    http_headers?: HttpHeaders | null;
   },
 ): Promise<void> {
   await q.query(
     `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at,
-       metadata)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`,
+       metadata, http_headers)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb)`,
     [
       content.id,
       content.project_id,
@@ -60,6 +64,7 @@ export async function insertContent(
       content.content_type,
       content.upload_expires_at,
       content.metadata === undefined ? null : JSON.stringify(content.metadata),
+      jsonOrNull(content.http_headers),
     ],
   );
 }

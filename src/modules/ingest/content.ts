@@ -25,11 +25,15 @@ import type { ByteSource, IngestDeps, Intake, PlannedObject, Sealed, WriteGuard 
 import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
-/** What a client declares about new content of a file; `metadata`, when given, replaces the file's as it becomes current. */
+/**
+ * What a client declares about new content of a file; `metadata`, when given, replaces the file's as
+ * it becomes current; `http_headers` are the content's own (none when not given).
+ */
 export interface ContentRequest {
   content_type?: string;
   size_bytes: number;
   metadata?: Record<string, unknown>;
+  http_headers?: files.HttpHeaders;
 }
 
 /** Holds recorded new content of `bytes` to the project's quota (its file is counted already). */
@@ -64,6 +68,8 @@ async function replaceContent(
     storage_key: snapshot.storage_key,
     size_bytes: snapshot.size_bytes,
     content_type: snapshot.content_type,
+    // The content's own headers, none when it has none: they describe its bytes, not the file.
+    http_headers: snapshot.http_headers ?? null,
     category: categoryOf(snapshot.content_type),
     checksum_sha256: snapshot.checksum_sha256,
     etag: snapshot.etag,
@@ -239,6 +245,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       token,
       // As on a new file, the upload token's metadata wins over the request's.
       metadata: request.metadata && { ...request.metadata, ...token?.metadata },
+      httpHeaders: request.http_headers,
       id: newId('ver'),
       storageKey: newObjectKey(caller.project.id, file.id),
       size: request.size_bytes,
@@ -258,6 +265,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       contentType: string;
       expiresAt: Date;
       metadata?: Record<string, unknown>;
+      httpHeaders?: files.HttpHeaders;
     },
   ): Promise<void> {
     if (content.metadata) {
@@ -273,6 +281,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       content_type: content.contentType,
       upload_expires_at: content.expiresAt,
       metadata: content.metadata,
+      http_headers: content.httpHeaders,
     });
   }
 
@@ -362,7 +371,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     async declareContentParts<T, U>(
       caller: Caller,
       file: files.FileRow,
-      request: { content_type?: string; metadata?: Record<string, unknown> },
+      request: Omit<ContentRequest, 'size_bytes'>,
       source: ByteSource<T, U>,
       expiresAt: Date,
     ): Promise<{ contentId: string; extra: U | undefined }> {

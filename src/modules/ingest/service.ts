@@ -57,6 +57,8 @@ export interface UploadRequest {
    */
   exact_folder?: boolean;
   metadata?: Record<string, unknown>;
+  /** Headers S3 stores with the content (see HttpHeaders). */
+  http_headers?: files.HttpHeaders;
   tags?: string[];
 }
 
@@ -160,6 +162,7 @@ export function createIngestService(deps: IngestDeps) {
       category: categoryOf(contentType),
       storage_key: planned.storageKey,
       metadata,
+      http_headers: request.http_headers ?? null,
       tags,
       owner_user_id: token?.owner_user_id ?? null,
       owner_org_id: token?.owner_org_id ?? null,

@@ -18,6 +18,7 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import type { ContentRequest } from '../ingest/content.ts';
 import { findContent } from '../ingest/content-repo.ts';
 import type { ByteSource, WriteGuard } from '../ingest/intake.ts';
 import type { IngestService, UploadRequest } from '../ingest/service.ts';
@@ -285,7 +286,7 @@ export function createMultipartService(deps: {
     async startContentDeferred(
       caller: Caller,
       file: files.FileRow,
-      request: { content_type?: string; metadata?: Record<string, unknown> },
+      request: Omit<ContentRequest, 'size_bytes'>,
     ) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
       const limit = await ingest.sizeLimit(caller);

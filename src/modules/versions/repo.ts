@@ -1,5 +1,6 @@
 import type { Queryable } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
+import { type HttpHeaders, jsonOrNull } from '../files/repo.ts';
 
 export interface FileVersion {
   id: string;
@@ -14,9 +15,10 @@ export interface FileVersion {
   created_at: string;
 }
 
-/** A version as stored: with the ETag S3 clients see (the REST API does not show it). */
+/** A version as stored: with the ETag and headers S3 clients see (the REST API shows neither). */
 export interface StoredVersion extends FileVersion {
   etag: string | null;
+  http_headers: HttpHeaders | null;
 }
 
 interface Row extends Omit<StoredVersion, 'created_at'> {
@@ -24,7 +26,7 @@ interface Row extends Omit<StoredVersion, 'created_at'> {
 }
 
 const COLUMNS =
-  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, etag, reason, source_version_id, created_at';
+  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, etag, http_headers, reason, source_version_id, created_at';
 
 const toVersion = (row: Row): StoredVersion => ({ ...row, created_at: row.created_at.toISOString() });
 
@@ -34,6 +36,7 @@ export interface Snapshot {
   content_type: string;
   checksum_sha256: string | null;
   etag?: string | null;
+  http_headers?: HttpHeaders | null;
 }
 
 /** Appends the next version of the file (numbers count up from 1). */
@@ -46,8 +49,8 @@ export async function recordVersion(
 ): Promise<FileVersion> {
   const [row] = await q.query<Row>(
     `INSERT INTO file_versions (id, project_id, file_id, version_number, storage_key, size_bytes, content_type,
-       checksum_sha256, reason, source_version_id, etag)
-     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9, $10
+       checksum_sha256, reason, source_version_id, etag, http_headers)
+     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11::jsonb
      FROM file_versions WHERE file_id = $3
      RETURNING ${COLUMNS}`,
     [
@@ -61,6 +64,7 @@ export async function recordVersion(
       reason,
       options.sourceVersionId ?? null,
       snapshot.etag ?? null,
+      jsonOrNull(snapshot.http_headers),
     ],
   );
   return toVersion(row!);

@@ -35,6 +35,7 @@ import {
   metadataOf,
   partNumberOf,
   refuseUnservedWrites,
+  storedHeadersOf,
   writeConditionOf,
 } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
@@ -57,6 +58,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const uploadId = await createUpload(services, caller, target.key, {
         contentType: contentTypeOf(request.headers['content-type']),
         metadata: metadataOf(request.headers, auth.presigned ? query : undefined),
+        headers: storedHeadersOf(request.headers),
       });
       return xml(reply, 'InitiateMultipartUploadResult', {
         Bucket: caller.project.bucket,

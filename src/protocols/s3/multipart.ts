@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
+import type { HttpHeaders } from '../../modules/files/repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
@@ -41,17 +42,20 @@ export async function createUpload(
   services: MultipartServices,
   caller: Caller,
   key: string,
-  request: { contentType: string; metadata: Record<string, string> },
+  request: { contentType: string; metadata: Record<string, string>; headers: HttpHeaders },
 ): Promise<string> {
   const place = placeOf(key);
   if (place.kind === 'folder') throw invalidArgument('A key ending in / is a folder: it takes no bytes');
   const metadata = Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
+  // Taking effect with the content, at completion, as a PutObject's would.
+  const http_headers = Object.keys(request.headers).length > 0 ? request.headers : undefined;
   // Over a key that holds a file, the upload makes new content of it, as a PutObject there does.
   const existing = await replaceableAt(services, caller, key);
   if (existing) {
     const started = await services.multipart.startContentDeferred(caller, existing, {
       content_type: request.contentType,
       metadata,
+      http_headers,
     });
     return started.uploadId;
   }
@@ -61,6 +65,7 @@ export async function createUpload(
     folder_id: await folderFor(services, caller, place.folderPath),
     exact_folder: true,
     metadata,
+    http_headers,
   });
   return started.uploadId;
 }

@@ -37,6 +37,7 @@ import {
   refuseUnservedWrites,
   requireReadable,
   responseOverrides,
+  storedHeadersOf,
   writeConditionOf,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
@@ -69,6 +70,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       'last-modified': content.modified.toUTCString(),
       'accept-ranges': 'bytes',
       'x-coffer-file-id': file.id,
+      ...content.headers,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...(part?.partsCount === undefined ? {} : { 'x-amz-mp-parts-count': String(part.partsCount) }),
       ...metaHeaders(file.metadata),
@@ -92,6 +94,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       requireScope(caller, 'files:upload');
       refuseUnservedWrites(request.headers, auth.presigned ? query : undefined);
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
+      const headers = storedHeadersOf(request.headers);
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const directive = metadataDirectiveOf(request.headers);
         const source = await copySource(services, caller, request.headers);
@@ -101,6 +104,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
           replace: directive === 'REPLACE',
           contentType: request.headers['content-type'],
           metadata,
+          headers,
           guard,
         });
         if (source.content.versionId) reply.header('x-amz-copy-source-version-id', source.content.versionId);
@@ -120,6 +124,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
         contentType: contentTypeOf(request.headers['content-type']),
         // Without x-amz-meta-* headers, new content keeps the file's metadata.
         metadata: Object.keys(metadata).length > 0 ? metadata : undefined,
+        // Unlike metadata, a PutObject's headers replace the object's, none sent clearing them.
+        headers,
         body,
         guard,
       });

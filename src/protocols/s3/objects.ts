@@ -14,7 +14,7 @@ import {
 import { anyEtag, listsEtag } from '../../lib/etag.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey, lockKey } from '../../modules/files/key-repo.ts';
-import type { FileRow } from '../../modules/files/repo.ts';
+import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
 import { hasContentInScan } from '../../modules/ingest/content-repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
@@ -75,6 +75,55 @@ export function metadataOf(
   return metadata;
 }
 
+/** The standard headers S3 stores with an object as a write sends them, and answers on its reads. */
+const STORED_HEADERS = [
+  'cache-control',
+  'content-disposition',
+  'content-encoding',
+  'content-language',
+  'expires',
+];
+
+/** The longest value Coffer keeps of a stored header or takes of a `response-*` parameter. */
+const MAX_HEADER_VALUE_BYTES = 2048;
+
+/**
+ * A header value from a request, checked before it is kept or sent: one no header can hold (a line
+ * break, a control character), or past MAX_HEADER_VALUE_BYTES, is InvalidArgument, where Node would
+ * refuse it mid-answer, after the object's Content-Length.
+ */
+function headerValue(name: string, value: string): string {
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
+    throw invalidArgument(`${name} holds a character a header cannot carry`);
+  }
+  if (Buffer.byteLength(value, 'latin1') > MAX_HEADER_VALUE_BYTES) {
+    throw invalidArgument(`${name} is longer than ${MAX_HEADER_VALUE_BYTES} bytes`);
+  }
+  return value;
+}
+
+/**
+ * The standard headers a PutObject, CreateMultipartUpload or CopyObject (REPLACE) stores with the
+ * object: STORED_HEADERS as sent, but for `aws-chunked` in Content-Encoding, which frames the
+ * request's body and is not the object's encoding (S3 drops it too).
+ */
+export function storedHeadersOf(headers: Record<string, string | string[] | undefined>): HttpHeaders {
+  const stored: HttpHeaders = {};
+  for (const name of STORED_HEADERS) {
+    const sent = headers[name];
+    let value = Array.isArray(sent) ? sent.join(', ') : sent;
+    if (name === 'content-encoding' && value !== undefined) {
+      value = value
+        .split(',')
+        .map((coding) => coding.trim())
+        .filter((coding) => coding !== '' && coding.toLowerCase() !== 'aws-chunked')
+        .join(',');
+    }
+    if (value) stored[name] = headerValue(name, value);
+  }
+  return stored;
+}
+
 /** Prefixes of a write's request for what Coffer does not do to an object, with what to call it. */
 const UNSERVED_WRITES: [prefix: string, what: string][] = [
   ['x-amz-server-side-encryption', 'Server-side encryption'],
@@ -101,17 +150,25 @@ export function refuseUnservedWrites(
 
 /**
  * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
- * carries the validators a 200 would (RFC 9110 §15.4.5), so caches can refresh what they hold.
+ * carries the validators a 200 would, and its Cache-Control and Expires (RFC 9110 §15.4.5), so caches
+ * can refresh what they hold.
  */
 export function checkConditions(
   headers: Record<string, string | string[] | undefined>,
-  { etag, modified, versionId }: { etag: string; modified: Date; versionId?: string },
+  {
+    etag,
+    modified,
+    versionId,
+    headers: stored = {},
+  }: { etag: string; modified: Date; versionId?: string; headers?: HttpHeaders },
   forCopy = false,
 ): void {
+  const freshness = Object.entries(stored).filter(([name]) => name === 'cache-control' || name === 'expires');
   const validators = {
     etag,
     'last-modified': modified.toUTCString(),
     ...(versionId ? { 'x-amz-version-id': versionId } : {}),
+    ...Object.fromEntries(freshness),
   };
   const notModified = () =>
     forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
@@ -276,19 +333,14 @@ const OVERRIDABLE = [
 ];
 
 /**
- * The headers a GetObject's `response-*` parameters set, each checked before anything is sent: a value
- * no header can hold (a line break, a control character) is InvalidArgument, where Node would refuse
- * it mid-answer, after the object's Content-Length.
+ * The headers a GetObject's `response-*` parameters set over the object's own, each checked (see
+ * headerValue) before anything is sent.
  */
 export function responseOverrides(query: URLSearchParams): Record<string, string> {
   const overrides: Record<string, string> = {};
   for (const name of OVERRIDABLE) {
     const value = query.get(`response-${name}`);
-    if (value === null) continue;
-    if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
-      throw invalidArgument(`response-${name} holds a character a header cannot carry`);
-    }
-    overrides[name] = value;
+    if (value !== null) overrides[name] = headerValue(`response-${name}`, value);
   }
   return overrides;
 }
@@ -303,6 +355,8 @@ export interface Content {
   storageKey: string;
   size: number;
   contentType: string;
+  /** The standard headers stored with these bytes (see storedHeadersOf). */
+  headers: HttpHeaders;
   etag: string;
   modified: Date;
   /** The version these bytes are, where the project keeps versions or one was asked for. */
@@ -323,6 +377,7 @@ export async function contentOf(
     storageKey: file.storage_key,
     size: file.size_bytes,
     contentType: file.content_type,
+    headers: file.http_headers ?? {},
     etag: etagOf(file),
     modified: file.updated_at,
   };
@@ -339,6 +394,7 @@ export async function contentOf(
     storageKey: version.storage_key,
     size: version.size_bytes,
     contentType: version.content_type,
+    headers: version.http_headers ?? {},
     etag: isCurrent ? current.etag : etagOf(version),
     modified: new Date(version.created_at),
     versionId: version.id,
@@ -411,7 +467,9 @@ export async function partOf(store: ObjectStore, content: Content, partNumber: n
 
 /**
  * Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder;
- * `metadata` becomes the file's, exactly, or, undefined, leaves the metadata of a file there as it is.
+ * `metadata` becomes the file's, exactly, or, undefined, leaves the metadata of a file there as it is;
+ * `headers` are the new content's, replacing whatever the content before had, as S3 replaces an
+ * object whole.
  */
 export async function putObject(
   services: ObjectServices,
@@ -422,6 +480,7 @@ export async function putObject(
     contentType: string;
     /** From an S3 request, strings; from a copy's source, its file's values as they are. */
     metadata: Record<string, unknown> | undefined;
+    headers: HttpHeaders;
     body: Readable;
     guard?: WriteGuard;
   },
@@ -435,11 +494,12 @@ export async function putObject(
   }
   const existing = await replaceableAt(services, caller, key);
   const { metadata } = request;
+  const http_headers = Object.keys(request.headers).length > 0 ? request.headers : undefined;
   if (existing) {
     const outcome = await services.ingest.writeContent(
       caller,
       existing,
-      { content_type: request.contentType, size_bytes: request.size, metadata },
+      { content_type: request.contentType, size_bytes: request.size, metadata, http_headers },
       request.body,
       request.guard,
     );
@@ -462,6 +522,7 @@ export async function putObject(
       folder_id: await folderFor(services, caller, place.folderPath),
       exact_folder: true,
       metadata,
+      http_headers,
     },
     request.body,
     { guard: request.guard },
@@ -689,8 +750,8 @@ export function metadataDirectiveOf(
 
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
- * content) at `key`, with exactly the source's metadata (COPY) or the request's (REPLACE), none
- * included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
+ * content) at `key`, with exactly the source's metadata and stored headers (COPY) or the request's
+ * (REPLACE), none included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
  * the write to the destination's condition. A copy onto its own key must change something: REPLACE,
  * or a version named (restoring it); otherwise it is refused, as in S3, before a byte is read.
  */
@@ -703,6 +764,7 @@ export async function copyObject(
     replace: boolean;
     contentType: string | undefined;
     metadata: Record<string, string>;
+    headers: HttpHeaders;
     guard?: WriteGuard;
   },
 ) {
@@ -715,6 +777,8 @@ export async function copyObject(
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     // COPY keeps every value of the source's metadata, those with no header form (numbers, …) too.
     metadata: request.replace ? request.metadata : file.metadata,
+    // The headers of the content copied: a version's own when one is named.
+    headers: request.replace ? request.headers : content.headers,
     body: bytes,
     guard: request.guard,
   }).finally(() => bytes.destroy());
