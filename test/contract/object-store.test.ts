@@ -307,14 +307,22 @@ describe.each(backends)('object store contract: $name', (backend) => {
       }
     });
 
-    it('leaves no object when the stream fails midway', async () => {
+    it("leaves no object when the stream fails midway, and answers the stream's own error", async () => {
       const key = newKey();
       const failing = new PassThrough();
       const writing = store.write(key, failing, { size: 2 * MiB, contentType: 'text/plain' });
       failing.write(randomBytes(MiB));
       setTimeout(() => failing.destroy(new Error('client went away')), 50);
-      await expect(writing).rejects.toThrow();
+      await expect(writing).rejects.toThrow('client went away');
       expect(await store.head(key)).toBeUndefined();
+      // A part's likewise (a body whose digest its reader found wrong, say): the caller answers it.
+      const uploadId = await store.createMultipart(key, { contentType: 'text/plain', totalSize: 2 * MiB });
+      const part = new PassThrough();
+      const writingPart = store.writePart(key, uploadId, 1, part, 2 * MiB);
+      part.write(randomBytes(MiB));
+      setTimeout(() => part.destroy(new Error('digest mismatch')), 50);
+      await expect(writingPart).rejects.toThrow('digest mismatch');
+      await store.delete(key);
     });
   });
 

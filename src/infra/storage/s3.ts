@@ -145,7 +145,13 @@ function exactly(body: Readable, size: number) {
   const stream = pipeline(body, counter, (error) => {
     if (error) failure.abort(error);
   });
-  return { stream, failed: failure.signal, sha256: () => hash.digest('hex'), problem: () => problem };
+  /**
+   * What a failed call is answered with: the length when it was wrong (the SDK may report a body cut
+   * short in its own words), the body's own error when it failed (a digest its reader checks, a client
+   * gone: the caller's to answer, as on the local store), else the call's.
+   */
+  const blame = (error: unknown) => problem ?? body.errored ?? error;
+  return { stream, failed: failure.signal, sha256: () => hash.digest('hex'), blame };
 }
 
 export function createS3Store(options: S3StoreOptions): ObjectStore {
@@ -285,8 +291,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         );
         return { size, etag: put.ETag ?? '""', sha256: counted.sha256() };
       } catch (error) {
-        // The SDK may report a body cut short in its own words: the length is what went wrong.
-        throw counted.problem() ?? error;
+        throw counted.blame(error);
       }
     },
 
@@ -458,7 +463,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
         );
         return part.ETag ?? '""';
       } catch (error) {
-        throw counted.problem() ?? error;
+        throw counted.blame(error);
       }
     },
 
