@@ -15,6 +15,7 @@ import {
   installErrorHandling,
   MAX_PARAM_LENGTH,
 } from './http/error-handler.ts';
+import { continueOnRead } from './http/expect-continue.ts';
 import { objectRoutes } from './http/object-routes.ts';
 import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
@@ -167,6 +168,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     clientErrorHandler: answerClientError,
     ajv: { customOptions: { strict: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // 100 Continue once a body is read, not before the request is looked at (expect-continue.ts).
+  continueOnRead(app.server);
 
   const compilers = schemaCompilers(NAMED_SCHEMAS);
   app.setValidatorCompiler(compilers.validators);
