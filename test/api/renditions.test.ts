@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino from 'pino';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Caller } from '../../src/domain/principal.ts';
 import { SMALL_BODY } from '../../src/infra/storage/local/files.ts';
 import { isLocalStore } from '../../src/infra/storage/local/store.ts';
 import { createRenditionService, type SourceFile } from '../../src/modules/renditions/service.ts';
@@ -512,6 +513,65 @@ describe('GET …/render', () => {
       store.write = write;
       restore();
     }
+  });
+
+  it('renders ahead only a rendition it knows is not stored: one another server stored is served', async () => {
+    const file = await stored(project, 'elsewhere.png', 'image/png', await translucentPng());
+    for (const width of [20, 21]) {
+      expect((await render(project, file.id, { width, format: 'png' })).status).toBe(200);
+    }
+    await coffer.services.renditions.stored();
+    // Another server over the same database and store, that made neither rendition.
+    const other = createRenditionService({
+      db: coffer.services.db,
+      store: coffer.services.store,
+      images: coffer.config.images,
+      secretKey: Buffer.alloc(32, 1),
+      publicUrl: coffer.url,
+      logger: pino({ level: 'silent' }),
+    });
+    const caller = { project: { id: project.id }, principal: { kind: 'api_key' } } as unknown as Caller;
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    try {
+      const served = async (width: number) => {
+        const rendition = await other.render(caller, file.id, { width, format: 'png' }, {});
+        return 'body' in rendition && Buffer.isBuffer(rendition.body) ? rendition.body.length : 0;
+      };
+      expect(await served(20)).toBeGreaterThan(0);
+      // Its row read once, the server knows 21 is stored: served, not rendered ahead for nothing.
+      expect(await served(21)).toBeGreaterThan(0);
+      expect(sourceReads).toBe(0);
+      expect(await served(22)).toBeGreaterThan(0);
+      expect(sourceReads).toBe(1);
+      await other.stored();
+    } finally {
+      restore();
+    }
+  });
+
+  it('drops what it rendered ahead from content that changed behind its back, and renders the new content', async () => {
+    const file = await stored(project, 'moved.png', 'image/png', await translucentPng(200, 100));
+    const tall = await stored(project, 'tall.png', 'image/png', await translucentPng(100, 200));
+    expect((await render(project, file.id, { width: 10, format: 'png' })).status).toBe(200);
+    await coffer.services.renditions.stored();
+    // Replaced by another server: this one still holds the old content as the file's.
+    const { db } = coffer.services;
+    await db.query(
+      `UPDATE files SET storage_key = t.storage_key, etag = t.etag FROM files t WHERE files.id = $1 AND t.id = $2`,
+      [file.id, tall.id],
+    );
+    const replies = await Promise.all(
+      [1, 2, 3].map(() => render(project, file.id, { width: 50, format: 'png' })),
+    );
+    for (const reply of replies) {
+      expect(reply.status).toBe(200);
+      const { width, height } = await sharp(reply.bytes).metadata();
+      expect({ width, height }).toEqual({ width: 50, height: 100 });
+    }
+    await coffer.services.renditions.stored();
+    const kept = await db.query('SELECT key FROM renditions WHERE file_id = $1', [file.id]);
+    expect(kept).toHaveLength(2);
   });
 
   it('keeps serving the same rendition once the checksum is known (S3: after the digest job)', async () => {

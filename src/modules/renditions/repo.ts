@@ -25,23 +25,33 @@ export type ServableFile = Pick<
   | 'size_bytes'
 >;
 
+/** Stored renditions of a file listed with it at most (past that, which are stored is left unknown). */
+export const LISTED_RENDITIONS = 64;
+
 /**
  * The file and, when `key` is given and stored, the size of that rendition: one statement for a
  * request that knows the rendition's key before it has read the file (checked against it afterwards).
+ * With `listStored`, also the keys of the file's stored renditions (LISTED_RENDITIONS at most).
  */
 export async function findFileAndRendition(
   q: Queryable,
   projectId: string,
   fileId: string,
   key: string | undefined,
-): Promise<{ file: ServableFile; renditionSize: number | undefined } | undefined> {
-  const [row] = await q.query<ServableFile & { rendition_size: number | null }>(
+  listStored: boolean,
+): Promise<
+  { file: ServableFile; renditionSize: number | undefined; storedKeys: string[] | undefined } | undefined
+> {
+  const [row] = await q.query<ServableFile & { rendition_size: number | null; stored_keys: string[] | null }>(
     `SELECT id, project_id, status, deleted_at, upload_token_id, owner_user_id, owner_org_id, storage_key, etag,
-       content_type, size_bytes, (SELECT r.size_bytes FROM renditions r WHERE r.key = $3) AS rendition_size
+       content_type, size_bytes, (SELECT r.size_bytes FROM renditions r WHERE r.key = $3) AS rendition_size,
+       CASE WHEN $4 THEN ARRAY(SELECT r.key FROM renditions r WHERE r.file_id = files.id LIMIT $5) END AS stored_keys
      FROM files WHERE project_id = $1 AND id = $2`,
-    [projectId, fileId, key ?? null],
+    [projectId, fileId, key ?? null, listStored, LISTED_RENDITIONS],
   );
-  return row && { file: row, renditionSize: row.rendition_size ?? undefined };
+  if (!row) return undefined;
+  const { rendition_size, stored_keys, ...file } = row;
+  return { file, renditionSize: rendition_size ?? undefined, storedKeys: stored_keys ?? undefined };
 }
 
 export async function findRendition(q: Queryable, key: string): Promise<RenditionRow | undefined> {

@@ -38,8 +38,6 @@ const CHECK_EVERY_FRACTION = 100;
 const EVICT_BATCH = 100;
 /** Files whose row this process remembers, to name their renditions before reading them. */
 const KNOWN_FILES = 10_000;
-/** Renditions this process knows to be stored: a request for one starts no render ahead of its statement. */
-const KNOWN_STORED = 10_000;
 /** Sources whose own file on the local store this process remembers (a path each). */
 const KNOWN_SOURCES = 1_000;
 /** How long the uses of stored renditions are gathered before they are written, in one statement. */
@@ -88,9 +86,18 @@ type Content = Pick<files.FileRow, 'storage_key' | 'etag' | 'content_type'>;
 const sameContent = (a: Content, b: Content) =>
   a.storage_key === b.storage_key && a.etag === b.etag && a.content_type === b.content_type;
 
-/** A request's rendition worked out from the file's row as this process last read it. */
+/**
+ * What this process last read of a file: its row, and the keys of its stored renditions (undefined
+ * where not known: more than the statement lists, or not read since its content changed).
+ */
+interface Seen {
+  file: repo.ServableFile;
+  stored: Set<string> | undefined;
+}
+
+/** A request's rendition worked out from what this process last read of the file. */
 interface Guess {
-  seen: repo.ServableFile;
+  seen: Seen;
   target: Target;
 }
 
@@ -148,11 +155,12 @@ export function createRenditionService(deps: {
   let evicting: Promise<void> | undefined;
   /** Bytes this process stored since it last summed the total. */
   let unchecked = 0;
-  /** The row last read per file: a request's rendition key is worked out from it and read with the file. */
-  const rows = new LRUCache<string, repo.ServableFile>({ max: KNOWN_FILES });
-  /** Keys of renditions this process stored or served from the store (one evicted since does no harm). */
-  const knownStored = new LRUCache<string, true>({ max: KNOWN_STORED });
-  /** Renders started ahead of their file's statement, by key, until they end: requests together share one. */
+  /** What was last read per file: a request's rendition key is worked out from it and read with the file. */
+  const seenFiles = new LRUCache<string, Seen>({ max: KNOWN_FILES });
+  /**
+   * Renders started ahead of their file's statement, by key, until the requests that share one have
+   * their answers (it is then made once, or dropped): requests together share one.
+   */
   const headStarts = new Map<string, Promise<Buffer>>();
   /**
    * Stored renditions served since the last flush. Their last use is written in batches, off the
@@ -198,10 +206,10 @@ export function createRenditionService(deps: {
     return { spec, negotiated: params.format === 'auto', ...identify(file, spec) };
   }
 
-  /** The rendition a request asks, worked out from the file's row as this process last read it. */
+  /** The rendition a request asks, worked out from what this process last read of the file. */
   function guess(projectId: string, fileId: string, params: RenditionParams, accept?: string) {
-    const seen = rows.get(`${projectId}/${fileId}`);
-    return seen && { seen, target: targetOf(seen, params, accept) };
+    const seen = seenFiles.get(`${projectId}/${fileId}`);
+    return seen && { seen, target: targetOf(seen.file, params, accept) };
   }
 
   /**
@@ -217,38 +225,51 @@ export function createRenditionService(deps: {
     accept: string | undefined,
     guessed: Guess | undefined,
   ) {
-    const found = await repo.findFileAndRendition(db, projectId, fileId, guessed?.target.key);
+    const found = await repo.findFileAndRendition(
+      db,
+      projectId,
+      fileId,
+      guessed?.target.key,
+      guessed?.seen.stored === undefined,
+    );
     if (!found) return undefined;
-    const { file, renditionSize } = found;
-    rows.set(`${projectId}/${fileId}`, file);
-    if (guessed && sameContent(guessed.seen, file)) {
-      return { file, target: guessed.target, stored: { size: renditionSize } };
-    }
+    const { file, renditionSize, storedKeys } = found;
+    const same = guessed && sameContent(guessed.seen.file, file);
+    const listed = storedKeys && storedKeys.length < repo.LISTED_RENDITIONS ? new Set(storedKeys) : undefined;
+    const stored = listed ?? (same ? guessed.seen.stored : undefined);
+    if (same && renditionSize !== undefined) stored?.add(guessed.target.key);
+    seenFiles.set(`${projectId}/${fileId}`, { file, stored });
+    if (same) return { file, target: guessed.target, stored: { size: renditionSize } };
     return { file, target: targetOf(file, params, accept), stored: undefined };
   }
 
   /**
-   * A render started before the file's statement answers, from the file's row as this process last
-   * read it: the statement (half a millisecond on the embedded engine, a round trip on PostgreSQL)
-   * then runs while it renders. Only for a rendition not known to be stored, asked without
-   * If-None-Match, of a file that row shows the caller may have: its bytes are answered only once the
-   * statement confirms the file (ready, visible, the same content), and otherwise dropped unstored.
+   * A render started before the file's statement answers, from what this process last read of the
+   * file: the statement (half a millisecond on the embedded engine, a round trip on PostgreSQL) then
+   * runs while it renders. Only where that shows the caller may have the file and the rendition is
+   * known not to be stored, for a request without If-None-Match, and while a render slot is free (it
+   * never delays another render). Its bytes are answered only once the statement admits the file with
+   * the same content, and otherwise dropped unstored.
    */
   function headStart(guessed: Guess | undefined, ifNoneMatch: string | undefined, admit: Admit) {
     if (!guessed || ifNoneMatch !== undefined) return undefined;
     const { seen, target } = guessed;
-    if (knownStored.has(target.key) || held.has(target.key) || inFlight.has(target.key)) return undefined;
     const started = headStarts.get(target.key);
     if (started) return started;
+    if (!seen.stored || seen.stored.has(target.key) || held.has(target.key) || inFlight.has(target.key)) {
+      return undefined;
+    }
+    const { running, queued } = limiter.load;
+    if (running >= concurrency || queued > 0) return undefined;
     try {
-      admit(seen);
+      admit(seen.file);
     } catch {
       return undefined;
     }
-    const render = make(seen, target.spec);
-    headStarts.set(target.key, render);
+    const render = make(seen.file, target.spec);
     // Its failure is a request's answer only once the statement confirms the file.
-    render.catch(() => {}).finally(() => headStarts.delete(target.key));
+    render.catch(() => {});
+    headStarts.set(target.key, render);
     return render;
   }
 
@@ -363,7 +384,7 @@ export function createRenditionService(deps: {
       size_bytes: data.length,
     });
     held.set(key, data);
-    knownStored.set(key, true);
+    seenFiles.get(`${file.project_id}/${file.id}`)?.stored?.add(key);
     evictPastBudget(data.length);
   }
 
@@ -456,7 +477,6 @@ export function createRenditionService(deps: {
     if (size !== undefined) {
       try {
         const body = await readStored(key, size);
-        knownStored.set(key, true);
         markUsed(key);
         return { body, size: Buffer.isBuffer(body) ? body.length : size, contentType, etag, negotiated };
       } catch (error) {
@@ -505,11 +525,16 @@ export function createRenditionService(deps: {
   ): Promise<Rendition | NotModified> {
     const guessed = guess(projectId, fileId, params, headers.accept);
     const early = headStart(guessed, headers.ifNoneMatch, admit);
-    const found = await lookup(projectId, fileId, params, headers.accept, guessed);
-    admit(found?.file);
-    const { file, target, stored } = found!;
-    // `stored` is known only when the guess held, and with it the render started from the guess.
-    return answer(file, target, stored && { ...stored, early }, headers.ifNoneMatch);
+    try {
+      const found = await lookup(projectId, fileId, params, headers.accept, guessed);
+      admit(found?.file);
+      const { file, target, stored } = found!;
+      // `stored` is known only when the guess held, and with it the render started from the guess.
+      return await answer(file, target, stored && { ...stored, early }, headers.ifNoneMatch);
+    } finally {
+      // Made once by now (kept as any render is), or dropped.
+      if (early && headStarts.get(guessed!.target.key) === early) headStarts.delete(guessed!.target.key);
+    }
   }
 
   /** The rendition `spec` of a ready file (see deliver). */
