@@ -161,6 +161,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     },
     // Answered before any hook runs: in S3's words under /s3, and with tus's header under /tus.
     frameworkErrors: (error, request, reply) => {
+      // No onRequest hook names these answers: they come before them.
+      reply.header('x-request-id', request.id);
       if (isS3Url(request.url)) return refuseS3Url(request, reply);
       tusResumable(request, reply);
       return answerFrameworkError(error, request, reply);

@@ -179,8 +179,6 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
       : badRequest('The path is not valid: a percent sign must start an escape like %2F', {
           location: 'params',
         });
-  // No onRequest hook names this answer: it comes before them.
-  reply.header('x-request-id', request.id);
   return sendError(request, reply, httpAnswer(refusal));
 }
 

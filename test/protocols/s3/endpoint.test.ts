@@ -640,6 +640,7 @@ describe('the S3 endpoint', () => {
         const id = refused.headers.get('x-amz-request-id');
         const host = refused.headers.get('x-amz-id-2');
         expect(id, label).toBeTruthy();
+        expect(refused.headers.get('x-request-id'), label).toBe(id);
         expect(host, label).toMatch(/^[A-Za-z0-9+/]{20,}={0,2}$/);
         const body = await refused.text();
         if (method === 'HEAD') {
