@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
+import { isUnder } from '../../http/mount.ts';
 import type { RateLimits } from '../../http/rate-limit.ts';
 import { ipInCidrs } from '../../lib/ip.ts';
 import type { ResolvedS3Credential } from '../../modules/s3-credentials/service.ts';
@@ -60,9 +61,8 @@ const UNPROVEN = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'Invali
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/s3';
 
-/** Whether a request URL is the endpoint's: the mount, or a path or query below it. */
-export const isS3Url = (url: string) =>
-  url === MOUNT || url.startsWith(`${MOUNT}/`) || url.startsWith(`${MOUNT}?`);
+/** Whether a request URL is the endpoint's. */
+export const isS3Url = (url: string) => isUnder(MOUNT, url);
 
 /** `x-amz-id-2`, S3's extended request id (an error document's HostId): an opaque token of the request id. */
 const hostIdOf = (requestId: string) => createHash('sha256').update(requestId).digest('base64');

@@ -1,16 +1,14 @@
 import { badRequest, type ErrorCode, fileTooLarge } from '../../domain/errors.ts';
 import { HttpError } from '../../http/errors.ts';
+import { isUnder } from '../../http/mount.ts';
 import type { UploadRequest } from '../../modules/ingest/service.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 
 /** Where the endpoint is mounted on the API port. */
 export const MOUNT = '/tus';
 
-/** Whether a request is the endpoint's, by its path alone: a query string does not move it out. */
-export const underMount = (url: string) => {
-  const path = url.split('?', 1)[0]!;
-  return path === MOUNT || path.startsWith(`${MOUNT}/`);
-};
+/** Whether a request is the endpoint's. */
+export const underMount = (url: string) => isUnder(MOUNT, url);
 
 /** The one version of the protocol served, and its extensions. */
 export const TUS_VERSION = '1.0.0';
