@@ -14,6 +14,7 @@ import {
 } from './call.ts';
 import { S3Error } from './errors.ts';
 import { etagOf } from './etag.ts';
+import { refuseUnservedWrites, storedHeadersOf } from './headers.ts';
 import { urlEncodeKey } from './keys.ts';
 import { encodingOf, listingNumberOf, pageSizeOf } from './listing.ts';
 import {
@@ -34,8 +35,6 @@ import {
   guardOf,
   metadataOf,
   partNumberOf,
-  refuseUnservedWrites,
-  storedHeadersOf,
   writeConditionOf,
 } from './objects.ts';
 import { verifiedBody } from './sigv4.ts';

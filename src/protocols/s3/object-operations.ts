@@ -15,6 +15,7 @@ import {
   xml,
 } from './call.ts';
 import { asS3Error, malformedXml } from './errors.ts';
+import { refuseUnservedWrites, responseOverrides, storedHeadersOf } from './headers.ts';
 import { getMarker, isMarkerKey } from './markers.ts';
 import {
   checkConditions,
@@ -34,10 +35,7 @@ import {
   putObject,
   rangeOf,
   readPartNumber,
-  refuseUnservedWrites,
   requireReadable,
-  responseOverrides,
-  storedHeadersOf,
   writeConditionOf,
 } from './objects.ts';
 import { parseS3Xml } from './xml.ts';

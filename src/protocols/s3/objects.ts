@@ -75,79 +75,6 @@ export function metadataOf(
   return metadata;
 }
 
-/** The standard headers S3 stores with an object as a write sends them, and answers on its reads. */
-const STORED_HEADERS = [
-  'cache-control',
-  'content-disposition',
-  'content-encoding',
-  'content-language',
-  'expires',
-];
-
-/** The longest value Coffer keeps of a stored header or takes of a `response-*` parameter. */
-const MAX_HEADER_VALUE_BYTES = 2048;
-
-/**
- * A header value from a request, checked before it is kept or sent: one no header can hold (a line
- * break, a control character), or past MAX_HEADER_VALUE_BYTES, is InvalidArgument, where Node would
- * refuse it mid-answer, after the object's Content-Length.
- */
-function headerValue(name: string, value: string): string {
-  if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
-    throw invalidArgument(`${name} holds a character a header cannot carry`);
-  }
-  if (Buffer.byteLength(value, 'latin1') > MAX_HEADER_VALUE_BYTES) {
-    throw invalidArgument(`${name} is longer than ${MAX_HEADER_VALUE_BYTES} bytes`);
-  }
-  return value;
-}
-
-/**
- * The standard headers a PutObject, CreateMultipartUpload or CopyObject (REPLACE) stores with the
- * object: STORED_HEADERS as sent, but for `aws-chunked` in Content-Encoding, which frames the
- * request's body and is not the object's encoding (S3 drops it too).
- */
-export function storedHeadersOf(headers: Record<string, string | string[] | undefined>): HttpHeaders {
-  const stored: HttpHeaders = {};
-  for (const name of STORED_HEADERS) {
-    const sent = headers[name];
-    let value = Array.isArray(sent) ? sent.join(', ') : sent;
-    if (name === 'content-encoding' && value !== undefined) {
-      value = value
-        .split(',')
-        .map((coding) => coding.trim())
-        .filter((coding) => coding !== '' && coding.toLowerCase() !== 'aws-chunked')
-        .join(',');
-    }
-    if (value) stored[name] = headerValue(name, value);
-  }
-  return stored;
-}
-
-/** Prefixes of a write's request for what Coffer does not do to an object, with what to call it. */
-const UNSERVED_WRITES: [prefix: string, what: string][] = [
-  ['x-amz-server-side-encryption', 'Server-side encryption'],
-  ['x-amz-object-lock-', 'Object lock'],
-];
-
-/**
- * Refuses a PutObject, CopyObject or CreateMultipartUpload asking for server-side encryption (S3's
- * keys, KMS or the client's own) or an object lock, by header or, on a presigned URL, by query
- * parameter: 501 NotImplemented, as ignoring it would store the object otherwise than asked.
- */
-export function refuseUnservedWrites(
-  headers: Record<string, string | string[] | undefined>,
-  presignedQuery?: URLSearchParams,
-): void {
-  const names = [
-    ...Object.keys(headers),
-    ...[...(presignedQuery?.keys() ?? [])].map((name) => name.toLowerCase()),
-  ];
-  for (const [prefix, what] of UNSERVED_WRITES) {
-    if (names.some((name) => name.startsWith(prefix))) throw notImplemented(what);
-  }
-}
-
 /**
  * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
  * carries the validators a 200 would, and its Cache-Control and Expires (RFC 9110 §15.4.5), so caches
@@ -320,29 +247,6 @@ export async function fileAt(
   const file = await shownAt(services, caller, key, atKey);
   if (!file) throw noSuchKey();
   return file;
-}
-
-/** The headers a GetObject's `response-*` query parameters override. */
-const OVERRIDABLE = [
-  'content-type',
-  'content-disposition',
-  'content-encoding',
-  'content-language',
-  'cache-control',
-  'expires',
-];
-
-/**
- * The headers a GetObject's `response-*` parameters set over the object's own, each checked (see
- * headerValue) before anything is sent.
- */
-export function responseOverrides(query: URLSearchParams): Record<string, string> {
-  const overrides: Record<string, string> = {};
-  for (const name of OVERRIDABLE) {
-    const value = query.get(`response-${name}`);
-    if (value !== null) overrides[name] = headerValue(`response-${name}`, value);
-  }
-  return overrides;
 }
 
 /** A ready file's bytes for GetObject; a file still being checked answers InvalidObjectState. */
