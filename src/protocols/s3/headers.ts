@@ -79,20 +79,29 @@ const UNSERVED_WRITES: [prefix: string, what: string][] = [
   ['x-amz-object-lock-', 'Object lock'],
 ];
 
+/** Such headers with the one value that asks for nothing (any case): no bucket key, no legal hold. */
+const HARMLESS_WRITES = new Map([
+  ['x-amz-server-side-encryption-bucket-key-enabled', 'false'],
+  ['x-amz-object-lock-legal-hold', 'off'],
+]);
+
 /**
  * Refuses a PutObject, CopyObject or CreateMultipartUpload asking for server-side encryption (S3's
  * keys, KMS or the client's own) or an object lock, by header or, on a presigned URL, by query
- * parameter: 501 NotImplemented, as ignoring it would store the object otherwise than asked.
+ * parameter: 501 NotImplemented, as ignoring it would store the object otherwise than asked. One of
+ * HARMLESS_WRITES asks for nothing and passes.
  */
 export function refuseUnservedWrites(
   headers: Record<string, string | string[] | undefined>,
   presignedQuery?: URLSearchParams,
 ): void {
-  const names = [
-    ...Object.keys(headers),
-    ...[...(presignedQuery?.keys() ?? [])].map((name) => name.toLowerCase()),
-  ];
+  const asked = [
+    ...Object.entries(headers),
+    ...[...(presignedQuery ?? [])].map(([name, value]) => [name.toLowerCase(), value] as const),
+  ].filter(
+    ([name, value]) => typeof value !== 'string' || HARMLESS_WRITES.get(name) !== value.trim().toLowerCase(),
+  );
   for (const [prefix, what] of UNSERVED_WRITES) {
-    if (names.some((name) => name.startsWith(prefix))) throw notImplemented(what);
+    if (asked.some(([name]) => name.startsWith(prefix))) throw notImplemented(what);
   }
 }

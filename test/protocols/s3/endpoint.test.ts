@@ -2635,6 +2635,47 @@ describe('the S3 endpoint', () => {
     expect(uploads.Uploads ?? []).toEqual([]);
   });
 
+  it('lets a write through whose bucket key or legal hold header asks for none; asking for one is 501', async () => {
+    const { client, name } = bucket;
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'sse-off/source.txt', Body: 'source' }));
+    const writes = (Key: string, ask: object) => [
+      () => client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'plain', ...ask })),
+      () =>
+        client.send(
+          new CopyObjectCommand({ Bucket: name, Key, CopySource: `${name}/sse-off/source.txt`, ...ask }),
+        ),
+      async () => {
+        const { UploadId } = await client.send(
+          new CreateMultipartUploadCommand({ Bucket: name, Key, ...ask }),
+        );
+        await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key, UploadId }));
+      },
+    ];
+    const none = [
+      { BucketKeyEnabled: false },
+      { ObjectLockLegalHoldStatus: 'OFF' as const },
+      { ObjectLockLegalHoldStatus: 'off' as 'OFF' },
+      { BucketKeyEnabled: false, ObjectLockLegalHoldStatus: 'Off' as 'OFF' },
+    ];
+    for (const [index, ask] of none.entries()) {
+      for (const write of writes(`sse-off/${index}.txt`, ask)) await write();
+      expect(
+        await client.send(new GetObjectCommand({ Bucket: name, Key: `sse-off/${index}.txt` })),
+      ).toMatchObject({ ContentLength: 6 });
+    }
+    const some = [
+      { BucketKeyEnabled: true },
+      { ObjectLockLegalHoldStatus: 'ON' as const, BucketKeyEnabled: false },
+      { ServerSideEncryption: 'aws:kms' as const, BucketKeyEnabled: false },
+      { ObjectLockMode: 'GOVERNANCE' as const, ObjectLockLegalHoldStatus: 'OFF' as const },
+    ];
+    for (const [index, ask] of some.entries()) {
+      for (const write of writes(`sse-on/${index}.txt`, ask)) {
+        expect(await refusal(write())).toEqual({ code: 'NotImplemented', status: 501 });
+      }
+    }
+  });
+
   it('refuses a metadata directive other than COPY or REPLACE, storing nothing', async () => {
     const { client, name } = await bucketWith();
     await client.send(
