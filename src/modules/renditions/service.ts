@@ -1,5 +1,4 @@
 import { Readable } from 'node:stream';
-import { buffer } from 'node:stream/consumers';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { ImageConfig } from '../../config.ts';
@@ -20,6 +19,7 @@ import { createLimiter } from '../../lib/limiter.ts';
 import { hmacHex, safeEqual, sha256Hex } from '../../lib/secrets.ts';
 import * as files from '../files/repo.ts';
 import { type PresignedUrl, requireReady, urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import { createRenditionCache } from './cache.ts';
 import {
   canonical,
   normalize,
@@ -32,20 +32,10 @@ import * as repo from './repo.ts';
 
 /** Renders that may wait for a slot, per slot: past them a request is refused (503 RENDER_BUSY). */
 const QUEUED_PER_SLOT = 4;
-/** The total is summed again once this process stored 1/this of the budget. */
-const CHECK_EVERY_FRACTION = 100;
-/** Renditions removed per round when the cache is past its budget. */
-const EVICT_BATCH = 100;
 /** Files whose row this process remembers, to name their renditions before reading them. */
 const KNOWN_FILES = 10_000;
 /** Sources whose own file on the local store this process remembers (a path each). */
 const KNOWN_SOURCES = 1_000;
-/** How long the uses of stored renditions are gathered before they are written, in one statement. */
-const USES_FLUSH_MS = 10_000;
-/** Bytes of stored renditions each process also holds in memory, least recently used first out. */
-const HELD_BYTES = 32 * 1024 * 1024;
-/** Stored renditions up to this size (thumbnails, previews) are held in memory; larger ones are not. */
-const HELD_MAX = 1024 * 1024;
 
 /** A rendition ready to send: its bytes (from the store, or just made) and what the headers say of them. */
 export interface Rendition {
@@ -152,9 +142,7 @@ export function createRenditionService(deps: {
   const inFlight = new Map<string, Promise<{ data: Buffer; kept: Promise<void> }>>();
   /** Renditions being stored. */
   const storing = new Set<Promise<void>>();
-  let evicting: Promise<void> | undefined;
-  /** Bytes this process stored since it last summed the total. */
-  let unchecked = 0;
+  const cache = createRenditionCache({ db, store, images, logger });
   /** What was last read per file: a request's rendition key is worked out from it and read with the file. */
   const seenFiles = new LRUCache<string, Seen>({ max: KNOWN_FILES });
   /**
@@ -163,31 +151,11 @@ export function createRenditionService(deps: {
    */
   const headStarts = new Map<string, Promise<Buffer>>();
   /**
-   * Stored renditions served since the last flush. Their last use is written in batches, off the
-   * request: the order of eviction is least recently used at the flush's granularity (USES_FLUSH_MS,
-   * and across servers), which is what the budget needs; every eviction pass flushes first.
-   */
-  let used = new Set<string>();
-  let flushTimer: NodeJS.Timeout | undefined;
-  let flushing: Promise<void> = Promise.resolve();
-  /**
    * The own file of each source rendered from one on the local store, by object key. An object never
    * changes while it exists, so its next render opens the file straight away instead of reading its
    * sidecar first (three system calls on libuv's pool, about 0.7 ms of a 30 ms render).
    */
   const ownFiles = new LRUCache<string, string>({ max: KNOWN_SOURCES });
-  /**
-   * The bytes of small stored renditions, by key. A key names one source content and one set of
-   * parameters, so its bytes never change; whether the rendition is still stored (not evicted) is
-   * read with its file on every request, so a held one is served only while its row stands.
-   */
-  const held = new LRUCache<string, Buffer>({
-    maxSize: HELD_BYTES,
-    maxEntrySize: HELD_MAX,
-    sizeCalculation: (bytes) => bytes.length,
-  });
-  /** Reads of small stored renditions under way, by key: requests arriving together share one. */
-  const reading = new Map<string, Promise<Buffer>>();
 
   /**
    * The key and ETag of a rendition: the source's content and the normalised parameters. The content
@@ -256,7 +224,7 @@ export function createRenditionService(deps: {
     const { seen, target } = guessed;
     const started = headStarts.get(target.key);
     if (started) return started;
-    if (!seen.stored || seen.stored.has(target.key) || held.has(target.key) || inFlight.has(target.key)) {
+    if (!seen.stored || seen.stored.has(target.key) || cache.holds(target.key) || inFlight.has(target.key)) {
       return undefined;
     }
     const { running, queued } = limiter.load;
@@ -271,50 +239,6 @@ export function createRenditionService(deps: {
     render.catch(() => {});
     headStarts.set(target.key, render);
     return render;
-  }
-
-  /** Notes a stored rendition's use; written with the others within USES_FLUSH_MS. */
-  function markUsed(key: string): void {
-    used.add(key);
-    flushTimer ??= setTimeout(() => void flushUses(), USES_FLUSH_MS).unref();
-  }
-
-  /** Writes the uses gathered so far (a failed write loses them: the order is approximate anyway). */
-  function flushUses(): Promise<void> {
-    clearTimeout(flushTimer);
-    flushTimer = undefined;
-    const keys = [...used];
-    used = new Set();
-    if (keys.length === 0) return flushing;
-    flushing = flushing
-      .then(() => repo.touchRenditions(db, keys))
-      .catch((error) => logger.warn({ err: error }, 'rendition uses not recorded'));
-    return flushing;
-  }
-
-  /**
-   * The bytes of a stored rendition of `size`: held in memory from then on when it is small; else
-   * where they lie on the local store (sent from there), or a stream.
-   */
-  async function readStored(key: string, size: number): Promise<Buffer | Readable | Slice[]> {
-    if (size <= HELD_MAX) return readHeld(key);
-    return isLocalStore(store) ? store.slicesOf(key) : store.read(key);
-  }
-
-  /** A small stored rendition: held already, else read whole and held; one read per key at a time. */
-  function readHeld(key: string): Promise<Buffer> {
-    const bytes = held.get(key);
-    if (bytes) return Promise.resolve(bytes);
-    let pending = reading.get(key);
-    if (!pending) {
-      pending = (async () => {
-        const bytes = await buffer(await store.read(key));
-        held.set(key, bytes);
-        return bytes;
-      })().finally(() => reading.delete(key));
-      reading.set(key, pending);
-    }
-    return pending;
   }
 
   /**
@@ -367,27 +291,6 @@ export function createRenditionService(deps: {
     });
   }
 
-  /** Stores a rendition and records it (its size counts towards the budget from then on). */
-  async function keep(file: SourceFile, spec: RenderSpec, key: string, data: Buffer): Promise<void> {
-    const contentType = CONTENT_TYPE_OF[spec.format];
-    try {
-      await store.write(key, Readable.from([data]), { size: data.length, contentType });
-    } catch (error) {
-      // Another server stored the same rendition first: the same bytes.
-      if (!isStoreError(error, 'AlreadyExists')) throw error;
-    }
-    await repo.insertRendition(db, {
-      key,
-      file_id: file.id,
-      project_id: file.project_id,
-      content_type: contentType,
-      size_bytes: data.length,
-    });
-    held.set(key, data);
-    seenFiles.get(`${file.project_id}/${file.id}`)?.stored?.add(key);
-    evictPastBudget(data.length);
-  }
-
   /**
    * Renders once per key in this process: identical requests arriving together share the render. The
    * bytes are answered as soon as they are made, and stored meanwhile; until they are, the same key
@@ -407,7 +310,8 @@ export function createRenditionService(deps: {
       // this thread) would otherwise run ahead of writing the answer (about 0.25 ms of each render).
       const kept = made.then(async (data) => {
         await new Promise((resolve) => setImmediate(resolve));
-        return keep(file, spec, key, data);
+        await cache.keep(file, spec, key, data);
+        seenFiles.get(`${file.project_id}/${file.id}`)?.stored?.add(key);
       });
       pending = made.then((data) => ({ data, kept }));
       inFlight.set(key, pending);
@@ -426,41 +330,6 @@ export function createRenditionService(deps: {
   }
 
   /**
-   * Removes the least recently used renditions until the total is within the budget (one pass at a
-   * time). The total is summed again only once this process stored another hundredth of the budget:
-   * each server overshoots it by that much at most, and a render costs no sum over the whole table.
-   */
-  function evictPastBudget(added: number): void {
-    unchecked += added;
-    if (evicting || unchecked < images.renditionCacheBytes / CHECK_EVERY_FRACTION) return;
-    unchecked = 0;
-    evicting = (async () => {
-      await flushUses();
-      for (;;) {
-        const excess = (await repo.totalRenditionBytes(db)) - images.renditionCacheBytes;
-        if (excess <= 0) return;
-        const oldest = await repo.leastRecentlyUsed(db, EVICT_BATCH);
-        const victims: string[] = [];
-        let freed = 0;
-        for (const row of oldest) {
-          if (freed >= excess) break;
-          victims.push(row.key);
-          freed += row.size_bytes;
-        }
-        for (const key of victims) {
-          held.delete(key);
-          await store.delete(key);
-        }
-        await repo.forgetRenditions(db, victims);
-      }
-    })()
-      .catch((error) => logger.warn({ err: error }, 'rendition eviction failed'))
-      .finally(() => {
-        evicting = undefined;
-      });
-  }
-
-  /**
    * The rendition of a ready file: from the store when made before, else rendered once (per key) and
    * kept; with `stored`, only once it is kept. `found` is what the file's statement found of it,
    * when it looked.
@@ -476,8 +345,8 @@ export function createRenditionService(deps: {
     const size = found ? found.size : (await repo.findRendition(db, key))?.size_bytes;
     if (size !== undefined) {
       try {
-        const body = await readStored(key, size);
-        markUsed(key);
+        const body = await cache.readStored(key, size);
+        cache.markUsed(key);
         return { body, size: Buffer.isBuffer(body) ? body.length : size, contentType, etag, negotiated };
       } catch (error) {
         // Evicted meanwhile (by another server): made again below.
@@ -504,7 +373,7 @@ export function createRenditionService(deps: {
   ): Promise<Rendition | NotModified> {
     if (ifNoneMatch === undefined || !listsEtag(ifNoneMatch, target.etag))
       return deliver(file, target, found);
-    if (found?.size !== undefined) markUsed(target.key);
+    if (found?.size !== undefined) cache.markUsed(target.key);
     else if (anyEtag(ifNoneMatch)) {
       const made = await deliver(file, target, found);
       if (made.body instanceof Readable) made.body.destroy();
@@ -550,7 +419,7 @@ export function createRenditionService(deps: {
     /** Renders running and waiting for a slot in this process. */
     load: () => limiter.load,
     /** Writes the uses of stored renditions not written yet (before the database closes, say). */
-    flushUses,
+    flushUses: cache.flushUses,
     /** Resolves once every rendition made so far is stored (or failed to be). */
     async stored(): Promise<void> {
       while (storing.size > 0) await Promise.all(storing);
