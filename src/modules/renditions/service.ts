@@ -203,8 +203,16 @@ export function createRenditionService(deps: {
     if (!found) return undefined;
     const { file, renditionSize, storedKeys } = found;
     const same = guessed && sameContent(guessed.seen.file, file);
-    const listed = storedKeys && storedKeys.length < repo.LISTED_RENDITIONS ? new Set(storedKeys) : undefined;
-    const stored = listed ?? (same ? guessed.seen.stored : undefined);
+    // What this process knows of the same content stays known (and one kept since this statement read
+    // the list is not forgotten); the statement's list adds to it.
+    const previous = seenFiles.get(`${projectId}/${fileId}`);
+    const known = previous && sameContent(previous.file, file) ? previous.stored : undefined;
+    const stored =
+      storedKeys === undefined
+        ? known
+        : storedKeys.length >= repo.LISTED_RENDITIONS
+          ? undefined
+          : new Set([...(known ?? []), ...storedKeys]);
     if (same && renditionSize !== undefined) stored?.add(guessed.target.key);
     seenFiles.set(`${projectId}/${fileId}`, { file, stored });
     if (same) return { file, target: guessed.target, stored: { size: renditionSize } };
