@@ -215,11 +215,13 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
     done(null, parsed);
   });
 
+  // Every answer is named before any other hook runs (refusals and CORS preflights included): its
+  // request id, and under a protocol's mount what that protocol adds (S3's ids, tus's version).
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    s3RequestIds(request, reply);
+    tusResumable(request, reply);
   });
-  app.addHook('onRequest', s3RequestIds);
-  app.addHook('onSend', async (request, reply) => tusResumable(request, reply));
   app.addHook('onResponse', async (request, reply) => {
     request.log.info(
       {

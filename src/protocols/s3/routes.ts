@@ -72,10 +72,10 @@ const nameRequest = (request: FastifyRequest, reply: FastifyReply) =>
 
 /**
  * S3's ids of a request, on every answer under the mount as AWS sends them: `x-amz-request-id` and
- * `x-amz-id-2`. An onRequest hook of the whole app, ahead of the others: a refusal by any later hook,
- * a CORS preflight and an answer that bypasses the reply (sendSlices) carry them too.
+ * `x-amz-id-2`. Set by the whole app's first onRequest hook: a refusal by any later hook, a CORS
+ * preflight and an answer that bypasses the reply (sendSlices) carry them too.
  */
-export async function s3RequestIds(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+export function s3RequestIds(request: FastifyRequest, reply: FastifyReply): void {
   if (isS3Url(request.url)) nameRequest(request, reply);
 }
 

@@ -50,8 +50,8 @@ function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
 /**
  * Names the protocol's version on an answer under the mount. Every answer there carries it: the
  * routes' own, and those given outside the endpoint's plugin (the router's 404, a URL it refuses, a
- * CORS preflight), hence called by the whole server (an onSend hook, and where Fastify answers
- * before any hook runs).
+ * CORS preflight), hence called by the whole server (its first onRequest hook, and where Fastify
+ * answers before any hook runs).
  */
 export function tusResumable(request: FastifyRequest, reply: FastifyReply): void {
   if (underMount(request.url)) reply.header('tus-resumable', TUS_VERSION);
