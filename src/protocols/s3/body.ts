@@ -1,5 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
+import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import {
   algorithmOfHeader,
   type BodyHasher,
@@ -11,7 +12,7 @@ import {
   expectContentMd5,
 } from './checksums.ts';
 import { AwsChunkedDecoder } from './chunked.ts';
-import { SigV4Error } from './errors.ts';
+import { entityTooLarge, invalidArgument, S3Error, SigV4Error } from './errors.ts';
 import type { Authenticated } from './types.ts';
 
 export interface VerifiedBodyOptions {
@@ -146,4 +147,25 @@ export function verifiedBody(
   body.on('error', (error) => verified.destroy(error));
   body.pipe(verified);
   return verified;
+}
+
+/**
+ * The size a PutObject or UploadPart declares: the decoded length of an aws-chunked body, else
+ * Content-Length; past S3's 5 GiB for one PUT, EntityTooLarge before a byte is read.
+ */
+export function declaredSize(
+  headers: Record<string, string | string[] | undefined>,
+  decoded?: number,
+): number {
+  const size = decoded ?? contentLengthOf(headers['content-length']);
+  if (size > MAX_PART_SIZE) throw entityTooLarge(size, MAX_PART_SIZE);
+  return size;
+}
+
+function contentLengthOf(length: string | string[] | undefined): number {
+  if (typeof length !== 'string') {
+    throw new S3Error(411, 'MissingContentLength', 'You must provide the Content-Length HTTP header.');
+  }
+  if (!/^\d+$/.test(length)) throw invalidArgument('Content-Length must be a whole number of bytes');
+  return Number(length);
 }

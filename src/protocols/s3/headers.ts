@@ -105,3 +105,38 @@ export function refuseUnservedWrites(
     if (asked.some(([name]) => name.startsWith(prefix))) throw notImplemented(what);
   }
 }
+
+/** `x-amz-meta-*` headers: a file's metadata values that are strings (others have no header form). */
+export function metaHeaders(metadata: Record<string, unknown>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(metadata)) {
+    if (typeof value === 'string' && /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name) && !/[\r\n]/.test(value)) {
+      headers[`x-amz-meta-${name.toLowerCase()}`] = value;
+    }
+  }
+  return headers;
+}
+
+const META = 'x-amz-meta-';
+
+/**
+ * The metadata an S3 request sets, names lowercased as S3 keeps them: its `x-amz-meta-*` headers,
+ * and on a presigned URL its `x-amz-meta-*` query parameters too (SDK presigners move those headers
+ * into the URL, whose whole query the signature covers); a header wins over a parameter.
+ */
+export function metadataOf(
+  headers: Record<string, string | string[] | undefined>,
+  presignedQuery?: URLSearchParams,
+): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of presignedQuery ?? []) {
+    const lower = name.toLowerCase();
+    if (lower.startsWith(META)) metadata[lower.slice(META.length)] = value;
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith(META) && value !== undefined) {
+      metadata[name.slice(META.length)] = Array.isArray(value) ? value.join(',') : value;
+    }
+  }
+  return metadata;
+}

@@ -1,8 +1,10 @@
 import type { Services } from '../../services.ts';
 import { requireScope, type S3Call } from './call.ts';
+import { checkConditions } from './conditions.ts';
+import { rangeOf, readPartNumber } from './content.ts';
 import { invalidPartNumber, noSuchKey, noSuchVersion } from './errors.ts';
 import { EMPTY_ETAG } from './etag.ts';
-import { checkConditions, markerShown, rangeOf, readPartNumber } from './objects.ts';
+import { markerShown } from './objects.ts';
 
 /**
  * Folder markers: a key ending in `/` names a folder, which is an object of no bytes when it was made

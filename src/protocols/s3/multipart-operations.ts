@@ -1,4 +1,5 @@
 import type { Services } from '../../services.ts';
+import { declaredSize } from './body.ts';
 import {
   bodyOf,
   checksumHeaders,
@@ -12,9 +13,12 @@ import {
   requireScope,
   xml,
 } from './call.ts';
+import { guardOf, writeConditionOf } from './conditions.ts';
+import { partNumberOf } from './content.ts';
+import { copyRangeOf, copySource } from './copy.ts';
 import { S3Error } from './errors.ts';
 import { etagOf } from './etag.ts';
-import { refuseUnservedWrites, storedHeadersOf } from './headers.ts';
+import { metadataOf, refuseUnservedWrites, storedHeadersOf } from './headers.ts';
 import { urlEncodeKey } from './keys.ts';
 import { encodingOf, listingNumberOf, pageSizeOf } from './listing.ts';
 import {
@@ -28,15 +32,6 @@ import {
   type UploadRef,
   uploadPart,
 } from './multipart.ts';
-import {
-  copyRangeOf,
-  copySource,
-  declaredSize,
-  guardOf,
-  metadataOf,
-  partNumberOf,
-  writeConditionOf,
-} from './objects.ts';
 import { verifiedBody } from './sigv4.ts';
 
 /** What a CompleteMultipartUpload sent again after it succeeded is refused with, before it looks again. */

@@ -5,10 +5,11 @@ import type { Caller } from '../../domain/principal.ts';
 import type { HttpHeaders } from '../../modules/files/repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import type { Services } from '../../services.ts';
+import { partNumberOf } from './content.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { commonPrefixOf, markerResume, successor } from './listing.ts';
-import { folderFor, partNumberOf, replaceableAt, writtenVersion } from './objects.ts';
+import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**

@@ -3,6 +3,7 @@ import { sendSlices } from '../../http/send-slices.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { auditContext } from '../../modules/audit/service.ts';
 import type { Services } from '../../services.ts';
+import { declaredSize } from './body.ts';
 import {
   bodyOf,
   checksumHeaders,
@@ -14,30 +15,19 @@ import {
   type S3Call,
   xml,
 } from './call.ts';
+import { checkConditions, guardOf, writeConditionOf } from './conditions.ts';
+import { contentOf, objectBody, partOf, rangeOf, readPartNumber } from './content.ts';
+import { copyObject, copySource, metadataDirectiveOf } from './copy.ts';
 import { asS3Error, malformedXml } from './errors.ts';
-import { refuseUnservedWrites, responseOverrides, storedHeadersOf } from './headers.ts';
-import { getMarker, isMarkerKey } from './markers.ts';
 import {
-  checkConditions,
-  contentOf,
-  copyObject,
-  copySource,
-  declaredSize,
-  deleteObject,
-  deleteObjectVersion,
-  fileAt,
-  guardOf,
-  metadataDirectiveOf,
   metadataOf,
   metaHeaders,
-  objectBody,
-  partOf,
-  putObject,
-  rangeOf,
-  readPartNumber,
-  requireReadable,
-  writeConditionOf,
-} from './objects.ts';
+  refuseUnservedWrites,
+  responseOverrides,
+  storedHeadersOf,
+} from './headers.ts';
+import { getMarker, isMarkerKey } from './markers.ts';
+import { deleteObject, deleteObjectVersion, fileAt, putObject, requireReadable } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
 /** Objects: GetObject, HeadObject, PutObject, CopyObject, GetObjectTagging, DeleteObject, DeleteObjects. */
