@@ -115,7 +115,7 @@ export function bucketOperations(services: Services, region: string): Record<str
           ...page,
         });
       }
-      const nextMarker = last && (last.kind === 'prefix' ? last.prefix : last.entry.key);
+      const nextMarker = last && (last.kind === 'prefix' ? last.prefix : last.row.key);
       return xml(reply, 'ListBucketResult', {
         ...common,
         Marker: encode(start ?? ''),
@@ -170,7 +170,7 @@ export function bucketOperations(services: Services, region: string): Record<str
             next = { key: item.prefix };
             continue;
           }
-          const { entry } = item;
+          const entry = item.row;
           const entries =
             'file' in entry ? await versionsOf(caller, entry.file, entry.key) : [markerVersion(entry)];
           if (!take(entry.key, entries)) {

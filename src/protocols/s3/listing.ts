@@ -41,9 +41,57 @@ export function markerResume(marker: string | null, prefix: string, delimiter: s
   return past === undefined ? { after: marker } : { from: past };
 }
 
+/** An item of a rolled-up listing: a row, or the common prefix that stands for every row under it. */
+export type Rolled<Row> = { kind: 'row'; row: Row } | { kind: 'prefix'; prefix: string };
+
+/**
+ * Up to `limit` items of a listing in key order from `start`, the rows whose key holds `delimiter`
+ * past `prefix` rolled up into one common prefix each and skipped past in one fetch, so a folder of a
+ * million keys costs one item, not a million rows. `fetch` reads up to `wanted` rows from a cursor;
+ * `after` is the cursor past a row, `past` the one at the first key from a string on.
+ */
+export async function rollUp<Row, Cursor>(
+  fetch: (cursor: Cursor, wanted: number) => Promise<Row[]>,
+  options: {
+    start: Cursor;
+    prefix: string;
+    delimiter: string;
+    limit: number;
+    keyOf: (row: Row) => string;
+    after: (row: Row, cursor: Cursor) => Cursor;
+    past: (from: string) => Cursor;
+  },
+): Promise<Rolled<Row>[]> {
+  const { prefix, delimiter, limit, keyOf } = options;
+  const items: Rolled<Row>[] = [];
+  let cursor = options.start;
+  while (items.length < limit) {
+    const wanted = limit - items.length;
+    const rows = await fetch(cursor, wanted);
+    let skipped = false;
+    for (const row of rows) {
+      const common = commonPrefixOf(keyOf(row), prefix, delimiter);
+      if (common === undefined) {
+        items.push({ kind: 'row', row });
+        cursor = options.after(row, cursor);
+        continue;
+      }
+      items.push({ kind: 'prefix', prefix: common });
+      const next = successor(common);
+      // Nothing sorts past a prefix of the last code points: the listing ends there.
+      if (next === undefined) return items;
+      cursor = options.past(next);
+      skipped = true;
+      break;
+    }
+    if (!skipped && rows.length < wanted) break;
+  }
+  return items;
+}
+
 export interface Walk {
   /** Keys and common prefixes, in key order. */
-  items: ({ kind: 'key'; entry: KeyEntry } | { kind: 'prefix'; prefix: string })[];
+  items: Rolled<KeyEntry>[];
   truncated: boolean;
   /** Where the next page starts, when truncated. */
   next?: Resume;
@@ -51,8 +99,8 @@ export interface Walk {
 
 /**
  * One page of a bucket's keys under `prefix`, rolled up at `delimiter` into common prefixes, at most
- * `maxKeys` items (keys and prefixes count alike), starting at `resume`. A common prefix is skipped
- * past in one index probe, so a folder of a million files costs one item, not a million rows.
+ * `maxKeys` items (keys and prefixes count alike), starting at `resume`; one item more is read to
+ * tell whether the page is truncated.
  */
 export async function walkKeys(
   q: Queryable,
@@ -60,36 +108,25 @@ export async function walkKeys(
   options: { prefix: string; delimiter: string; maxKeys: number; resume?: Resume },
 ): Promise<Walk> {
   const { prefix, delimiter, maxKeys } = options;
+  if (maxKeys === 0) return { items: [], truncated: false };
   const bounds: KeyRange = { from: prefix || undefined, below: prefix ? successor(prefix) : undefined };
-  let range: KeyRange = { ...bounds, ...options.resume };
-  if (options.resume && 'from' in options.resume && prefix > options.resume.from) range.from = prefix;
-  const items: Walk['items'] = [];
-  let next: Resume | undefined;
-  while (items.length < maxKeys) {
-    const wanted = maxKeys - items.length + 1;
-    const rows = await listKeys(q, projectId, range, wanted);
-    let skipped = false;
-    for (const entry of rows) {
-      if (items.length === maxKeys) return { items, truncated: true, next };
-      const common = commonPrefixOf(entry.key, prefix, delimiter);
-      if (common !== undefined) {
-        items.push({ kind: 'prefix', prefix: common });
-        const past = successor(common);
-        next = past === undefined ? { after: entry.key } : { from: past };
-        if (past === undefined) return { items, truncated: false };
-        range = { ...bounds, from: past };
-        skipped = true;
-        break;
-      }
-      items.push({ kind: 'key', entry });
-      next = { after: entry.key };
-      range = { ...bounds, after: entry.key };
-    }
-    if (!skipped && rows.length < wanted) return { items, truncated: false };
-  }
-  // Full: whether anything follows decides IsTruncated.
-  const more = maxKeys === 0 ? [] : await listKeys(q, projectId, range, 1);
-  return { items, truncated: more.length > 0, next: more.length > 0 ? next : undefined };
+  const start: KeyRange = { ...bounds, ...options.resume };
+  if (options.resume && 'from' in options.resume && prefix > options.resume.from) start.from = prefix;
+  const rolled = await rollUp((range: KeyRange, wanted) => listKeys(q, projectId, range, wanted), {
+    start,
+    prefix,
+    delimiter,
+    limit: maxKeys + 1,
+    keyOf: (entry) => entry.key,
+    after: (entry) => ({ ...bounds, after: entry.key }),
+    past: (from) => ({ ...bounds, from }),
+  });
+  if (rolled.length <= maxKeys) return { items: rolled, truncated: false };
+  const items = rolled.slice(0, maxKeys);
+  const last = items.at(-1)!;
+  // A prefix in the page has a successor: one without any ends the listing (rollUp).
+  const next = last.kind === 'row' ? { after: last.row.key } : { from: successor(last.prefix)! };
+  return { items, truncated: true, next };
 }
 
 /** A continuation token: where the next page starts, opaque to the client. */
@@ -153,7 +190,7 @@ export function listed(walk: Walk, encode: (key: string) => string, owner?: Reco
   for (const item of walk.items) {
     if (item.kind === 'prefix') prefixes.push({ Prefix: encode(item.prefix) });
     else {
-      const { entry } = item;
+      const entry = item.row;
       const [modified, etag, size] =
         'file' in entry
           ? [entry.file.updated_at, etagOf(entry.file), entry.file.size_bytes]

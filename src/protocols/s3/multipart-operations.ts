@@ -165,8 +165,8 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const owner = ownerOf(caller);
       const last = page.at(-1);
       const next =
-        last?.kind === 'upload'
-          ? { NextKeyMarker: encode(last.upload.key), NextUploadIdMarker: last.upload.id }
+        last?.kind === 'row'
+          ? { NextKeyMarker: encode(last.row.key), NextUploadIdMarker: last.row.id }
           : { NextKeyMarker: last && encode(last.prefix), NextUploadIdMarker: '' };
       return xml(reply, 'ListMultipartUploadsResult', {
         Bucket: caller.project.bucket,
@@ -179,12 +179,12 @@ export function multipartOperations(services: Services): Record<string, Operatio
         MaxUploads: maxUploads,
         IsTruncated: truncated,
         Upload: page.flatMap((item) =>
-          item.kind === 'upload'
+          item.kind === 'row'
             ? [
                 {
-                  Key: encode(item.upload.key),
-                  UploadId: item.upload.id,
-                  Initiated: item.upload.created_at.toISOString(),
+                  Key: encode(item.row.key),
+                  UploadId: item.row.id,
+                  Initiated: item.row.created_at.toISOString(),
                   StorageClass: 'STANDARD',
                   Initiator: owner,
                   Owner: owner,

@@ -8,7 +8,7 @@ import type { Services } from '../../services.ts';
 import { partNumberOf } from './content.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
-import { commonPrefixOf, markerResume, successor } from './listing.ts';
+import { markerResume, type Rolled, rollUp, successor } from './listing.ts';
 import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
@@ -171,9 +171,7 @@ export async function listParts(
 }
 
 /** An item of ListMultipartUploads: an open upload, or the common prefix of some. */
-export type UploadItem =
-  | { kind: 'upload'; upload: { key: string; id: string; created_at: Date } }
-  | { kind: 'prefix'; prefix: string };
+export type UploadItem = Rolled<{ key: string; id: string; created_at: Date }>;
 
 /**
  * ListMultipartUploads: open uploads under `prefix`, after the markers, by key then upload id, those
@@ -181,7 +179,7 @@ export type UploadItem =
  * `maxUploads + 1` items, so that one more tells the page is truncated. A key marker that is such a
  * prefix resumes past every upload under it, as the page that ended with it listed them all.
  */
-export async function listUploads(
+export function listUploads(
   services: MultipartServices,
   caller: Caller,
   options: {
@@ -194,37 +192,25 @@ export async function listUploads(
 ): Promise<UploadItem[]> {
   const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
   const below = prefix ? successor(prefix) : undefined;
-  const past = (from: string) => ({ from, afterKey: '', afterId: '' });
+  const past = (from: string) => ({ from, below, afterKey: '', afterId: '' });
   const resume = markerResume(keyMarker, prefix, delimiter);
   // After a key marker without an upload id marker, S3 resumes after every upload of that key.
-  let range =
+  const start =
     resume && 'from' in resume
       ? past(resume.from)
       : {
           from: prefix,
+          below,
           afterKey: keyMarker,
           afterId: keyMarker && !uploadIdMarker ? '\u{10ffff}' : uploadIdMarker,
         };
-  const items: UploadItem[] = [];
-  while (items.length <= maxUploads) {
-    const wanted = maxUploads + 1 - items.length;
-    const rows = await services.multipart.listOpen(caller, { ...range, below }, wanted);
-    let skipped = false;
-    for (const upload of rows) {
-      const common = commonPrefixOf(upload.key, prefix, delimiter);
-      if (common === undefined) {
-        items.push({ kind: 'upload', upload });
-        range = { from: range.from, afterKey: upload.key, afterId: upload.id };
-        continue;
-      }
-      items.push({ kind: 'prefix', prefix: common });
-      const next = successor(common);
-      if (next === undefined) return items;
-      range = past(next);
-      skipped = true;
-      break;
-    }
-    if (!skipped && rows.length < wanted) break;
-  }
-  return items;
+  return rollUp((range: typeof start, wanted) => services.multipart.listOpen(caller, range, wanted), {
+    start,
+    prefix,
+    delimiter,
+    limit: maxUploads + 1,
+    keyOf: (upload) => upload.key,
+    after: (upload, range) => ({ ...range, afterKey: upload.key, afterId: upload.id }),
+    past,
+  });
 }
