@@ -79,6 +79,10 @@ export class SigV4Error extends S3Error {
 }
 
 export const noSuchBucket = () => new S3Error(404, 'NoSuchBucket', 'The specified bucket does not exist');
+export const invalidBucketName = (name: string) =>
+  new S3Error(400, 'InvalidBucketName', 'The specified bucket is not valid.', {
+    details: { BucketName: name },
+  });
 export const noSuchKey = () => new S3Error(404, 'NoSuchKey', 'The specified key does not exist.');
 export const noSuchUpload = () =>
   new S3Error(404, 'NoSuchUpload', 'The specified multipart upload does not exist.');

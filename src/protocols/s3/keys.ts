@@ -3,6 +3,16 @@ import { invalidArgument, S3Error } from './errors.ts';
 /** S3's limit on a key, in UTF-8 bytes. */
 const MAX_KEY_BYTES = 1024;
 
+/**
+ * Whether `name` is a bucket name by S3's rules: 3 to 63 lowercase letters, digits, dots and hyphens,
+ * starting and ending with a letter or digit, no two dots together, not an IP address. A name S3
+ * allows may still name no bucket of Coffer's (which take no dots): that one is missing, not invalid.
+ */
+export const isS3BucketName = (name: string) =>
+  /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name) &&
+  !name.includes('..') &&
+  !/^\d+\.\d+\.\d+\.\d+$/.test(name);
+
 /** Where a key lives in Coffer: a file `filename` in the folder at `folderPath` (null: the root), or a folder. */
 export type KeyPlace =
   | { kind: 'file'; folderPath: string | null; filename: string }

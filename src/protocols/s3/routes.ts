@@ -7,7 +7,16 @@ import { ipInCidrs } from '../../lib/ip.ts';
 import type { ResolvedS3Credential } from '../../modules/s3-credentials/service.ts';
 import type { Services } from '../../services.ts';
 import type { Target } from './call.ts';
-import { accessDenied, asS3Error, invalidUri, noSuchBucket, notImplemented, S3Error } from './errors.ts';
+import {
+  accessDenied,
+  asS3Error,
+  invalidBucketName,
+  invalidUri,
+  noSuchBucket,
+  notImplemented,
+  S3Error,
+} from './errors.ts';
+import { isS3BucketName } from './keys.ts';
 import { operationName, s3Operations } from './operations.ts';
 import { authenticate, SigV4Error } from './sigv4.ts';
 import { s3Xml } from './xml.ts';
@@ -199,6 +208,7 @@ export function s3Routes(deps: {
       throw accessDenied('The caller IP address is not in the project allowlist');
     }
     await deps.limits.chargeCaller(request, reply);
+    if (target.bucket !== undefined && !isS3BucketName(target.bucket)) throw invalidBucketName(target.bucket);
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
     if (target.bucket !== undefined && target.bucket !== project.bucket) throw noSuchBucket();
     return { auth, caller: { principal, project } satisfies Caller, atKey };

@@ -672,6 +672,17 @@ describe('the S3 endpoint', () => {
       code: 'NoSuchBucket',
       status: 404,
     });
+    // A name S3 never allows is invalid; one it allows but no bucket has (Coffer's take no dots) is missing.
+    for (const invalid of ['a', 'My_Bucket', 'two..dots', '192.168.0.1', '-edge']) {
+      expect(await refusal(bucket.client.send(new ListObjectsV2Command({ Bucket: invalid })))).toEqual({
+        code: 'InvalidBucketName',
+        status: 400,
+      });
+    }
+    expect(await refusal(bucket.client.send(new GetObjectCommand({ Bucket: 'no.such', Key: 'x' })))).toEqual({
+      code: 'NoSuchBucket',
+      status: 404,
+    });
     const wrong = clientFor('CFRNOSUCHKEY00000000', 'x'.repeat(40));
     expect(await refusal(wrong.send(new ListBucketsCommand({})))).toEqual({
       code: 'InvalidAccessKeyId',
