@@ -1,0 +1,60 @@
+import type { Guess } from './known-files.ts';
+import type { Renderer } from './renderer.ts';
+import type { ServableFile } from './repo.ts';
+
+/** Throws when a request may not have a rendition of `file` (not found, not visible, not ready). */
+export type Admit = (file: ServableFile | undefined) => void;
+
+/**
+ * Renders started before their file's statement answers, from what this process last read of the
+ * file: the statement (half a millisecond on the embedded engine, a round trip on PostgreSQL) then
+ * runs while it renders. Their bytes are answered only once a statement admits the file with the
+ * same content, and otherwise dropped unstored.
+ */
+export function createHeadStarts(deps: {
+  renderer: Renderer;
+  /** Whether a render of `key` is needed by no one: its bytes held in memory, or a render under way. */
+  covered: (key: string) => boolean;
+}) {
+  const { renderer, covered } = deps;
+  /**
+   * By key, until the requests that share one have their answers (it is then made once, or dropped):
+   * requests together share one.
+   */
+  const started = new Map<string, Promise<Buffer>>();
+
+  return {
+    /**
+     * The render started ahead for a request's guess, started when none is: only where the guess
+     * shows the caller may have the file and the rendition is known not to be stored, for a request
+     * without If-None-Match, and while a render slot is free (it never delays another render).
+     */
+    start(guessed: Guess | undefined, ifNoneMatch: string | undefined, admit: Admit) {
+      if (!guessed || ifNoneMatch !== undefined) return undefined;
+      const { seen, target } = guessed;
+      const running = started.get(target.key);
+      if (running) return running;
+      if (!seen.stored || seen.stored.has(target.key) || covered(target.key) || !renderer.slotFree()) {
+        return undefined;
+      }
+      try {
+        admit(seen.file);
+      } catch {
+        return undefined;
+      }
+      const render = renderer.make(seen.file, target.spec);
+      // Its failure is a request's answer only once the statement confirms the file.
+      render.catch(() => {});
+      started.set(target.key, render);
+      return render;
+    },
+
+    /** The render started ahead for `key`, if any. */
+    render: (key: string) => started.get(key),
+
+    /** Forgets `render`, started ahead for `key`, unless another took its place. */
+    drop(key: string, render: Promise<Buffer>): void {
+      if (started.get(key) === render) started.delete(key);
+    },
+  };
+}
