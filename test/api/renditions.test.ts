@@ -18,6 +18,7 @@ import {
   sidewaysJpegWithGps,
   translucentPng,
 } from '../support/images.ts';
+import { sleep } from '../support/processes.ts';
 
 let coffer: TestCoffer;
 let project: TestProject;
@@ -511,6 +512,49 @@ describe('GET …/render', () => {
     } finally {
       db.query = query;
       store.write = write;
+      restore();
+    }
+  });
+
+  it('shares a render ahead with every request that took it, until the last has its answer', async () => {
+    const file = await stored(project, 'shared.png', 'image/png', await translucentPng());
+    expect((await render(project, file.id, { width: 24, format: 'png' })).status).toBe(200);
+    await coffer.services.renditions.stored();
+    const { db } = coffer.services;
+    let sourceReads = 0;
+    const restore = onSourceRead(coffer, file.storage_key, () => sourceReads++);
+    const query = db.query.bind(db);
+    const isStored = async () =>
+      (await query('SELECT key FROM renditions WHERE file_id = $1', [file.id])).length === 2;
+    // Both statements answer once both requests took the render ahead; the second's (read before the
+    // rendition was stored) only once the first request has its answer and the rendition is stored.
+    let statements = 0;
+    let bothStarted = () => {};
+    const started = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
+    db.query = (async (text: string, params?: unknown[]) => {
+      if (!text.includes('rendition_size')) return query(text, params);
+      const turn = statements++;
+      if (statements === 2) bothStarted();
+      const rows = await query(text, params);
+      await started;
+      if (turn === 1) {
+        while (!(await isStored())) await sleep(10);
+        await coffer.services.renditions.stored();
+      }
+      return rows;
+    }) as typeof db.query;
+    try {
+      const replies = await Promise.all(
+        [0, 1].map(() => render(project, file.id, { width: 27, format: 'png' })),
+      );
+      expect(replies.map((reply) => reply.status)).toEqual([200, 200]);
+      expect(replies[1]!.bytes.equals(replies[0]!.bytes)).toBe(true);
+      expect(sourceReads).toBe(1);
+      await coffer.services.renditions.stored();
+    } finally {
+      db.query = query;
       restore();
     }
   });

@@ -18,43 +18,45 @@ export function createHeadStarts(deps: {
 }) {
   const { renderer, covered } = deps;
   /**
-   * By key, until the requests that share one have their answers (it is then made once, or dropped):
+   * By key, until every request that took one has its answer (it is then made once, or dropped):
    * requests together share one.
    */
-  const started = new Map<string, Promise<Buffer>>();
+  const started = new Map<string, { render: Promise<Buffer>; takers: number }>();
 
   return {
     /**
-     * The render started ahead for a request's guess, started when none is: only where the guess
-     * shows the caller may have the file and the rendition is known not to be stored, for a request
-     * without If-None-Match, and while a render slot is free (it never delays another render).
+     * Takes the render started ahead for a request's guess, starting it when none is: only where the
+     * guess shows the caller may have the file and the rendition is known not to be stored, for a
+     * request without If-None-Match, and while a render slot is free (it never delays another render).
+     * Answers the function that lets it go once the request has its answer, or undefined when none.
      */
-    start(guessed: Guess | undefined, ifNoneMatch: string | undefined, admit: Admit) {
+    take(guessed: Guess | undefined, ifNoneMatch: string | undefined, admit: Admit) {
       if (!guessed || ifNoneMatch !== undefined) return undefined;
       const { seen, target } = guessed;
-      const running = started.get(target.key);
-      if (running) return running;
-      if (!seen.stored || seen.stored.has(target.key) || covered(target.key) || !renderer.slotFree()) {
-        return undefined;
+      let head = started.get(target.key);
+      if (!head) {
+        if (!seen.stored || seen.stored.has(target.key) || covered(target.key) || !renderer.slotFree()) {
+          return undefined;
+        }
+        try {
+          admit(seen.file);
+        } catch {
+          return undefined;
+        }
+        const render = renderer.make(seen.file, target.spec);
+        // Its failure is a request's answer only once the statement confirms the file.
+        render.catch(() => {});
+        head = { render, takers: 0 };
+        started.set(target.key, head);
       }
-      try {
-        admit(seen.file);
-      } catch {
-        return undefined;
-      }
-      const render = renderer.make(seen.file, target.spec);
-      // Its failure is a request's answer only once the statement confirms the file.
-      render.catch(() => {});
-      started.set(target.key, render);
-      return render;
+      const taken = head;
+      taken.takers++;
+      return () => {
+        if (--taken.takers === 0) started.delete(target.key);
+      };
     },
 
-    /** The render started ahead for `key`, if any. */
-    render: (key: string) => started.get(key),
-
-    /** Forgets `render`, started ahead for `key`, unless another took its place. */
-    drop(key: string, render: Promise<Buffer>): void {
-      if (started.get(key) === render) started.delete(key);
-    },
+    /** The render started ahead for `key`, while a request that took it has no answer yet. */
+    render: (key: string) => started.get(key)?.render,
   };
 }

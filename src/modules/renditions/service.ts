@@ -41,10 +41,9 @@ export interface NotModified {
   negotiated: boolean;
 }
 
-/** What a request's statement found of its rendition: its size when stored, and a render under way. */
+/** What a request's statement found of its rendition: its size when stored. */
 interface Found {
   size: number | undefined;
-  early?: Promise<Buffer>;
 }
 
 export function createRenditionService(deps: {
@@ -79,12 +78,12 @@ export function createRenditionService(deps: {
     file: SourceFile,
     spec: RenderSpec,
     key: string,
-    early?: Promise<Buffer>,
   ): Promise<{ data: Buffer; kept: Promise<void> }> {
     let pending = inFlight.get(key);
     if (!pending) {
-      // A render started ahead of a statement for this key (this request's, or another's) makes its bytes.
-      const made = early ?? headStarts.render(key) ?? renderer.make(file, spec);
+      // A render started ahead of a statement for this key, taken by a request still under way (this
+      // one, or another), makes its bytes.
+      const made = headStarts.render(key) ?? renderer.make(file, spec);
       // Stored from the next turn of the event loop: its first steps (the bytes gathered and hashed, in
       // this thread) would otherwise run ahead of writing the answer (about 0.25 ms of each render).
       const kept = made.then(async (data) => {
@@ -133,7 +132,7 @@ export function createRenditionService(deps: {
         await repo.forgetRenditions(db, [key]);
       }
     }
-    const { data, kept } = await makeOnce(file, spec, key, found?.early);
+    const { data, kept } = await makeOnce(file, spec, key);
     if (options.stored) await kept;
     return { body: data, size: data.length, contentType, etag, negotiated };
   }
@@ -172,16 +171,15 @@ export function createRenditionService(deps: {
     admit: Admit,
   ): Promise<Rendition | NotModified> {
     const guessed = known.guess(projectId, fileId, params, headers.accept);
-    const early = headStarts.start(guessed, headers.ifNoneMatch, admit);
+    const release = headStarts.take(guessed, headers.ifNoneMatch, admit);
     try {
       const found = await known.lookup(projectId, fileId, params, headers.accept, guessed);
       admit(found?.file);
       const { file, target, stored } = found!;
-      // `stored` is known only when the guess held, and with it the render started from the guess.
-      return await answer(file, target, stored && { ...stored, early }, headers.ifNoneMatch);
+      return await answer(file, target, stored, headers.ifNoneMatch);
     } finally {
-      // Made once by now (kept as any render is), or dropped.
-      if (early) headStarts.drop(guessed!.target.key, early);
+      // Made once by now (kept as any render is), or dropped once no request holds it.
+      release?.();
     }
   }
 
