@@ -57,18 +57,24 @@ export function tusResumable(request: FastifyRequest, reply: FastifyReply): void
   if (underMount(request.url)) reply.header('tus-resumable', TUS_VERSION);
 }
 
+/** POSTs under the mount whose X-HTTP-Method-Override names no HTTP method, with that value. */
+const unnamedOverrides = new WeakMap<IncomingMessage, string>();
+
 /**
  * X-HTTP-Method-Override of a POST under the mount (for clients behind proxies that pass only GET
  * and POST): the request becomes the method it names before the router sees it, as tusd does, on
  * every path of the endpoint. It then meets that method's route with that route's checks (OPTIONS
  * needs neither credential nor version), or the router's 404 where the endpoint has no such route.
- * A value that names no HTTP method leaves the POST, whose routes refuse it.
+ * A value that names no HTTP method leaves the POST, noted for POST /tus to refuse (a POST to an
+ * upload is refused whatever it names).
  */
 export function overrideTusMethod(raw: IncomingMessage): void {
   if (raw.method !== 'POST' || !underMount(raw.url ?? '')) return;
-  const value = raw.headers['x-http-method-override'];
-  const method = typeof value === 'string' ? value.trim().toUpperCase() : undefined;
-  if (method && METHODS.includes(method)) raw.method = method;
+  const value = raw.headers['x-http-method-override']?.toString();
+  if (value === undefined) return;
+  const method = value.trim().toUpperCase();
+  if (METHODS.includes(method)) raw.method = method;
+  else unnamedOverrides.set(raw, value);
 }
 
 /**
@@ -125,9 +131,8 @@ export function tusRoutes(services: Services) {
     app.options(`${MOUNT}/:id`, { ...common, config: { access: 'public' } }, options);
 
     app.post(MOUNT, authenticated, async (request, reply) => {
-      // An override naming a method was routed as that method (overrideTusMethod): one left here names none.
-      const override = header(request, 'x-http-method-override');
-      if (override !== undefined && override.trim().toUpperCase() !== 'POST') {
+      const override = unnamedOverrides.get(request.raw);
+      if (override !== undefined) {
         throw badRequest(`X-HTTP-Method-Override names no HTTP method: ${override}`, {
           field: 'X-HTTP-Method-Override',
         });
