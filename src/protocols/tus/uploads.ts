@@ -384,6 +384,7 @@ export function createTusUploads(deps: {
     ): Promise<UploadState> {
       const declared = uploadRequestOf(request.metadata);
       const { length, body } = request;
+      const metadata = request.metadata ?? null;
       if (length !== undefined && length > MAX_OBJECT_BYTES) throw pastMaxObject();
       const created_by = creatorOf(caller);
       const size = body ? body.size : 0;
@@ -401,7 +402,7 @@ export function createTusUploads(deps: {
             created_by,
             upload_length: length,
             upload_offset: length,
-            metadata: request.metadata ?? null,
+            metadata,
           });
         const file = await ingest.writeFile(
           caller,
@@ -409,7 +410,7 @@ export function createTusUploads(deps: {
           body?.stream ?? Readable.from([]),
           { record },
         );
-        return { id, fileId: file.id, offset: length, length, metadata: request.metadata ?? null };
+        return { id, fileId: file.id, offset: length, length, metadata };
       }
       const started =
         length === undefined
@@ -425,7 +426,7 @@ export function createTusUploads(deps: {
         created_by,
         upload_length: length ?? null,
         upload_offset: 0,
-        metadata: request.metadata ?? null,
+        metadata,
       };
       await insertUpload(db, row).catch(async (error: unknown) => {
         await multipart.abort(caller, started.uploadId).catch(() => undefined);
