@@ -9,6 +9,9 @@ import type { UploadTokenRow } from '../uploads/token-repo.ts';
 /** The request field a size came in, for errors (a multipart start's total_size_bytes, tus's Upload-Length). */
 export type SizeField = 'size_bytes' | 'total_size_bytes' | 'Upload-Length';
 
+/** The request field a content type came in, for errors (tus's Upload-Metadata key filetype). */
+export type TypeField = 'content_type' | 'filetype';
+
 /** The storage key of a new object: generated ids only, so user input never reaches a path. */
 export function newObjectKey(projectId: string, fileId: string): string {
   return `${projectId}/${fileId}/${randomUlid()}`;
@@ -42,12 +45,13 @@ export function checkTokenRules(
   contentType: string,
   size: number,
   sizeField: SizeField = 'size_bytes',
+  typeField: TypeField = 'content_type',
 ): void {
   const tooLarge = pastTokenSize(token, size, sizeField);
   if (tooLarge) throw tooLarge;
   if (!mimeAllowed(token.allowed_mime_types, contentType)) {
-    throw validationError(`content_type ${contentType} is not allowed by the upload token`, {
-      field: 'content_type',
+    throw validationError(`${typeField} ${contentType} is not allowed by the upload token`, {
+      field: typeField,
       allowed_mime_types: token.allowed_mime_types,
     });
   }
@@ -60,6 +64,7 @@ export function checkProjectRules(
   contentType: string,
   size: number,
   sizeField: SizeField = 'size_bytes',
+  typeField: TypeField = 'content_type',
 ): void {
   const tooLarge = pastProjectSize(project, size, sizeField);
   if (tooLarge) throw tooLarge;
@@ -67,8 +72,8 @@ export function checkProjectRules(
   if (allowed_mime_types !== null) {
     const list = parseMimeList(allowed_mime_types);
     if ('entries' in list && !mimeAllowed(list.entries, contentType)) {
-      throw validationError(`content_type ${contentType} is not allowed in this project`, {
-        field: 'content_type',
+      throw validationError(`${typeField} ${contentType} is not allowed in this project`, {
+        field: typeField,
         allowed_mime_types: list.entries,
       });
     }

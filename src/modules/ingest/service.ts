@@ -40,6 +40,7 @@ import {
   pastProjectSize,
   pastTokenSize,
   type SizeField,
+  type TypeField,
 } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
@@ -50,6 +51,8 @@ export interface UploadRequest {
   size_bytes: number;
   /** The request field the size came in, for errors. */
   size_field?: SizeField;
+  /** The request field the content type came in, for errors. */
+  type_field?: TypeField;
   folder_id?: string | null;
   /**
    * Whether `folder_id` is where the file must go (an S3 key names its folder): an upload token bound
@@ -135,7 +138,7 @@ export function createIngestService(deps: IngestDeps) {
 
     const token = await tokenOf(q, caller);
     if (token) {
-      checkTokenRules(token, contentType, request.size_bytes, request.size_field);
+      checkTokenRules(token, contentType, request.size_bytes, request.size_field, request.type_field);
       if (request.exact_folder && folderId !== token.folder_id) {
         throw permissionDenied('The upload token stores files in another folder');
       }
@@ -144,7 +147,14 @@ export function createIngestService(deps: IngestDeps) {
       tags = normalizeTags([...tags, ...(token.tags ?? [])]);
     }
 
-    checkProjectRules(project, request.filename, contentType, request.size_bytes, request.size_field);
+    checkProjectRules(
+      project,
+      request.filename,
+      contentType,
+      request.size_bytes,
+      request.size_field,
+      request.type_field,
+    );
     if (folderId !== null && !(await folders.exists(q, project.id, folderId))) {
       throw validationError('folder_id is not a folder of this project', { field: 'folder_id' });
     }
@@ -177,7 +187,8 @@ export function createIngestService(deps: IngestDeps) {
     checkName('filename', request.filename);
     const contentType = normalizeMimeType(request.content_type);
     if (!contentType) {
-      throw validationError('content_type must be a MIME type like image/png', { field: 'content_type' });
+      const field = request.type_field ?? 'content_type';
+      throw validationError(`${field} must be a MIME type like image/png`, { field });
     }
     const fileId = newId('file');
     return {

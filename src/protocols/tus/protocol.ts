@@ -117,6 +117,7 @@ export function uploadRequestOf(header: string | undefined): Omit<UploadRequest,
   return {
     filename,
     content_type: pairs.get('filetype') || 'application/octet-stream',
+    type_field: 'filetype',
     folder_id: pairs.get('folder_id') || null,
     tags: tags ? tags.split(',') : undefined,
     metadata: metadata as Record<string, unknown> | undefined,

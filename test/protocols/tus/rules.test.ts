@@ -66,7 +66,7 @@ describe('tus uploads with an upload token', () => {
     expect(tooLarge.body.error.code).toBe('FILE_TOO_LARGE');
     const wrongType = await create(token, 10, { filename: 'a.png', filetype: 'image/png' });
     expect(wrongType.status).toBe(422);
-    expect(wrongType.body.error.details.field).toBe('content_type');
+    expect(wrongType.body.error.details.field).toBe('filetype');
 
     const created = await create(token, 10, { filename: 'a.txt', filetype: 'text/plain', tags: 'mine' });
     expect(created.status).toBe(201);
@@ -133,6 +133,51 @@ describe('tus uploads with an upload token', () => {
       expect(late.status, label).toBe(413);
       expect(late.body.error.details, label).toEqual(expected);
     }
+  });
+
+  it('names filetype, the Upload-Metadata key a client sent, for a type refused or not a MIME type', async () => {
+    const project = await coffer.newProject({ allowed_mime_types: 'text/plain,image/png' });
+    const token = await uploadToken(project, { allowed_mime_types: ['text/plain'] });
+    const whole = (credential: string, metadata: Record<string, string>) =>
+      request(`${coffer.url}/tus`, 'POST', {
+        headers: tusHeaders(credential, {
+          'upload-length': '5',
+          'upload-metadata': metadataHeader(metadata),
+          'content-type': 'application/offset+octet-stream',
+        }),
+        body: Buffer.from('hello'),
+      });
+    const deferred = (credential: string, metadata: Record<string, string>) =>
+      request(`${coffer.url}/tus`, 'POST', {
+        headers: tusHeaders(credential, {
+          'upload-defer-length': '1',
+          'upload-metadata': metadataHeader(metadata),
+        }),
+      });
+    const cases = [
+      { credential: project.key, filetype: 'application/pdf', refusal: 'not allowed in this project' },
+      { credential: token, filetype: 'image/png', refusal: 'not allowed by the upload token' },
+      { credential: project.key, filetype: 'not a type', refusal: 'must be a MIME type' },
+    ];
+    for (const { credential, filetype, refusal } of cases) {
+      const metadata = { filename: 'a', filetype };
+      // An upload in parts, one whose bytes all come with it, and one of deferred length.
+      for (const reply of [
+        await create(credential, 10, metadata),
+        await whole(credential, metadata),
+        await deferred(credential, metadata),
+      ]) {
+        expect(reply.status, filetype).toBe(422);
+        expect(reply.body.error.details.field, filetype).toBe('filetype');
+        expect(reply.body.error.message, filetype).toMatch(/^filetype /);
+        expect(reply.body.error.message, filetype).toContain(refusal);
+      }
+    }
+    // REST names its own field.
+    const rest = await project.call('POST', '/files/upload', {
+      body: { filename: 'a', content_type: 'application/pdf', size_bytes: 5 },
+    });
+    expect([rest.status, rest.body.error.details.field]).toEqual([422, 'content_type']);
   });
 
   it('refuses an API key without files:upload', async () => {
