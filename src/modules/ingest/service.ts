@@ -355,7 +355,7 @@ export function createIngestService(deps: IngestDeps) {
       const planned = plan(caller, request, undefined);
       const { token } = await admit(db, caller, request, planned);
       const bytes = restrictsTypes(caller.project, token)
-        ? await screenHead(body, planned.contentType, request.filename)
+        ? await screenHead(body, planned.contentType, request.filename, request.type_field)
         : body;
       const object = await store.write(planned.storageKey, bytes, {
         size: request.size_bytes,
@@ -378,9 +378,15 @@ export function createIngestService(deps: IngestDeps) {
      * The head of a stream the server receives itself, checked against the declared type where the
      * caller's token or project limits types (see `screenHead`); the stream as it was otherwise.
      */
-    async screen(caller: Caller, contentType: string, filename: string, body: Readable): Promise<Readable> {
+    async screen(
+      caller: Caller,
+      contentType: string,
+      filename: string,
+      body: Readable,
+      typeField?: TypeField,
+    ): Promise<Readable> {
       return restrictsTypes(caller.project, await tokenOf(db, caller))
-        ? screenHead(body, contentType, filename)
+        ? screenHead(body, contentType, filename, typeField)
         : body;
     },
 

@@ -4,6 +4,7 @@ import { parseMimeList } from '../../lib/mime.ts';
 import { checkMime, SNIFF_BYTES } from '../pipeline/mime-check.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { UploadTokenRow } from '../uploads/token-repo.ts';
+import type { TypeField } from './rules.ts';
 
 /** Whether the token or the project limits the types a file may have (`*\/*` limits nothing). */
 export function restrictsTypes(project: Project, token: UploadTokenRow | undefined): boolean {
@@ -16,9 +17,14 @@ export function restrictsTypes(project: Project, token: UploadTokenRow | undefin
 /**
  * Reads the head of a stream the server receives itself and checks it against the declared type
  * before a byte is stored, so an allowlist cannot be passed by declaring an allowed type for other
- * bytes. Answers a stream of the same bytes, head included.
+ * bytes. Answers a stream of the same bytes, head included; a refusal names `field`, where the type was declared.
  */
-export async function screenHead(body: Readable, declared: string, filename: string): Promise<Readable> {
+export async function screenHead(
+  body: Readable,
+  declared: string,
+  filename: string,
+  field: TypeField = 'content_type',
+): Promise<Readable> {
   const source = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const held: Buffer[] = [];
   let size = 0;
@@ -31,10 +37,7 @@ export async function screenHead(body: Readable, declared: string, filename: str
   const mismatch = await checkMime(declared, Buffer.concat(held, size).subarray(0, SNIFF_BYTES), filename);
   if (mismatch) {
     // The rest is left unread: the edge that refuses the request decides what becomes of its body.
-    throw validationError(`The content does not match its type: ${mismatch}`, {
-      field: 'content_type',
-      content_type: declared,
-    });
+    throw validationError(`The content does not match its type: ${mismatch}`, { field, [field]: declared });
   }
   return Readable.from(
     (async function* () {

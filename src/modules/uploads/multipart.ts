@@ -21,6 +21,7 @@ import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
 import type { ContentRequest } from '../ingest/content.ts';
 import { findContent } from '../ingest/content-repo.ts';
 import type { ByteSource, WriteGuard } from '../ingest/intake.ts';
+import type { TypeField } from '../ingest/rules.ts';
 import type { IngestService, UploadRequest } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
@@ -342,7 +343,7 @@ export function createMultipartService(deps: {
       partNumber: number,
       body: Readable,
       size: number,
-      options?: { md5?: boolean; key?: string },
+      options?: { md5?: boolean; key?: string; typeField?: TypeField },
     ) {
       const { session, file } = await load(caller, uploadId, options?.key);
       requireOpen(session);
@@ -351,7 +352,7 @@ export function createMultipartService(deps: {
       // The first part holds the file's head: checked against its type like a single upload's.
       const bytes =
         partNumber === 1
-          ? await ingest.screen(caller, await typeOf(session, file), file.filename, body)
+          ? await ingest.screen(caller, await typeOf(session, file), file.filename, body, options?.typeField)
           : body;
       return store.writePart(session.storage_key, session.store_upload_id, partNumber, bytes, size, options);
     },

@@ -290,7 +290,10 @@ export function createTusUploads(deps: {
             const placing = staged?.place(caller, at.nextPart);
             staged = undefined;
             const etag = await (placing ??
-              multipart.writePart(caller, session.session.id, at.nextPart, stream, size, { md5: false }));
+              multipart.writePart(caller, session.session.id, at.nextPart, stream, size, {
+                md5: false,
+                typeField: 'filetype',
+              }));
             part = { part_number: at.nextPart, etag, size };
           }
           const parts = part ? [...at.parts, part] : at.parts;

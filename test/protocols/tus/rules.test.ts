@@ -180,6 +180,34 @@ describe('tus uploads with an upload token', () => {
     expect([rest.status, rest.body.error.details.field]).toEqual([422, 'content_type']);
   });
 
+  it('names filetype when the bytes are not of the type it declared', async () => {
+    const project = await coffer.newProject({ allowed_mime_types: 'image/png' });
+    const metadata = { filename: 'a.png', filetype: 'image/png' };
+    const notPng = Buffer.from('hello, not a picture');
+    const whole = await request(`${coffer.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': String(notPng.length),
+        'upload-metadata': metadataHeader(metadata),
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: notPng,
+    });
+    const created = await create(project.key, notPng.length, metadata);
+    expect(created.status).toBe(201);
+    const patched = await request(created.headers.get('location')!, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        'upload-offset': '0',
+        'content-type': 'application/offset+octet-stream',
+      }),
+      body: notPng,
+    });
+    for (const reply of [whole, patched]) {
+      expect(reply.status).toBe(422);
+      expect(reply.body.error.message).toMatch(/does not match its type/);
+      expect(reply.body.error.details).toEqual({ field: 'filetype', filetype: 'image/png' });
+    }
+  });
+
   it('refuses an API key without files:upload', async () => {
     const project = await coffer.newProject(undefined, ['files:read']);
     const reply = await create(project.key, 10);
