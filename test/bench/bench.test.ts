@@ -112,6 +112,7 @@ describe('npm run bench', () => {
       expect(row(/^Large object/, /^PUT 8 MiB vs minimal node:http/).ratio).toBeGreaterThan(0);
       row(/^Multipart|multipart/i, /./);
       expect(row(/^Image renditions/, /^render 12 MP JPEG/).ratio).toBeGreaterThan(0);
+      expect(row(/^Image renditions/, /behind a bare node:http server/).ratio).toBeGreaterThan(0);
       expect(row(/^Image renditions/, /server memory growth/).unit).toBe('MiB');
       expect(row(/[Ww]ebhook/, /./)).toBeDefined();
       expect(row(/SDK|sdk|@coffer\/client/, /./)).toBeDefined();
