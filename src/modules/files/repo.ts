@@ -10,6 +10,16 @@ import { checkTransition, type FileTarget } from './states.ts';
  */
 export type HttpHeaders = Record<string, string>;
 
+/**
+ * An additional checksum of a content's bytes that an S3 write sent and Coffer verified as they
+ * arrived: S3's name of its algorithm (crc32, crc32c, crc64nvme, sha1, sha256) and the base64 of its
+ * digest, as S3 answers it.
+ */
+export interface ContentChecksum {
+  algorithm: string;
+  value: string;
+}
+
 export interface FileRow {
   id: string;
   project_id: string;
@@ -26,6 +36,8 @@ export interface FileRow {
   metadata: Record<string, unknown>;
   /** The standard headers S3 stores with the content (see HttpHeaders); null for none. */
   http_headers: HttpHeaders | null;
+  /** The checksum an S3 write sent with the content (see ContentChecksum); null for none. */
+  client_checksum: ContentChecksum | null;
   tags: string[];
   owner_user_id: string | null;
   owner_org_id: string | null;
@@ -40,7 +52,7 @@ export interface FileRow {
 }
 
 export const COLUMNS = `id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
-  checksum_sha256, etag, metadata, http_headers, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
+  checksum_sha256, etag, metadata, http_headers, client_checksum, tags, owner_user_id, owner_org_id, upload_token_id, legal_hold, failure_reason,
   scan_signature, created_at, updated_at, upload_expires_at, deleted_at`;
 
 export function toFileObject(row: FileRow): FileObject {
@@ -79,9 +91,10 @@ export type NewFile = Omit<
   | 'failure_reason'
   | 'scan_signature'
   | 'http_headers'
+  | 'client_checksum'
 > &
   /** Known for a file recorded with its bytes already stored (a server-side write). */
-  Partial<Pick<FileRow, 'checksum_sha256' | 'etag' | 'http_headers'>>;
+  Partial<Pick<FileRow, 'checksum_sha256' | 'etag' | 'http_headers' | 'client_checksum'>>;
 
 /** A jsonb parameter: null (or none) is SQL NULL, not the JSON value null. */
 export const jsonOrNull = (value: unknown): string | null => (value == null ? null : JSON.stringify(value));
@@ -90,8 +103,8 @@ export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> 
   const [row] = await q.query<FileRow>(
     `INSERT INTO files (id, project_id, folder_id, status, filename, content_type, size_bytes, category, storage_key,
        metadata, tags, owner_user_id, owner_org_id, upload_token_id, upload_expires_at, checksum_sha256, etag,
-       http_headers)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18::jsonb)
+       http_headers, client_checksum)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19::jsonb)
      RETURNING ${COLUMNS}`,
     [
       file.id,
@@ -112,6 +125,7 @@ export async function insertFile(q: Queryable, file: NewFile): Promise<FileRow> 
       file.checksum_sha256 ?? null,
       file.etag ?? null,
       jsonOrNull(file.http_headers),
+      jsonOrNull(file.client_checksum),
     ],
   );
   return row!;
@@ -154,6 +168,7 @@ export type FileChanges = Partial<
     | 'folder_id'
     | 'metadata'
     | 'http_headers'
+    | 'client_checksum'
     | 'tags'
     | 'checksum_sha256'
     | 'etag'
@@ -172,7 +187,7 @@ function setClause(changes: FileChanges, params: unknown[]): string[] {
   return Object.entries(changes)
     .filter(([, value]) => value !== undefined)
     .map(([column, value]) => {
-      const json = column === 'metadata' || column === 'http_headers';
+      const json = column === 'metadata' || column === 'http_headers' || column === 'client_checksum';
       params.push(json ? jsonOrNull(value) : value);
       return `${column} = $${params.length}${json ? '::jsonb' : ''}`;
     });

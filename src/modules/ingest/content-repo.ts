@@ -1,5 +1,5 @@
 import type { Queryable } from '../../infra/db.ts';
-import { type HttpHeaders, jsonOrNull } from '../files/repo.ts';
+import { type ContentChecksum, type HttpHeaders, jsonOrNull } from '../files/repo.ts';
 
 /** New bytes of an existing file on their way to becoming its current content (a new version). */
 export type ContentStatus = 'uploading' | 'processing' | 'committed' | 'failed' | 'quarantined';
@@ -31,10 +31,12 @@ export interface PendingContent {
   metadata: Record<string, unknown> | null;
   /** The headers S3 stores with this content, which become the file's with it; null for none. */
   http_headers: HttpHeaders | null;
+  /** The checksum an S3 write sent with this content, which becomes the file's with it; null for none. */
+  client_checksum: ContentChecksum | null;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason, metadata, http_headers';
+  'id, project_id, file_id, storage_key, size_bytes, content_type, checksum_sha256, etag, status, failure_reason, metadata, http_headers, client_checksum';
 
 function checkTransition(from: ContentStatus, to: ContentStatus): void {
   if (!CONTENT_TRANSITIONS[from].includes(to)) throw new Error(`Content cannot go from ${from} to ${to}`);
@@ -49,12 +51,13 @@ export async function insertContent(
     upload_expires_at: Date;
     metadata?: Record<string, unknown>;
     http_headers?: HttpHeaders | null;
+    client_checksum?: ContentChecksum | null;
   },
 ): Promise<void> {
   await q.query(
     `INSERT INTO pending_contents (id, project_id, file_id, storage_key, size_bytes, content_type, upload_expires_at,
-       metadata, http_headers)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb)`,
+       metadata, http_headers, client_checksum)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb)`,
     [
       content.id,
       content.project_id,
@@ -65,6 +68,7 @@ export async function insertContent(
       content.upload_expires_at,
       content.metadata === undefined ? null : JSON.stringify(content.metadata),
       jsonOrNull(content.http_headers),
+      jsonOrNull(content.client_checksum),
     ],
   );
 }

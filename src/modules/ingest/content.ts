@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import { invalidState, notFound, supersededContent, validationError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
@@ -21,7 +20,15 @@ import {
   settleContentSize,
   transitionContent,
 } from './content-repo.ts';
-import type { ByteSource, IngestDeps, Intake, PlannedObject, Sealed, WriteGuard } from './intake.ts';
+import type {
+  ByteSource,
+  IngestDeps,
+  Intake,
+  PlannedObject,
+  Sealed,
+  WriteGuard,
+  WrittenBody,
+} from './intake.ts';
 import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
@@ -68,8 +75,9 @@ async function replaceContent(
     storage_key: snapshot.storage_key,
     size_bytes: snapshot.size_bytes,
     content_type: snapshot.content_type,
-    // The content's own headers, none when it has none: they describe its bytes, not the file.
+    // The content's own headers and checksum, none when it has none: they describe its bytes, not the file.
     http_headers: snapshot.http_headers ?? null,
+    client_checksum: snapshot.client_checksum ?? null,
     category: categoryOf(snapshot.content_type),
     checksum_sha256: snapshot.checksum_sha256,
     etag: snapshot.etag,
@@ -266,6 +274,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       expiresAt: Date;
       metadata?: Record<string, unknown>;
       httpHeaders?: files.HttpHeaders;
+      checksum?: files.ContentChecksum;
     },
   ): Promise<void> {
     if (content.metadata) {
@@ -282,6 +291,7 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       upload_expires_at: content.expiresAt,
       metadata: content.metadata,
       http_headers: content.httpHeaders,
+      client_checksum: content.checksum,
     });
   }
 
@@ -332,14 +342,14 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     },
 
     /**
-     * The server-side way in for new content of a ready file: `body` becomes it in one request;
-     * `guard` runs first in the transaction that records it.
+     * The server-side way in for new content of a ready file: `body` becomes it in one request, with
+     * the checksum it verified if any; `guard` runs first in the transaction that records it.
      */
     async writeContent(
       caller: Caller,
       file: files.FileRow,
       request: ContentRequest,
-      body: Readable,
+      body: WrittenBody,
       guard?: WriteGuard,
     ): Promise<ContentOutcome> {
       const content = await planContent(caller, file, request);
@@ -354,7 +364,8 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
           // key share of the file row, and a second write holding one too would wait for this one's
           // lock while this one waits for its (a deadlock); the quota lock then comes after it too.
           const locked = await lockFile(q, file.project_id, file.id);
-          await recordContent(q, caller, file, content);
+          // The body was read to its end: a checksum its client sent is verified.
+          await recordContent(q, caller, file, { ...content, checksum: body.checksum });
           // A write a newer one overtook is not kept, so it is not held to the quota either.
           return commitNewContent(q, caller.project, locked, content.id, object, () =>
             admitBytes(q, caller.project, content.size),

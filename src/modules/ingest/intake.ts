@@ -1,9 +1,11 @@
+import type { Readable } from 'node:stream';
 import type { Config } from '../../config.ts';
 import { tokenExpired, unauthenticated } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
+import type { ContentChecksum } from '../files/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import { findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
@@ -42,8 +44,17 @@ export interface ByteSource<T, U = undefined> {
   record?: (q: Queryable, planned: PlannedObject, made: T) => Promise<U>;
 }
 
-/** What the store answered for sealed bytes: their SHA-256 when it hashed them, and its ETag. */
-export type Sealed = Pick<ObjectInfo, 'sha256' | 'etag'>;
+/**
+ * What the store answered for sealed bytes: their SHA-256 when it hashed them, and its ETag; with the
+ * checksum their client sent, when a server-side write verified one (see WrittenBody).
+ */
+export type Sealed = Pick<ObjectInfo, 'sha256' | 'etag'> & { checksum?: ContentChecksum };
+
+/**
+ * The bytes of a server-side write. One that verified a checksum its client sent with them (an S3
+ * write's x-amz-checksum-*) tells it once read to its end, and the content keeps it.
+ */
+export type WrittenBody = Readable & { readonly checksum?: ContentChecksum };
 
 /**
  * A check a protocol runs first in the transaction that records a write (e.g. a condition on what the

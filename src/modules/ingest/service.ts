@@ -31,6 +31,7 @@ import {
   type PlannedObject,
   type Sealed,
   type WriteGuard,
+  type WrittenBody,
 } from './intake.ts';
 import {
   checkProjectRules,
@@ -225,6 +226,7 @@ export function createIngestService(deps: IngestDeps) {
           status: scan ? 'processing' : 'ready',
           checksum_sha256: sealed.sha256 ?? null,
           etag: sealed.etag,
+          client_checksum: sealed.checksum ?? null,
           upload_expires_at: null,
         }
       : file;
@@ -344,11 +346,12 @@ export function createIngestService(deps: IngestDeps) {
      * request. The rules are checked before a byte is stored; the file is recorded and committed in
      * one transaction once the object is sealed, and the object is removed when that transaction fails.
      * `guard` runs first in that transaction; `record` adds an adapter's own record of the upload to it.
+     * A checksum the body verified is kept with the file's content.
      */
     async writeFile(
       caller: Caller,
       request: UploadRequest,
-      body: Readable,
+      body: WrittenBody,
       hooks: { guard?: WriteGuard; record?: (q: Queryable, file: files.FileRow) => Promise<void> } = {},
     ): Promise<files.FileRow> {
       checkSingleUploadSize(request.size_bytes);
@@ -361,10 +364,12 @@ export function createIngestService(deps: IngestDeps) {
         size: request.size_bytes,
         contentType: planned.contentType,
       });
+      // Read to its end now: a checksum its client sent is verified.
+      const sealed = { ...object, checksum: body.checksum };
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
           await hooks.guard?.(q);
-          const committed = await recordFile(q, caller, request, planned, object);
+          const committed = await recordFile(q, caller, request, planned, sealed);
           await hooks.record?.(q, committed);
           return committed;
         }),

@@ -1,6 +1,6 @@
 import type { Queryable } from '../../infra/db.ts';
 import { newId } from '../../lib/ids.ts';
-import { type HttpHeaders, jsonOrNull } from '../files/repo.ts';
+import { type ContentChecksum, type HttpHeaders, jsonOrNull } from '../files/repo.ts';
 
 export interface FileVersion {
   id: string;
@@ -15,10 +15,11 @@ export interface FileVersion {
   created_at: string;
 }
 
-/** A version as stored: with the ETag and headers S3 clients see (the REST API shows neither). */
+/** A version as stored: with the ETag, headers and checksum S3 clients see (the REST API shows none). */
 export interface StoredVersion extends FileVersion {
   etag: string | null;
   http_headers: HttpHeaders | null;
+  client_checksum: ContentChecksum | null;
 }
 
 interface Row extends Omit<StoredVersion, 'created_at'> {
@@ -26,7 +27,7 @@ interface Row extends Omit<StoredVersion, 'created_at'> {
 }
 
 const COLUMNS =
-  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, etag, http_headers, reason, source_version_id, created_at';
+  'id, file_id, version_number, storage_key, size_bytes, content_type, checksum_sha256, etag, http_headers, client_checksum, reason, source_version_id, created_at';
 
 const toVersion = (row: Row): StoredVersion => ({ ...row, created_at: row.created_at.toISOString() });
 
@@ -37,6 +38,7 @@ export interface Snapshot {
   checksum_sha256: string | null;
   etag?: string | null;
   http_headers?: HttpHeaders | null;
+  client_checksum?: ContentChecksum | null;
 }
 
 /** Appends the next version of the file (numbers count up from 1). */
@@ -49,8 +51,8 @@ export async function recordVersion(
 ): Promise<FileVersion> {
   const [row] = await q.query<Row>(
     `INSERT INTO file_versions (id, project_id, file_id, version_number, storage_key, size_bytes, content_type,
-       checksum_sha256, reason, source_version_id, etag, http_headers)
-     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11::jsonb
+       checksum_sha256, reason, source_version_id, etag, http_headers, client_checksum)
+     SELECT $1, $2, $3, coalesce(max(version_number), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12::jsonb
      FROM file_versions WHERE file_id = $3
      RETURNING ${COLUMNS}`,
     [
@@ -65,6 +67,7 @@ export async function recordVersion(
       options.sourceVersionId ?? null,
       snapshot.etag ?? null,
       jsonOrNull(snapshot.http_headers),
+      jsonOrNull(snapshot.client_checksum),
     ],
   );
   return toVersion(row!);

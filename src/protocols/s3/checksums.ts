@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
+import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import { Crc32c } from '@aws-crypto/crc32c';
 import { Crc64Nvme } from '@aws-sdk/crc64-nvme';
-import { SigV4Error } from './errors.ts';
+import type { ContentChecksum } from '../../modules/files/repo.ts';
+import { invalidRequest, SigV4Error } from './errors.ts';
 
 /** The additional checksums S3 accepts, by the suffix of their `x-amz-checksum-*` header. */
 export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'crc64nvme', 'sha1', 'sha256'] as const;
@@ -147,4 +149,76 @@ export function digestMismatch(algorithm: ChecksumAlgorithm | 'md5'): SigV4Error
       ? 'The Content-MD5 you specified did not match what we received.'
       : `The ${DISPLAY[algorithm]} you specified did not match the calculated checksum.`,
   );
+}
+
+/** The algorithm a CopyObject's `x-amz-checksum-algorithm` names (any case); undefined without one. */
+export function requestedAlgorithm(header: string | string[] | undefined): ChecksumAlgorithm | undefined {
+  if (header === undefined) return undefined;
+  const named = (Array.isArray(header) ? header.join(',') : header).trim().toLowerCase();
+  if (!(CHECKSUM_ALGORITHMS as readonly string[]).includes(named)) {
+    throw invalidRequest(
+      'Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]',
+    );
+  }
+  return named as ChecksumAlgorithm;
+}
+
+/** The bytes of `source` as they pass, telling their `algorithm` checksum once they have all passed. */
+class ChecksummingStream extends Transform {
+  readonly #algorithm: ChecksumAlgorithm;
+  readonly #hasher: BodyHasher;
+  checksum: ExpectedChecksum | undefined;
+
+  constructor(algorithm: ChecksumAlgorithm) {
+    super();
+    this.#algorithm = algorithm;
+    this.#hasher = createHasher(algorithm);
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.#hasher.update(chunk);
+    callback(null, chunk);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.#hasher.digest().then((digest) => {
+      this.checksum = { algorithm: this.#algorithm, value: digest.toString('base64') };
+      callback();
+    }, callback);
+  }
+}
+
+/** `source`'s bytes, with their `algorithm` checksum computed on the way (a copy that asks for one). */
+export function checksumming(
+  source: Readable,
+  algorithm: ChecksumAlgorithm,
+): Readable & { readonly checksum?: ExpectedChecksum } {
+  const stream = new ChecksummingStream(algorithm);
+  source.on('error', (error) => stream.destroy(error));
+  return source.pipe(stream);
+}
+
+/**
+ * The `x-amz-checksum-*` headers that stored content answers under `x-amz-checksum-mode: ENABLED`:
+ * the checksum its client sent with it, and the SHA-256 Coffer keeps of every content (once it is
+ * known: content assembled from parts has it once read after completion). Both are of the whole
+ * object (S3's FULL_OBJECT type).
+ */
+export function storedChecksumHeaders(content: {
+  checksum: ContentChecksum | undefined;
+  sha256: string | undefined;
+}): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (content.checksum) headers[`x-amz-checksum-${content.checksum.algorithm}`] = content.checksum.value;
+  if (content.sha256)
+    headers['x-amz-checksum-sha256'] = Buffer.from(content.sha256, 'hex').toString('base64');
+  if (Object.keys(headers).length > 0) headers['x-amz-checksum-type'] = 'FULL_OBJECT';
+  return headers;
+}
+
+/** A checksum as a CopyObjectResult names it: `ChecksumCRC32` and so on, with its type. */
+export function checksumElements(checksum: ContentChecksum | undefined): Record<string, string> {
+  if (!checksum) return {};
+  const display = DISPLAY[checksum.algorithm as ChecksumAlgorithm];
+  return { ChecksumType: 'FULL_OBJECT', [`Checksum${display}`]: checksum.value };
 }

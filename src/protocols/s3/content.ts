@@ -8,7 +8,7 @@ import {
   type ObjectPart,
   type ObjectStore,
 } from '../../infra/storage/object-store.ts';
-import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
+import type { ContentChecksum, FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import { findVersion, newestVersionId } from '../../modules/versions/repo.ts';
 import {
   invalidArgument,
@@ -28,6 +28,10 @@ export interface Content {
   contentType: string;
   /** The standard headers stored with these bytes (see storedHeadersOf). */
   headers: HttpHeaders;
+  /** The checksum the client that wrote these bytes sent with them, verified. */
+  checksum: ContentChecksum | undefined;
+  /** The SHA-256 of these bytes, hex, once known (see storedChecksumHeaders). */
+  sha256: string | undefined;
   etag: string;
   modified: Date;
   /** The version these bytes are, where the project keeps versions or one was asked for. */
@@ -49,6 +53,8 @@ export async function contentOf(
     size: file.size_bytes,
     contentType: file.content_type,
     headers: file.http_headers ?? {},
+    checksum: file.client_checksum ?? undefined,
+    sha256: file.checksum_sha256 ?? undefined,
     etag: etagOf(file),
     modified: file.updated_at,
   };
@@ -66,6 +72,8 @@ export async function contentOf(
     size: version.size_bytes,
     contentType: version.content_type,
     headers: version.http_headers ?? {},
+    checksum: version.client_checksum ?? undefined,
+    sha256: version.checksum_sha256 ?? undefined,
     etag: isCurrent ? current.etag : etagOf(version),
     modified: new Date(version.created_at),
     versionId: version.id,

@@ -3,6 +3,7 @@ import type { ByteRange } from '../../infra/storage/object-store.ts';
 import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import { requireScope } from './call.ts';
+import { type ChecksumAlgorithm, checksumming } from './checksums.ts';
 import { checkConditions } from './conditions.ts';
 import { type Content, contentOf } from './content.ts';
 import { copyToItself, invalidArgument, noSuchBucket, S3Error } from './errors.ts';
@@ -86,8 +87,10 @@ export function metadataDirectiveOf(
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
  * content) at `key`, with exactly the source's metadata and stored headers (COPY) or the request's
  * (REPLACE), none included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
- * the write to the destination's condition. A copy onto its own key must change something: REPLACE,
- * or a version named (restoring it); otherwise it is refused, as in S3, before a byte is read.
+ * the write to the destination's condition. The copy keeps the checksum the source's client sent, its
+ * bytes being the same, unless it asks for another algorithm (`checksumAlgorithm`), computed on the
+ * way. A copy onto its own key must change something: REPLACE, or a version named (restoring it);
+ * otherwise it is refused, as in S3, before a byte is read.
  */
 export async function copyObject(
   services: ObjectServices,
@@ -99,21 +102,31 @@ export async function copyObject(
     contentType: string | undefined;
     metadata: Record<string, string>;
     headers: HttpHeaders;
+    checksumAlgorithm: ChecksumAlgorithm | undefined;
     guard?: WriteGuard;
   },
 ) {
   const { file, content, named } = source;
   if (named.key === key && named.versionId === null && !request.replace) throw copyToItself();
   const bytes = await services.store.read(content.storageKey);
+  const { checksumAlgorithm } = request;
+  const body =
+    checksumAlgorithm === undefined || checksumAlgorithm === content.checksum?.algorithm
+      ? Object.assign(bytes, { checksum: content.checksum })
+      : checksumming(bytes, checksumAlgorithm);
   // A write refused before its bytes are read leaves the store's stream to be closed here.
-  return putObject(services, caller, key, {
+  const copied = await putObject(services, caller, key, {
     size: content.size,
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     // COPY keeps every value of the source's metadata, those with no header form (numbers, …) too.
     metadata: request.replace ? request.metadata : file.metadata,
     // The headers of the content copied: a version's own when one is named.
     headers: request.replace ? request.headers : content.headers,
-    body: bytes,
+    body,
     guard: request.guard,
-  }).finally(() => bytes.destroy());
+  }).finally(() => {
+    body.destroy();
+    bytes.destroy();
+  });
+  return { ...copied, checksum: body.checksum };
 }

@@ -7,7 +7,8 @@ import { isS3Url } from './routes.ts';
  * (x-amz-date, x-amz-content-sha256, x-amz-security-token, x-amz-checksum-*, x-amz-meta-*,
  * Content-MD5…), so a preflight gets back the headers it asks for, as S3 does for an allowed origin
  * whose rule allows `*` (the signature, not CORS, decides what a request may do). Browsers then
- * read the headers S3 clients need: the ETag of each part above all.
+ * read the headers S3 clients need: the ETag of each part above all, and the checksums an SDK
+ * validates a download against.
  */
 const S3_CORS = {
   methods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE'],
@@ -23,6 +24,7 @@ const S3_CORS = {
     'x-amz-checksum-crc64nvme',
     'x-amz-checksum-sha1',
     'x-amz-checksum-sha256',
+    'x-amz-checksum-type',
     'x-coffer-file-id',
     'Content-Length',
     'Content-Range',

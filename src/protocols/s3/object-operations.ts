@@ -15,6 +15,7 @@ import {
   type S3Call,
   xml,
 } from './call.ts';
+import { checksumElements, requestedAlgorithm, storedChecksumHeaders } from './checksums.ts';
 import { checkConditions, guardOf, writeConditionOf } from './conditions.ts';
 import { contentOf, objectBody, partOf, rangeOf, readPartNumber } from './content.ts';
 import { copyObject, copySource, metadataDirectiveOf } from './copy.ts';
@@ -30,6 +31,18 @@ import { getMarker, isMarkerKey } from './markers.ts';
 import { deleteObject, deleteObjectVersion, fileAt, putObject, requireReadable } from './objects.ts';
 import { parseS3Xml } from './xml.ts';
 
+/**
+ * Whether a GetObject or HeadObject asks for the object's checksums (`x-amz-checksum-mode: ENABLED`,
+ * by header or, on a presigned URL, by query parameter).
+ */
+function checksumModeOf(
+  headers: Record<string, string | string[] | undefined>,
+  presignedQuery?: URLSearchParams,
+): boolean {
+  const mode = headers['x-amz-checksum-mode'] ?? presignedQuery?.get('x-amz-checksum-mode');
+  return typeof mode === 'string' && mode.trim().toUpperCase() === 'ENABLED';
+}
+
 /** Objects: GetObject, HeadObject, PutObject, CopyObject, GetObjectTagging, DeleteObject, DeleteObjects. */
 export function objectOperations(services: Services): Record<string, Operation> {
   /** DeleteObject of the key, or with a version id of that version only. */
@@ -38,10 +51,11 @@ export function objectOperations(services: Services): Record<string, Operation> 
       ? deleteObject(services, caller, key, audit)
       : deleteObjectVersion(services, caller, key, versionId, audit);
 
-  async function getObject({ request, reply, caller, target, query, atKey }: S3Call) {
+  async function getObject({ request, reply, caller, auth, target, query, atKey }: S3Call) {
     requireScope(caller, 'files:read');
     const overrides = responseOverrides(query);
     const partNumber = readPartNumber(request.headers, query);
+    const checksumMode = checksumModeOf(request.headers, auth.presigned ? query : undefined);
     const file = await fileAt(services, caller, target.key, atKey);
     // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
     if (request.method !== 'HEAD') requireReadable(file);
@@ -51,6 +65,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
     const part = partNumber === undefined ? undefined : await partOf(services.store, content, partNumber);
     const range = part ? part.range : rangeOf(request.headers.range, content.size);
     const length = range ? range.end - range.start + 1 : part ? 0 : content.size;
+    // The checksums are of the whole object: a range answers none, nor a part of an object of several.
+    const whole = part ? (part.partsCount ?? 1) === 1 : range === undefined;
     reply.headers({
       'content-type': content.contentType,
       'content-length': String(length),
@@ -61,6 +77,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       ...content.headers,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...(part?.partsCount === undefined ? {} : { 'x-amz-mp-parts-count': String(part.partsCount) }),
+      ...(checksumMode && whole ? storedChecksumHeaders(content) : {}),
       ...metaHeaders(file.metadata),
       ...overrides,
     });
@@ -85,6 +102,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       const headers = storedHeadersOf(request.headers);
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const directive = metadataDirectiveOf(request.headers);
+        const checksumAlgorithm = requestedAlgorithm(request.headers['x-amz-checksum-algorithm']);
         const source = await copySource(services, caller, request.headers);
         // If-None-Match and If-Match hold the destination to a condition, as on a PutObject.
         const guard = await guardOf(services, caller, target.key, writeConditionOf(request.headers));
@@ -93,6 +111,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
           contentType: request.headers['content-type'],
           metadata,
           headers,
+          checksumAlgorithm,
           guard,
         });
         if (source.content.versionId) reply.header('x-amz-copy-source-version-id', source.content.versionId);
@@ -101,6 +120,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
         return xml(reply, 'CopyObjectResult', {
           LastModified: (copied.file?.updated_at ?? new Date()).toISOString(),
           ETag: copied.etag,
+          ...checksumElements(copied.checksum),
         });
       }
       const decoded = 'decodedLength' in auth.payload ? auth.payload.decodedLength : undefined;

@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
@@ -6,7 +5,7 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import { visibleFile } from '../../modules/files/service.ts';
-import type { WriteGuard } from '../../modules/ingest/intake.ts';
+import type { WriteGuard, WrittenBody } from '../../modules/ingest/intake.ts';
 import { firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
 import {
@@ -65,8 +64,8 @@ export function requireReadable(file: FileRow): void {
 /**
  * Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder;
  * `metadata` becomes the file's, exactly, or, undefined, leaves the metadata of a file there as it is;
- * `headers` are the new content's, replacing whatever the content before had, as S3 replaces an
- * object whole.
+ * `headers`, and the checksum `body` verified if any, are the new content's, replacing whatever the
+ * content before had, as S3 replaces an object whole.
  */
 export async function putObject(
   services: ObjectServices,
@@ -78,7 +77,7 @@ export async function putObject(
     /** From an S3 request, strings; from a copy's source, its file's values as they are. */
     metadata: Record<string, unknown> | undefined;
     headers: HttpHeaders;
-    body: Readable;
+    body: WrittenBody;
     guard?: WriteGuard;
   },
 ): Promise<{ etag: string; file?: FileRow; versionId?: string }> {

@@ -120,8 +120,15 @@ function operationOf(method: string, target: Target, query: URLSearchParams): st
 /** What an error names as its Resource: the bucket and key as the path has them, without the mount. */
 const resourceOf = (request: FastifyRequest) => request.url.split('?')[0]!.slice(MOUNT.length) || '/';
 
-/** An S3 error answer: the error document (none for HEAD), its status and headers (the ids: s3RequestIds). */
+/**
+ * An S3 error answer: the error document (none for HEAD), its status and headers (the ids: s3RequestIds).
+ * The checksums of an object whose read failed once its headers were set go: the error document is
+ * not its bytes, and an SDK would check the document against them rather than read the error.
+ */
 function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Error, resource: string) {
+  for (const name of Object.keys(reply.getHeaders())) {
+    if (name.startsWith('x-amz-checksum-')) reply.removeHeader(name);
+  }
   reply.code(error.status);
   if (error.headers) reply.headers(error.headers);
   if (request.method === 'HEAD' || error.status === 304) return reply.send();
