@@ -1,5 +1,5 @@
 import type { HttpHeaders } from '../../modules/files/repo.ts';
-import { invalidArgument, notImplemented } from './errors.ts';
+import { invalidArgument, notImplemented, S3Error } from './errors.ts';
 
 /** The standard headers S3 stores with an object as a write sends them, and answers on its reads. */
 const STORED_HEADERS = [
@@ -86,19 +86,46 @@ const HARMLESS_WRITES = new Map([
 ]);
 
 /**
- * Refuses a PutObject, CopyObject or CreateMultipartUpload asking for server-side encryption (S3's
- * keys, KMS or the client's own) or an object lock, by header or, on a presigned URL, by query
- * parameter: 501 NotImplemented, as ignoring it would store the object otherwise than asked. One of
- * HARMLESS_WRITES asks for nothing and passes.
+ * The canned ACLs a bucket whose ACLs are disabled (S3 Object Ownership "bucket owner enforced")
+ * takes: those granting full control to the bucket's owner alone. Every credential writes as the
+ * bucket's owner here, so `private` (full control to the writer) is one of them, as S3 takes it
+ * from the owner's account.
+ */
+const OWNER_ONLY_ACLS = ['bucket-owner-full-control', 'private'];
+
+/** The one storage class Coffer keeps objects in. */
+const STORAGE_CLASS = 'STANDARD';
+
+const aclsNotSupported = () =>
+  new S3Error(400, 'AccessControlListNotSupported', 'The bucket does not allow ACLs');
+const invalidStorageClass = () =>
+  new S3Error(400, 'InvalidStorageClass', 'The storage class you specified is not valid.');
+
+/**
+ * Refuses a PutObject, CopyObject or CreateMultipartUpload asking, by header or, on a presigned URL,
+ * by query parameter, for what Coffer does not do to an object, before a byte is stored: an ACL other
+ * than OWNER_ONLY_ACLS or any `x-amz-grant-*` (400 AccessControlListNotSupported, as S3 answers for
+ * a bucket whose ACLs are disabled); a storage class other than STANDARD (400 InvalidStorageClass, as
+ * for a class the bucket does not offer); server-side encryption (S3's keys, KMS or the client's own)
+ * or an object lock (501 NotImplemented, as ignoring it would store the object otherwise than asked),
+ * but for one of HARMLESS_WRITES, which asks for nothing.
  */
 export function refuseUnservedWrites(
   headers: Record<string, string | string[] | undefined>,
   presignedQuery?: URLSearchParams,
 ): void {
-  const asked = [
+  const sent = [
     ...Object.entries(headers),
     ...[...(presignedQuery ?? [])].map(([name, value]) => [name.toLowerCase(), value] as const),
-  ].filter(
+  ];
+  for (const [name, value] of sent) {
+    if (name === 'x-amz-acl' && !(typeof value === 'string' && OWNER_ONLY_ACLS.includes(value.trim())))
+      throw aclsNotSupported();
+    if (name.startsWith('x-amz-grant-')) throw aclsNotSupported();
+    if (name === 'x-amz-storage-class' && !(typeof value === 'string' && value.trim() === STORAGE_CLASS))
+      throw invalidStorageClass();
+  }
+  const asked = sent.filter(
     ([name, value]) => typeof value !== 'string' || HARMLESS_WRITES.get(name) !== value.trim().toLowerCase(),
   );
   for (const [prefix, what] of UNSERVED_WRITES) {

@@ -1,0 +1,136 @@
+import {
+  AbortMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateMultipartUploadCommand,
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  PutObjectCommand,
+  type S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+
+// Coffer's bucket is as an S3 bucket whose ACLs are disabled (Object Ownership "bucket owner
+// enforced") and that keeps every object in the STANDARD class: writes asking otherwise are refused.
+let coffer: TestCoffer;
+let client: S3Client;
+let name: string;
+beforeAll(async () => {
+  coffer = await startCoffer();
+  const project = await coffer.newProject();
+  const credential = await newS3Credential(coffer, project.id, [
+    'files:read',
+    'files:upload',
+    'files:delete',
+  ]);
+  name = (await project.call('GET', '')).body.bucket;
+  client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
+  await client.send(new PutObjectCommand({ Bucket: name, Key: 'source.txt', Body: 'source' }));
+});
+afterAll(() => coffer.close());
+
+/** The S3 error an SDK call was refused with. */
+async function refusal(promise: Promise<unknown>) {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof S3ServiceException)
+      return { code: error.name, status: error.$metadata.httpStatusCode, message: error.message };
+    throw error;
+  }
+  throw new Error('the request was not refused');
+}
+
+/** PutObject, CopyObject and CreateMultipartUpload (aborted again) of `Key`, each with `ask`. */
+const writes = (Key: string, ask: object) => [
+  () => client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'bytes', ...ask })),
+  () => client.send(new CopyObjectCommand({ Bucket: name, Key, CopySource: `${name}/source.txt`, ...ask })),
+  async () => {
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key, ...ask }));
+    await client.send(new AbortMultipartUploadCommand({ Bucket: name, Key, UploadId }));
+  },
+];
+
+/** Asserts that nothing was stored at `Key` and no multipart upload is open under `prefix`. */
+async function expectNothingAt(Key: string, prefix: string) {
+  expect(await refusal(client.send(new HeadObjectCommand({ Bucket: name, Key })))).toMatchObject({
+    status: 404,
+  });
+  const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: name, Prefix: prefix }));
+  expect(uploads.Uploads ?? []).toEqual([]);
+}
+
+describe('ACLs, as a bucket whose ACLs are disabled', () => {
+  it('takes a write with no ACL, or one granting the bucket owner full control alone', async () => {
+    const asks = [{}, { ACL: 'bucket-owner-full-control' as const }, { ACL: 'private' as const }];
+    for (const [index, ask] of asks.entries()) {
+      for (const write of writes(`acl-ok/${index}.txt`, ask)) await write();
+      await client.send(new HeadObjectCommand({ Bucket: name, Key: `acl-ok/${index}.txt` }));
+    }
+  });
+
+  it('refuses any other canned ACL or any grant with 400 AccessControlListNotSupported, storing nothing', async () => {
+    const asks = [
+      { ACL: 'public-read' as const },
+      { ACL: 'public-read-write' as const },
+      { ACL: 'authenticated-read' as const },
+      { ACL: 'aws-exec-read' as const },
+      { ACL: 'bucket-owner-read' as const },
+      { GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' },
+      { GrantFullControl: 'id=someone' },
+      { GrantReadACP: 'id=someone' },
+      { GrantWriteACP: 'id=someone' },
+    ];
+    for (const [index, ask] of asks.entries()) {
+      const Key = `acl-refused/${index}.txt`;
+      for (const write of writes(Key, ask)) {
+        expect(await refusal(write())).toEqual({
+          code: 'AccessControlListNotSupported',
+          status: 400,
+          message: 'The bucket does not allow ACLs',
+        });
+      }
+      await expectNothingAt(Key, 'acl-refused/');
+    }
+  });
+
+  it('refuses an ACL a presigned PUT carries in its query', async () => {
+    const url = await getSignedUrl(
+      client,
+      new PutObjectCommand({ Bucket: name, Key: 'acl-presigned.txt', ACL: 'public-read' }),
+      { expiresIn: 60 },
+    );
+    expect(new URL(url).searchParams.get('x-amz-acl')).toBe('public-read');
+    const put = await fetch(url, { method: 'PUT', body: 'bytes' });
+    expect(put.status).toBe(400);
+    expect(await put.text()).toContain('<Code>AccessControlListNotSupported</Code>');
+    await expectNothingAt('acl-presigned.txt', 'acl-presigned');
+  });
+});
+
+describe('storage classes, as a bucket offering STANDARD alone', () => {
+  it('takes a write naming no class or STANDARD', async () => {
+    for (const [index, ask] of [{}, { StorageClass: 'STANDARD' as const }].entries()) {
+      for (const write of writes(`class-ok/${index}.txt`, ask)) await write();
+      await client.send(new HeadObjectCommand({ Bucket: name, Key: `class-ok/${index}.txt` }));
+    }
+  });
+
+  it('refuses any other class with 400 InvalidStorageClass, storing nothing', async () => {
+    const classes = ['REDUCED_REDUNDANCY', 'STANDARD_IA', 'GLACIER', 'DEEP_ARCHIVE', 'NO_SUCH_CLASS'];
+    for (const [index, StorageClass] of classes.entries()) {
+      const Key = `class-refused/${index}.txt`;
+      for (const write of writes(Key, { StorageClass })) {
+        expect(await refusal(write())).toEqual({
+          code: 'InvalidStorageClass',
+          status: 400,
+          message: 'The storage class you specified is not valid.',
+        });
+      }
+      await expectNothingAt(Key, 'class-refused/');
+    }
+  });
+});
