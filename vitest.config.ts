@@ -24,6 +24,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/contract/**/*.test.ts',
         'test/ingest/**/*.test.ts',
         'test/protocols/s3/endpoint.test.ts',
+        'test/protocols/s3/checksums.test.ts',
         'test/protocols/s3/clients.test.ts',
         'test/protocols/s3/side-effects.test.ts',
         'test/protocols/tus/**/*.test.ts',

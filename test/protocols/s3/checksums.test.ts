@@ -265,6 +265,8 @@ describe('object checksums (x-amz-checksum-mode)', () => {
       ChecksumType: 'FULL_OBJECT',
     });
     expect((await bytesOf(got.Body)).equals(data)).toBe(true);
+    // The test S3 server (radosgw) ignores partNumber: there every object is one part, itself.
+    if (storage === 's3') return;
     const part = await client.send(
       new GetObjectCommand({ Bucket: name, Key, PartNumber: 2, ChecksumMode: 'ENABLED' }),
     );
