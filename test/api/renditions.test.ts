@@ -559,6 +559,52 @@ describe('GET …/render', () => {
     }
   });
 
+  it('renders anew once a render ahead failed, though a request that took it still waits', async () => {
+    const file = await stored(project, 'flaky.png', 'image/png', await translucentPng());
+    expect((await render(project, file.id, { width: 24, format: 'png' })).status).toBe(200);
+    await coffer.services.renditions.stored();
+    const { db } = coffer.services;
+    let failing = true;
+    const restore = onSourceRead(coffer, file.storage_key, () => {
+      if (failing) throw new Error('the source cannot be read for now');
+    });
+    const query = db.query.bind(db);
+    // Both requests take the render ahead; the second's statement answers only once a third request
+    // has its answer, so the second still holds the failed render meanwhile.
+    let statements = 0;
+    let bothStarted = () => {};
+    const started = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
+    let releaseSecond = () => {};
+    const secondReleased = new Promise<void>((resolve) => {
+      releaseSecond = resolve;
+    });
+    db.query = (async (text: string, params?: unknown[]) => {
+      if (!text.includes('rendition_size')) return query(text, params);
+      const turn = statements++;
+      if (statements === 2) bothStarted();
+      const rows = await query(text, params);
+      if (turn <= 1) await started;
+      if (turn === 1) await secondReleased;
+      return rows;
+    }) as typeof db.query;
+    try {
+      const first = render(project, file.id, { width: 27, format: 'png' });
+      const second = render(project, file.id, { width: 27, format: 'png' });
+      expect((await first).status).toBe(500);
+      failing = false;
+      const third = await render(project, file.id, { width: 27, format: 'png' });
+      releaseSecond();
+      // The second, which took the failed render, is answered from the third's.
+      expect([(await second).status, third.status]).toEqual([200, 200]);
+      await coffer.services.renditions.stored();
+    } finally {
+      db.query = query;
+      restore();
+    }
+  });
+
   it('renders ahead only a rendition it knows is not stored: one another server stored is served', async () => {
     const file = await stored(project, 'elsewhere.png', 'image/png', await translucentPng());
     for (const width of [20, 21]) {

@@ -18,8 +18,8 @@ export function createHeadStarts(deps: {
 }) {
   const { renderer, covered } = deps;
   /**
-   * By key, until every request that took one has its answer (it is then made once, or dropped):
-   * requests together share one.
+   * By key, until every request that took one has its answer (it is then made once, or dropped), or
+   * until it fails: requests together share one, and a request after a failure renders anew.
    */
   const started = new Map<string, { render: Promise<Buffer>; takers: number }>();
 
@@ -44,15 +44,18 @@ export function createHeadStarts(deps: {
           return undefined;
         }
         const render = renderer.make(seen.file, target.spec);
-        // Its failure is a request's answer only once the statement confirms the file.
-        render.catch(() => {});
-        head = { render, takers: 0 };
+        const entry = { render, takers: 0 };
+        // Its failure is the answer of the requests that took it, once their statement confirms the file.
+        render.catch(() => {
+          if (started.get(target.key) === entry) started.delete(target.key);
+        });
+        head = entry;
         started.set(target.key, head);
       }
       const taken = head;
       taken.takers++;
       return () => {
-        if (--taken.takers === 0) started.delete(target.key);
+        if (--taken.takers === 0 && started.get(target.key) === taken) started.delete(target.key);
       };
     },
 
