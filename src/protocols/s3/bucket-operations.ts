@@ -136,35 +136,39 @@ export function bucketOperations(services: Services, region: string): Record<str
       // Versions and prefixes as listed; their keys written by `encode` only in the answer.
       const versions: Listed[] = [];
       const prefixes: { Prefix: string }[] = [];
-      // Where the page ends inside a key with more versions than fit, the next one resumes after its last.
+      // Where the next page resumes: after the last version listed, or past the last prefix.
       let next: { key: string; versionId?: string } | undefined;
-      /** Adds a key's versions after `after`, as many as fit; false once the page is full. */
+      const full = () => versions.length + prefixes.length >= maxKeys;
+      /** Adds a key's versions, as many as fit; false when some did not. */
       const take = (key: string, entries: Listed[]) => {
-        const room = maxKeys - versions.length - prefixes.length;
-        versions.push(...entries.slice(0, room));
-        if (entries.length <= room) return true;
-        // None of it fitted: the page ends where the last item left it.
-        if (room > 0) next = { key, versionId: String(versions.at(-1)?.VersionId) };
-        return false;
+        const fitting = entries.slice(0, maxKeys - versions.length - prefixes.length);
+        versions.push(...fitting);
+        if (fitting.length > 0) next = { key, versionId: String(fitting.at(-1)!.VersionId) };
+        return fitting.length === entries.length;
       };
+      // No room at all is an empty page that is not truncated, as S3 answers max-keys=0.
+      let truncated = false;
       // The rest of the marker's key first, when the last page ended inside it.
-      let full = false;
-      if (keyMarker && versionIdMarker) {
+      if (maxKeys > 0 && keyMarker && versionIdMarker) {
         const file = await shownAt(services, caller, keyMarker);
         const all = file ? await versionsOf(caller, file, keyMarker) : [];
         const at = all.findIndex((version) => version.VersionId === versionIdMarker);
-        full = !take(keyMarker, at < 0 ? [] : all.slice(at + 1));
+        truncated = !take(keyMarker, at < 0 ? [] : all.slice(at + 1));
       }
-      let truncated = full;
-      if (!full) {
+      if (maxKeys > 0 && !truncated) {
+        // One key at least, even past a page that is full: whether one follows tells it is truncated.
         const walk = await walkKeys(services.db, caller.project.id, {
           prefix,
           delimiter,
-          maxKeys: maxKeys - versions.length,
+          maxKeys: Math.max(maxKeys - versions.length, 1),
           resume: markerResume(keyMarker, prefix, delimiter),
         });
         truncated = walk.truncated;
         for (const item of walk.items) {
+          if (full()) {
+            truncated = true;
+            break;
+          }
           if (item.kind === 'prefix') {
             prefixes.push({ Prefix: item.prefix });
             next = { key: item.prefix };
@@ -177,7 +181,6 @@ export function bucketOperations(services: Services, region: string): Record<str
             truncated = true;
             break;
           }
-          next = { key: entry.key, versionId: String(entries.at(-1)?.VersionId ?? '') || undefined };
         }
       }
       const owner = ownerOf(caller);

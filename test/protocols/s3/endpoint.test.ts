@@ -1010,17 +1010,39 @@ describe('the S3 endpoint', () => {
     expect(all.Versions?.filter((v) => v.Key === 'a.txt').map((v) => v.ETag)).toEqual(
       ['a3', 'a2', 'a1'].map((body) => `"${md5(body)}"`),
     );
-    // Two at a time: the pages cut a.txt and d.txt, and resume where they stopped.
-    const paged: string[] = [];
-    let markers: Partial<ListObjectVersionsCommandInput> = {};
-    for (let page = 0; page < 10; page++) {
-      const answer = await list({ MaxKeys: 2, ...markers });
-      expect(answer.Versions?.length ?? 0).toBeLessThanOrEqual(2);
-      paged.push(...(answer.Versions ?? []).map((v) => v.VersionId!));
-      if (!answer.IsTruncated) break;
-      markers = { KeyMarker: answer.NextKeyMarker, VersionIdMarker: answer.NextVersionIdMarker };
+    // Page by page, the pages cut a.txt and d.txt, and resume where they stopped; a page the rest of a
+    // key fills exactly (one at a time) is truncated still when keys follow.
+    for (const MaxKeys of [1, 2, 3]) {
+      const paged: string[] = [];
+      let markers: Partial<ListObjectVersionsCommandInput> = {};
+      for (let page = 0; page < 10; page++) {
+        const answer = await list({ MaxKeys, ...markers });
+        expect(answer.Versions?.length ?? 0).toBeLessThanOrEqual(MaxKeys);
+        paged.push(...(answer.Versions ?? []).map((v) => v.VersionId!));
+        if (!answer.IsTruncated) break;
+        markers = { KeyMarker: answer.NextKeyMarker, VersionIdMarker: answer.NextVersionIdMarker };
+      }
+      expect(paged).toEqual(all.Versions?.map((v) => v.VersionId));
     }
-    expect(paged).toEqual(all.Versions?.map((v) => v.VersionId));
+    const filled = await list({
+      MaxKeys: 1,
+      KeyMarker: 'a.txt',
+      VersionIdMarker: all.Versions![1]!.VersionId,
+    });
+    expect(filled.Versions?.map((v) => v.VersionId)).toEqual([all.Versions![2]!.VersionId]);
+    expect(filled).toMatchObject({
+      IsTruncated: true,
+      NextKeyMarker: 'a.txt',
+      NextVersionIdMarker: all.Versions![2]!.VersionId,
+    });
+    // No room is an empty page, not truncated, as S3 answers max-keys=0, inside a key too.
+    for (const markers of [{}, { KeyMarker: 'a.txt', VersionIdMarker: all.Versions![0]!.VersionId }]) {
+      const none = await list({ MaxKeys: 0, ...markers });
+      expect({ versions: none.Versions ?? [], truncated: none.IsTruncated }).toEqual({
+        versions: [],
+        truncated: false,
+      });
+    }
     // Rolled up at the delimiter, a folder is one common prefix.
     const rolled = await list({ Delimiter: '/', MaxKeys: 4 });
     expect(rolled.Versions?.map((v) => v.Key)).toEqual(['a.txt', 'a.txt', 'a.txt']);
