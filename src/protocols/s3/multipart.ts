@@ -176,8 +176,9 @@ export type UploadItem = Rolled<{ key: string; id: string; created_at: Date }>;
 /**
  * ListMultipartUploads: open uploads under `prefix`, after the markers, by key then upload id, those
  * whose key holds `delimiter` past the prefix rolled up into one common prefix each; at most
- * `maxUploads + 1` items, so that one more tells the page is truncated. A key marker that is such a
- * prefix resumes past every upload under it, as the page that ended with it listed them all.
+ * `maxUploads + 1` items, so that one more tells the page is truncated; none for `maxUploads` 0, an
+ * empty page that is not truncated, as S3 answers max-uploads=0. A key marker that is such a prefix
+ * resumes past every upload under it, as the page that ended with it listed them all.
  */
 export function listUploads(
   services: MultipartServices,
@@ -191,6 +192,7 @@ export function listUploads(
   },
 ): Promise<UploadItem[]> {
   const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
+  if (maxUploads === 0) return Promise.resolve([]);
   const below = prefix ? successor(prefix) : undefined;
   const past = (from: string) => ({ from, below, afterKey: '', afterId: '' });
   const resume = markerResume(keyMarker, prefix, delimiter);

@@ -2336,6 +2336,15 @@ describe('the S3 endpoint', () => {
     expect(shown(first)).toEqual({ uploads: [], prefixes: ['a/', 'b/'], truncated: true, next: 'b/' });
     const second = await list({ MaxUploads: 2, KeyMarker: first.NextKeyMarker });
     expect(shown(second)).toEqual({ uploads: ['c'], prefixes: ['d/'], truncated: false, next: undefined });
+    // No room is an empty page, not truncated, as S3 answers max-uploads=0.
+    for (const Delimiter of ['/', undefined]) {
+      expect(shown(await list({ MaxUploads: 0, Delimiter }))).toEqual({
+        uploads: [],
+        prefixes: [],
+        truncated: false,
+        next: undefined,
+      });
+    }
     expect(shown(await list({ Prefix: 'b/' }))).toEqual({
       uploads: [],
       prefixes: ['b/x/'],
