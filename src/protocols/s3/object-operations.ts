@@ -65,8 +65,9 @@ export function objectOperations(services: Services): Record<string, Operation> 
     const part = partNumber === undefined ? undefined : await partOf(services.store, content, partNumber);
     const range = part ? part.range : rangeOf(request.headers.range, content.size);
     const length = range ? range.end - range.start + 1 : part ? 0 : content.size;
-    // The checksums are of the whole object: a range answers none, nor a part of an object of several.
-    const whole = part ? (part.partsCount ?? 1) === 1 : range === undefined;
+    // The checksums are of the whole object: a range answers none, nor a part short of the object
+    // (told by its bytes: a store may not say how many parts there are).
+    const whole = part ? length === content.size : range === undefined;
     reply.headers({
       'content-type': content.contentType,
       'content-length': String(length),
