@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { open } from 'node:fs/promises';
+import { open, unlink } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import {
@@ -13,6 +13,7 @@ import {
   type S3ClientConfig,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { storage } from '../../support/backends.ts';
@@ -316,6 +317,36 @@ describe('object checksums (x-amz-checksum-mode)', () => {
         new GetObjectCommand({ Bucket: name, Key: 'sums/altered', Range: 'bytes=0-999' }),
       );
       expect((await bytesOf(range.Body)).length).toBe(1000);
+    },
+  );
+
+  it.skipIf(storage === 's3')(
+    'answers the error of a read whose bytes are gone from the local store without the checksums it had set',
+    async () => {
+      const { client, project, name } = bucket;
+      const Key = 'sums/lost';
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: randomBytes(100_000) }));
+      const url = await getSignedUrl(
+        client,
+        new GetObjectCommand({ Bucket: name, Key, ChecksumMode: 'ENABLED' }),
+      );
+      const checksumHeadersOf = (answer: Response) =>
+        [...answer.headers.keys()].filter((header) => header.startsWith('x-amz-checksum-'));
+      const read = await fetch(url);
+      await read.arrayBuffer();
+      expect(checksumHeadersOf(read)).toContain('x-amz-checksum-crc32');
+      const [file] = (await project.call('GET', '/files?q=lost')).body.items;
+      const own = await (coffer.services.store as LocalObjectStore).ownFile(file.storage_key);
+      await unlink(own!.path);
+      // The checksums were set before the bytes were found missing: the error document goes without them.
+      const failed = await fetch(url);
+      expect(failed.status).toBe(500);
+      expect(await failed.text()).toContain('<Code>InternalError</Code>');
+      expect(checksumHeadersOf(failed)).toEqual([]);
+      // The SDK, checking what it reads against the checksums it asked for, reads the error.
+      await expect(
+        client.send(new GetObjectCommand({ Bucket: name, Key, ChecksumMode: 'ENABLED' })),
+      ).rejects.toMatchObject({ name: 'InternalError', $metadata: { httpStatusCode: 500 } });
     },
   );
 });
