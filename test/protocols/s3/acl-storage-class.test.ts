@@ -133,4 +133,17 @@ describe('storage classes, as a bucket offering STANDARD alone', () => {
       await expectNothingAt(Key, 'class-refused/');
     }
   });
+
+  it('refuses a class a presigned PUT carries in its query', async () => {
+    const url = await getSignedUrl(
+      client,
+      new PutObjectCommand({ Bucket: name, Key: 'class-presigned.txt', StorageClass: 'GLACIER' }),
+      { expiresIn: 60 },
+    );
+    expect(new URL(url).searchParams.get('x-amz-storage-class')).toBe('GLACIER');
+    const put = await fetch(url, { method: 'PUT', body: 'bytes' });
+    expect(put.status).toBe(400);
+    expect(await put.text()).toContain('<Code>InvalidStorageClass</Code>');
+    await expectNothingAt('class-presigned.txt', 'class-presigned');
+  });
 });
