@@ -215,9 +215,11 @@ export function s3Routes(deps: {
       throw accessDenied('The caller IP address is not in the project allowlist');
     }
     await deps.limits.chargeCaller(request, reply);
-    if (target.bucket !== undefined && !isS3BucketName(target.bucket)) throw invalidBucketName(target.bucket);
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
-    if (target.bucket !== undefined && target.bucket !== project.bucket) throw noSuchBucket();
+    // The caller's own is served whatever its name (a project's may take a prefix S3 reserves).
+    if (target.bucket !== undefined && target.bucket !== project.bucket) {
+      throw isS3BucketName(target.bucket) ? noSuchBucket() : invalidBucketName(target.bucket);
+    }
     return { auth, caller: { principal, project } satisfies Caller, atKey };
   }
 

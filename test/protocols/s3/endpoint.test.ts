@@ -672,13 +672,45 @@ describe('the S3 endpoint', () => {
       code: 'NoSuchBucket',
       status: 404,
     });
-    // A name S3 never allows is invalid; one it allows but no bucket has (Coffer's take no dots) is missing.
-    for (const invalid of ['a', 'My_Bucket', 'two..dots', '192.168.0.1', '-edge']) {
+    // A name S3 never allows is invalid, one with a prefix or suffix it reserves too; one it allows but
+    // no bucket has (Coffer's take no dots) is missing.
+    const reserved = [
+      'xn--a',
+      'sthree-a',
+      'amzn-s3-demo-a',
+      'a-s3alias',
+      'a--ol-s3',
+      'a.mrap',
+      'a--table-s3',
+    ];
+    for (const invalid of ['a', 'My_Bucket', 'two..dots', '192.168.0.1', '-edge', ...reserved]) {
       expect(await refusal(bucket.client.send(new ListObjectsV2Command({ Bucket: invalid })))).toEqual({
         code: 'InvalidBucketName',
         status: 400,
       });
     }
+    // The SDK sends a name ending in --x-s3 to a directory bucket's own endpoint: this one goes by the path.
+    const directory = clientFor(...bucket.keys);
+    directory.middlewareStack.add(
+      (next) => (args) => {
+        const sent = args.request as { path: string };
+        sent.path = sent.path.replace('/s3/placeholder', '/s3/a--x-s3');
+        return next(args);
+      },
+      { step: 'build' },
+    );
+    expect(await refusal(directory.send(new ListObjectsV2Command({ Bucket: 'placeholder' })))).toEqual({
+      code: 'InvalidBucketName',
+      status: 400,
+    });
+    // The caller's own bucket is its bucket whatever its name, one S3 reserves too.
+    const own = await bucketWith();
+    const renamed = `sthree-${own.name}`;
+    const renaming = await own.project.call('PATCH', '', { token: ADMIN_KEY, body: { bucket: renamed } });
+    expect(renaming.status).toBe(200);
+    await own.client.send(new PutObjectCommand({ Bucket: renamed, Key: 'kept.txt', Body: 'x' }));
+    const listed = await own.client.send(new ListObjectsV2Command({ Bucket: renamed }));
+    expect(listed.Contents?.map((object) => object.Key)).toEqual(['kept.txt']);
     expect(await refusal(bucket.client.send(new GetObjectCommand({ Bucket: 'no.such', Key: 'x' })))).toEqual({
       code: 'NoSuchBucket',
       status: 404,
