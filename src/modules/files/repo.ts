@@ -13,10 +13,10 @@ export type HttpHeaders = Record<string, string>;
 /**
  * An additional checksum of a content's bytes that an S3 write sent and Coffer verified as they
  * arrived: S3's name of its algorithm (crc32, crc32c, crc64nvme, sha1, sha256) and the base64 of its
- * digest, as S3 answers it.
+ * digest, as S3 answers it. `Algorithm` narrows the name where the S3 endpoint knows it.
  */
-export interface ContentChecksum {
-  algorithm: string;
+export interface ContentChecksum<Algorithm extends string = string> {
+  algorithm: Algorithm;
   value: string;
 }
 

@@ -1,13 +1,14 @@
 import { createHash, type Hash } from 'node:crypto';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
+import type { ContentChecksum } from '../../modules/files/repo.ts';
 import {
   algorithmOfHeader,
   type BodyHasher,
   type ChecksumAlgorithm,
+  Checksummer,
   createHasher,
   digestMismatch,
-  type ExpectedChecksum,
   expectChecksum,
   expectContentMd5,
 } from './checksums.ts';
@@ -35,13 +36,11 @@ export class VerifiedBody extends Transform {
   /** The exact number of payload bytes the request announced, when it did. */
   readonly #expectedLength: number | undefined;
   readonly #sha256: { hash: Hash; expected: string } | undefined;
-  readonly #checksum:
-    | { algorithm: ChecksumAlgorithm; hasher: BodyHasher; expected: string | undefined }
-    | undefined;
+  readonly #checksum: { checksummer: Checksummer; expected: string | undefined } | undefined;
   readonly #md5: { hasher: BodyHasher; expected: string } | undefined;
   #length = 0;
   /** After 'end': the checksum the body was verified against (header or trailer), for S3's response headers. */
-  checksum: ExpectedChecksum | undefined;
+  checksum: ContentChecksum<ChecksumAlgorithm> | undefined;
 
   constructor(auth: Authenticated, options: VerifiedBodyOptions) {
     super();
@@ -64,7 +63,7 @@ export class VerifiedBody extends Transform {
     const [header] = headerChecksums;
     const algorithm = trailer ?? header?.algorithm;
     if (algorithm !== undefined)
-      this.#checksum = { algorithm, hasher: createHasher(algorithm), expected: header?.value };
+      this.#checksum = { checksummer: new Checksummer(algorithm), expected: header?.value };
     if (bodyDigests.contentMd5 !== undefined)
       this.#md5 = { hasher: createHasher('md5'), expected: expectContentMd5(bodyDigests.contentMd5) };
 
@@ -98,7 +97,7 @@ export class VerifiedBody extends Transform {
     if (this.#expectedLength !== undefined && this.#length > this.#expectedLength)
       throw new SigV4Error('IncompleteBody', 'The request body is longer than its announced length.');
     this.#sha256?.hash.update(data);
-    this.#checksum?.hasher.update(data);
+    this.#checksum?.checksummer.update(data);
     this.#md5?.hasher.update(data);
     this.push(data);
   }
@@ -114,11 +113,10 @@ export class VerifiedBody extends Transform {
     if (this.#sha256 && this.#sha256.hash.digest('hex') !== this.#sha256.expected)
       throw new SigV4Error('XAmzContentSHA256Mismatch');
     if (this.#checksum) {
-      const { algorithm, hasher } = this.#checksum;
       const expected = this.#checksum.expected ?? this.#decoder?.trailerChecksum?.value;
-      const actual = (await hasher.digest()).toString('base64');
-      if (expected !== undefined && actual !== expected) throw digestMismatch(algorithm);
-      this.checksum = { algorithm, value: actual };
+      const actual = await this.#checksum.checksummer.checksum();
+      if (expected !== undefined && actual.value !== expected) throw digestMismatch(actual.algorithm);
+      this.checksum = actual;
     }
     if (this.#md5 && (await this.#md5.hasher.digest()).toString('base64') !== this.#md5.expected)
       throw digestMismatch('md5');

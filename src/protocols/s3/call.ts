@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
 import type { FileRow } from '../../modules/files/repo.ts';
 import { accessDenied, S3Error } from './errors.ts';
-import { type VerifiedBody, verifiedBody } from './sigv4.ts';
+import { verifiedBody } from './sigv4.ts';
 import type { Authenticated } from './types.ts';
 import { s3Xml } from './xml.ts';
 
@@ -51,13 +51,6 @@ export const requestBody = (request: FastifyRequest) => (request.body as Readabl
 /** The verified bytes of a request body: every signature and checksum checked as they stream. */
 export const bodyOf = (request: FastifyRequest, auth: Authenticated) =>
   verifiedBody(requestBody(request), auth);
-
-/**
- * The checksum a body read to its end was verified against (its header's or trailer's), as S3 answers
- * it (`x-amz-checksum-crc32: …`); none for a body that carried none.
- */
-export const checksumHeaders = ({ checksum }: VerifiedBody): Record<string, string> =>
-  checksum ? { [`x-amz-checksum-${checksum.algorithm}`]: checksum.value } : {};
 
 /** The most an XML request body may hold (a DeleteObjects of 1000 long keys fits). */
 export const MAX_XML_BYTES = 2 * 1024 * 1024;

@@ -10,12 +10,6 @@ import { invalidRequest, SigV4Error } from './errors.ts';
 export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'crc64nvme', 'sha1', 'sha256'] as const;
 export type ChecksumAlgorithm = (typeof CHECKSUM_ALGORITHMS)[number];
 
-/** A checksum the client sent: the algorithm and its value as S3 writes it (base64 of the digest). */
-export interface ExpectedChecksum {
-  algorithm: ChecksumAlgorithm;
-  value: string;
-}
-
 /** Digest length in bytes, which fixes the length of a well-formed base64 value. */
 const DIGEST_BYTES: Record<ChecksumAlgorithm | 'md5', number> = {
   crc32: 4,
@@ -127,7 +121,7 @@ export function expectChecksum(
   algorithm: ChecksumAlgorithm,
   value: string,
   where = 'header',
-): ExpectedChecksum {
+): ContentChecksum<ChecksumAlgorithm> {
   const trimmed = value.trim();
   if (!isWellFormedDigest(algorithm, trimmed))
     throw new SigV4Error('InvalidRequest', `Value for x-amz-checksum-${algorithm} ${where} is invalid.`);
@@ -163,26 +157,43 @@ export function requestedAlgorithm(header: string | string[] | undefined): Check
   return named as ChecksumAlgorithm;
 }
 
-/** The bytes of `source` as they pass, telling their `algorithm` checksum once they have all passed. */
-class ChecksummingStream extends Transform {
-  readonly #algorithm: ChecksumAlgorithm;
+/** A checksum of `algorithm` computed as bytes pass, told as S3 writes it once they have all passed. */
+export class Checksummer {
+  readonly algorithm: ChecksumAlgorithm;
   readonly #hasher: BodyHasher;
-  checksum: ExpectedChecksum | undefined;
 
   constructor(algorithm: ChecksumAlgorithm) {
-    super();
-    this.#algorithm = algorithm;
+    this.algorithm = algorithm;
     this.#hasher = createHasher(algorithm);
   }
 
+  update(data: Uint8Array): void {
+    this.#hasher.update(data);
+  }
+
+  async checksum(): Promise<ContentChecksum<ChecksumAlgorithm>> {
+    return { algorithm: this.algorithm, value: (await this.#hasher.digest()).toString('base64') };
+  }
+}
+
+/** The bytes of `source` as they pass, telling their `algorithm` checksum once they have all passed. */
+class ChecksummingStream extends Transform {
+  readonly #checksummer: Checksummer;
+  checksum: ContentChecksum<ChecksumAlgorithm> | undefined;
+
+  constructor(algorithm: ChecksumAlgorithm) {
+    super();
+    this.#checksummer = new Checksummer(algorithm);
+  }
+
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.#hasher.update(chunk);
+    this.#checksummer.update(chunk);
     callback(null, chunk);
   }
 
   override _flush(callback: TransformCallback): void {
-    this.#hasher.digest().then((digest) => {
-      this.checksum = { algorithm: this.#algorithm, value: digest.toString('base64') };
+    this.#checksummer.checksum().then((checksum) => {
+      this.checksum = checksum;
       callback();
     }, callback);
   }
@@ -192,11 +203,15 @@ class ChecksummingStream extends Transform {
 export function checksumming(
   source: Readable,
   algorithm: ChecksumAlgorithm,
-): Readable & { readonly checksum?: ExpectedChecksum } {
+): Readable & { readonly checksum?: ContentChecksum<ChecksumAlgorithm> } {
   const stream = new ChecksummingStream(algorithm);
   source.on('error', (error) => stream.destroy(error));
   return source.pipe(stream);
 }
+
+/** A checksum as S3 answers it in a header (`x-amz-checksum-crc32: …`); none for no checksum. */
+export const checksumHeader = (checksum: ContentChecksum | undefined): Record<string, string> =>
+  checksum ? { [`x-amz-checksum-${checksum.algorithm}`]: checksum.value } : {};
 
 /**
  * The `x-amz-checksum-*` headers that stored content answers under `x-amz-checksum-mode: ENABLED`:
@@ -208,12 +223,11 @@ export function storedChecksumHeaders(content: {
   checksum: ContentChecksum | undefined;
   sha256: string | undefined;
 }): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (content.checksum) headers[`x-amz-checksum-${content.checksum.algorithm}`] = content.checksum.value;
-  if (content.sha256)
-    headers['x-amz-checksum-sha256'] = Buffer.from(content.sha256, 'hex').toString('base64');
-  if (Object.keys(headers).length > 0) headers['x-amz-checksum-type'] = 'FULL_OBJECT';
-  return headers;
+  const sha256 = content.sha256
+    ? { algorithm: 'sha256', value: Buffer.from(content.sha256, 'hex').toString('base64') }
+    : undefined;
+  const headers = { ...checksumHeader(content.checksum), ...checksumHeader(sha256) };
+  return Object.keys(headers).length > 0 ? { ...headers, 'x-amz-checksum-type': 'FULL_OBJECT' } : {};
 }
 
 /** A checksum as a CopyObjectResult names it: `ChecksumCRC32` and so on, with its type. */

@@ -1,10 +1,6 @@
 import { createHash, createHmac, type Hash, type KeyObject, timingSafeEqual } from 'node:crypto';
-import {
-  algorithmOfHeader,
-  type ChecksumAlgorithm,
-  type ExpectedChecksum,
-  expectChecksum,
-} from './checksums.ts';
+import type { ContentChecksum } from '../../modules/files/repo.ts';
+import { algorithmOfHeader, type ChecksumAlgorithm, expectChecksum } from './checksums.ts';
 import { SigV4Error } from './errors.ts';
 
 /** SHA-256 of the empty string: the "hash of the chunk's headers" line every chunk string-to-sign carries. */
@@ -95,7 +91,7 @@ export class AwsChunkedDecoder {
   #trailers = new Map<string, string>();
   #trailerSignature: string | undefined;
   /** The checksum the trailer carried, once the trailer has been read. */
-  trailerChecksum: ExpectedChecksum | undefined;
+  trailerChecksum: ContentChecksum<ChecksumAlgorithm> | undefined;
 
   constructor(options: ChunkedOptions) {
     this.#options = options;

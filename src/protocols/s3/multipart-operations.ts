@@ -2,7 +2,6 @@ import type { Services } from '../../services.ts';
 import { declaredSize } from './body.ts';
 import {
   bodyOf,
-  checksumHeaders,
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
@@ -13,6 +12,7 @@ import {
   requireScope,
   xml,
 } from './call.ts';
+import { checksumHeader } from './checksums.ts';
 import { guardOf, writeConditionOf } from './conditions.ts';
 import { partNumberOf } from './content.ts';
 import { copyRangeOf, copySource } from './copy.ts';
@@ -81,7 +81,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
       const size = declaredSize(request.headers, decoded);
       const body = bodyOf(request, auth);
       const etag = await uploadPart(services, caller, upload, partNumber, body, size);
-      return reply.header('etag', etag).headers(checksumHeaders(body)).send();
+      return reply.header('etag', etag).headers(checksumHeader(body.checksum)).send();
     },
 
     'POST object?uploadId': async ({ request, reply, caller, auth, target, query }) => {

@@ -6,7 +6,6 @@ import type { Services } from '../../services.ts';
 import { declaredSize } from './body.ts';
 import {
   bodyOf,
-  checksumHeaders,
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
@@ -15,7 +14,7 @@ import {
   type S3Call,
   xml,
 } from './call.ts';
-import { checksumElements, requestedAlgorithm, storedChecksumHeaders } from './checksums.ts';
+import { checksumElements, checksumHeader, requestedAlgorithm, storedChecksumHeaders } from './checksums.ts';
 import { checkConditions, guardOf, writeConditionOf } from './conditions.ts';
 import { contentOf, objectBody, partOf, rangeOf, readPartNumber } from './content.ts';
 import { copyObject, copySource, metadataDirectiveOf } from './copy.ts';
@@ -138,7 +137,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
         body,
         guard,
       });
-      reply.header('etag', put.etag).headers(checksumHeaders(body));
+      reply.header('etag', put.etag).headers(checksumHeader(body.checksum));
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
       if (put.versionId) reply.header('x-amz-version-id', put.versionId);
       return reply.send();

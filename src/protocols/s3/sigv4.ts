@@ -19,7 +19,7 @@ import { bodyDigestsOf, classifyPayload, payloadHashOf } from './payload.ts';
 import type { Authenticated, AuthenticateOptions, CredentialLookup, Payload, S3Request } from './types.ts';
 
 export { VerifiedBody, type VerifiedBodyOptions, verifiedBody } from './body.ts';
-export { CHECKSUM_ALGORITHMS, type ChecksumAlgorithm, type ExpectedChecksum } from './checksums.ts';
+export { CHECKSUM_ALGORITHMS, type ChecksumAlgorithm } from './checksums.ts';
 export type { SigningKey } from './chunked.ts';
 export { SigV4Error, type SigV4ErrorCode } from './errors.ts';
 export type { Authenticated, AuthenticateOptions, CredentialLookup, Payload, S3Request } from './types.ts';
