@@ -167,7 +167,8 @@ export async function listParts(
   const described = await onUpload(() => services.multipart.describe(caller, uploadId, key));
   if (described.status !== 'open') throw noSuchUpload();
   const after = described.parts.filter((part) => part.part_number > marker);
-  return { parts: after.slice(0, maxParts), truncated: after.length > maxParts };
+  // max-parts=0 asks for an empty page, not truncated, as the other listings answer a limit of 0.
+  return { parts: after.slice(0, maxParts), truncated: maxParts > 0 && after.length > maxParts };
 }
 
 /** An item of ListMultipartUploads: an open upload, or the common prefix of some. */

@@ -2486,6 +2486,9 @@ describe('the S3 endpoint', () => {
     );
     expect(listed).toMatchObject({ PartNumberMarker: '1', MaxParts: 1000, IsTruncated: false });
     expect(listed.Parts?.map((part) => part.PartNumber)).toEqual([2]);
+    // No room is an empty page, not truncated, as the other listings answer.
+    const none = await client.send(new ListPartsCommand({ Bucket: name, Key, UploadId, MaxParts: 0 }));
+    expect([none.IsTruncated, none.Parts ?? [], none.NextPartNumberMarker]).toEqual([false, [], undefined]);
   });
 
   it('refuses a PutObject or UploadPart past 5 GiB with EntityTooLarge, as S3 does, before its body', async () => {
