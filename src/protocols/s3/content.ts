@@ -38,6 +38,21 @@ export interface Content {
   versionId: string | undefined;
 }
 
+/** What a file's row, or a version's, says of its bytes. */
+const bytesOf = (
+  row: Pick<
+    FileRow,
+    'storage_key' | 'size_bytes' | 'content_type' | 'http_headers' | 'client_checksum' | 'checksum_sha256'
+  >,
+) => ({
+  storageKey: row.storage_key,
+  size: row.size_bytes,
+  contentType: row.content_type,
+  headers: row.http_headers ?? {},
+  checksum: row.client_checksum ?? undefined,
+  sha256: row.checksum_sha256 ?? undefined,
+});
+
 /**
  * The file's current content, or with `versionId` one of its versions (NoSuchVersion when it has no
  * such version); where the project keeps versions, the version it is.
@@ -48,16 +63,7 @@ export async function contentOf(
   file: FileRow,
   versionId: string | null,
 ): Promise<Content> {
-  const current = {
-    storageKey: file.storage_key,
-    size: file.size_bytes,
-    contentType: file.content_type,
-    headers: file.http_headers ?? {},
-    checksum: file.client_checksum ?? undefined,
-    sha256: file.checksum_sha256 ?? undefined,
-    etag: etagOf(file),
-    modified: file.updated_at,
-  };
+  const current = { ...bytesOf(file), etag: etagOf(file), modified: file.updated_at };
   if (!caller.project.settings.versioning_enabled && (versionId === null || versionId === 'null')) {
     return { ...current, versionId: undefined };
   }
@@ -68,12 +74,7 @@ export async function contentOf(
   if (!version) throw noSuchVersion();
   const isCurrent = version.storage_key === file.storage_key;
   return {
-    storageKey: version.storage_key,
-    size: version.size_bytes,
-    contentType: version.content_type,
-    headers: version.http_headers ?? {},
-    checksum: version.client_checksum ?? undefined,
-    sha256: version.checksum_sha256 ?? undefined,
+    ...bytesOf(version),
     etag: isCurrent ? current.etag : etagOf(version),
     modified: new Date(version.created_at),
     versionId: version.id,
