@@ -264,7 +264,8 @@ export interface OpenUpload {
 
 /**
  * Up to `limit` open uploads of the project whose file's S3 key lies in [`from`, `below`), after
- * (`afterKey`, `afterId`), by key then id. Files are another module's table, read only here.
+ * (`afterKey`, `afterId`), by key then id. Files are another module's table, read only here. An
+ * upload of new content for a file deleted since is none: every call on it answers that it is gone.
  */
 export function openUploads(
   q: Queryable,
@@ -274,7 +275,8 @@ export function openUploads(
 ): Promise<OpenUpload[]> {
   return q.query<OpenUpload>(
     `SELECT f.s3_key AS key, s.id, s.created_at FROM multipart_sessions s JOIN files f ON f.id = s.file_id
-     WHERE s.project_id = $1 AND s.status = 'open' AND f.s3_key >= $2 AND ($3::text IS NULL OR f.s3_key < $3)
+     WHERE s.project_id = $1 AND s.status = 'open' AND f.deleted_at IS NULL
+       AND f.s3_key >= $2 AND ($3::text IS NULL OR f.s3_key < $3)
        AND (f.s3_key, s.id) > ($4 COLLATE "C", $5 COLLATE "C")
      ORDER BY f.s3_key, s.id LIMIT $6`,
     [projectId, range.from, range.below ?? null, range.afterKey, range.afterId, limit],

@@ -2419,6 +2419,26 @@ describe('the S3 endpoint', () => {
     ).toEqual({ code: 'InvalidArgument', status: 400 });
   });
 
+  it('lists no upload of new content for a file deleted since: every call on it answers NoSuchUpload', async () => {
+    const { client, name } = await bucketWith();
+    await client.send(new PutObjectCommand({ Bucket: name, Key: 'kept.txt', Body: 'x' }));
+    const over = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'kept.txt' }));
+    // An upload that makes a new file at its key stays, as S3 keeps an upload whatever the key holds.
+    const fresh = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: 'new.txt' }));
+    await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'kept.txt' }));
+    const listed = await client.send(new ListMultipartUploadsCommand({ Bucket: name }));
+    expect(listed.Uploads?.map((upload) => [upload.Key, upload.UploadId])).toEqual([
+      ['new.txt', fresh.UploadId],
+    ]);
+    expect(
+      await refusal(
+        client.send(
+          new AbortMultipartUploadCommand({ Bucket: name, Key: 'kept.txt', UploadId: over.UploadId }),
+        ),
+      ),
+    ).toEqual({ code: 'NoSuchUpload', status: 404 });
+  });
+
   it('refuses a count or part marker of a listing that is no whole number from 0 to 2147483647, naming it', async () => {
     const { client, name, keys } = await bucketWith();
     const Key = 'listed/parts.bin';
