@@ -26,8 +26,11 @@ export function commonPrefixOf(key: string, prefix: string, delimiter: string): 
   return at >= 0 ? key.slice(0, at + delimiter.length) : undefined;
 }
 
-/** Where a walk resumes: after a key, or past every key under a common prefix. */
-export type Resume = { after: string } | { from: string };
+/**
+ * Where a walk resumes: after a key, past every key under a common prefix (from the first string
+ * above them), or nowhere, past a prefix of the last code points, which nothing sorts after.
+ */
+export type Resume = { after: string } | { from: string } | { end: true };
 
 /**
  * Where a listing resumes after a marker (V1's, a version listing's or ListMultipartUploads' key
@@ -37,8 +40,9 @@ export type Resume = { after: string } | { from: string };
  */
 export function markerResume(marker: string | null, prefix: string, delimiter: string): Resume | undefined {
   if (!marker) return undefined;
-  const past = commonPrefixOf(marker, prefix, delimiter) === marker ? successor(marker) : undefined;
-  return past === undefined ? { after: marker } : { from: past };
+  if (commonPrefixOf(marker, prefix, delimiter) !== marker) return { after: marker };
+  const past = successor(marker);
+  return past === undefined ? { end: true } : { from: past };
 }
 
 /** An item of a rolled-up listing: a row, or the common prefix that stands for every row under it. */
@@ -107,11 +111,11 @@ export async function walkKeys(
   projectId: string,
   options: { prefix: string; delimiter: string; maxKeys: number; resume?: Resume },
 ): Promise<Walk> {
-  const { prefix, delimiter, maxKeys } = options;
-  if (maxKeys === 0) return { items: [], truncated: false };
+  const { prefix, delimiter, maxKeys, resume } = options;
+  if (maxKeys === 0 || (resume && 'end' in resume)) return { items: [], truncated: false };
   const bounds: KeyRange = { from: prefix || undefined, below: prefix ? successor(prefix) : undefined };
-  const start: KeyRange = { ...bounds, ...options.resume };
-  if (options.resume && 'from' in options.resume && prefix > options.resume.from) start.from = prefix;
+  const start: KeyRange = { ...bounds, ...resume };
+  if (resume && 'from' in resume && prefix > resume.from) start.from = prefix;
   const rolled = await rollUp((range: KeyRange, wanted) => listKeys(q, projectId, range, wanted), {
     start,
     prefix,
@@ -135,7 +139,7 @@ export const encodeToken = (resume: Resume) => Buffer.from(JSON.stringify(resume
 export function decodeToken(token: string): Resume {
   try {
     const resume = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Resume;
-    const value = 'after' in resume ? resume.after : resume.from;
+    const value = 'after' in resume ? resume.after : 'from' in resume ? resume.from : undefined;
     if (typeof value === 'string' && Object.keys(resume).length === 1) return resume;
   } catch {
     // refused below

@@ -193,10 +193,10 @@ export function listUploads(
   },
 ): Promise<UploadItem[]> {
   const { prefix, delimiter, keyMarker, uploadIdMarker, maxUploads } = options;
-  if (maxUploads === 0) return Promise.resolve([]);
+  const resume = markerResume(keyMarker, prefix, delimiter);
+  if (maxUploads === 0 || (resume && 'end' in resume)) return Promise.resolve([]);
   const below = prefix ? successor(prefix) : undefined;
   const past = (from: string) => ({ from, below, afterKey: '', afterId: '' });
-  const resume = markerResume(keyMarker, prefix, delimiter);
   // After a key marker without an upload id marker, S3 resumes after every upload of that key.
   const start =
     resume && 'from' in resume

@@ -526,6 +526,26 @@ describe('the S3 endpoint', () => {
     expect(encoded.Contents?.map((entry) => entry.Key)).toEqual(['%C3%A9.txt']);
   });
 
+  it('lists nothing past a key marker that is a common prefix of the last code point, as none follows it', async () => {
+    const { client, name } = await bucketWith();
+    const last = '\u{10ffff}';
+    for (const Key of ['a', `${last}a`])
+      await client.send(new PutObjectCommand({ Bucket: name, Key, Body: 'x' }));
+    await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key: `${last}b` }));
+    const whole = await client.send(new ListObjectsCommand({ Bucket: name, Delimiter: last }));
+    expect(whole.CommonPrefixes?.map((common) => common.Prefix)).toEqual([last]);
+    // A marker naming a common prefix, as a page's NextMarker does, stands for every key under it.
+    const marked = { Bucket: name, Delimiter: last };
+    const objects = await client.send(new ListObjectsCommand({ ...marked, Marker: last }));
+    const versions = await client.send(new ListObjectVersionsCommand({ ...marked, KeyMarker: last }));
+    const uploads = await client.send(new ListMultipartUploadsCommand({ ...marked, KeyMarker: last }));
+    expect({
+      objects: [objects.Contents ?? [], objects.CommonPrefixes ?? [], objects.IsTruncated],
+      versions: [versions.Versions ?? [], versions.CommonPrefixes ?? [], versions.IsTruncated],
+      uploads: [uploads.Uploads ?? [], uploads.CommonPrefixes ?? [], uploads.IsTruncated],
+    }).toEqual({ objects: [[], [], false], versions: [[], [], false], uploads: [[], [], false] });
+  });
+
   it('deletes objects: the file is deleted in Coffer, a missing key is no error', async () => {
     const { client, name, project } = bucket;
     const put = await client.send(
