@@ -437,8 +437,9 @@ export function createMultipartService(deps: {
     /**
      * complete, answering the file as recorded (its ETag too, for S3's answer) and the new content
      * the upload made of it, if any (`contentId`, its version's id, unless `superseded`: not kept, a
-     * newer write having committed first); `guard` runs first in the transaction that records it (a
-     * refusal ends the upload, its object collected); `key`: see load.
+     * newer write having committed first, or, with `key`, a newer file showing at the key of the new
+     * file it made); `guard` runs first in the transaction that records it (a refusal ends the upload,
+     * its object collected); `key`: see load.
      */
     async finish(
       caller: Caller,
@@ -485,14 +486,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled) return settled(await sessions.settle(session, caller.project, assembled, guard));
+        if (assembled) return settled(await sessions.settle(session, caller.project, assembled, guard, key));
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return settled(await sessions.settle(session, caller.project, object, guard));
+      return settled(await sessions.settle(session, caller.project, object, guard, key));
     },
 
     /**

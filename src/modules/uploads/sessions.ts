@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
 import { invalidState, isDomainError } from '../../domain/errors.ts';
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
+import { findByKey, lockKey } from '../files/key-repo.ts';
 import * as files from '../files/repo.ts';
 import { commitContentParts, failContent } from '../ingest/content.ts';
 import type { WriteGuard } from '../ingest/intake.ts';
@@ -12,6 +13,21 @@ import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from
 
 /** Why an upload whose write was refused at completion (its condition no longer held) failed. */
 const REFUSED = 'write_refused';
+
+/** Why a new file whose S3 completion a newer write at its key overtook failed, as new content so overtaken does. */
+const SUPERSEDED = 'superseded';
+
+/**
+ * Whether a newer file than `fileId` already shows at the S3 key `key` (held until the transaction
+ * ends, as every write that checks its key holds it): a write that committed first, which the key
+ * keeps showing whatever the upload of `fileId` does.
+ */
+async function overtakenAt(q: Queryable, projectId: string, key: string, fileId: string): Promise<boolean> {
+  await lockKey(q, projectId, key);
+  const current = await findByKey(q, projectId, key);
+  // Ids are in creation order, the order in which a key shows its files.
+  return current !== undefined && current.id > fileId;
+}
 
 /**
  * How a multipart session ends, for the REST multipart service and the reaper alike: settled into
@@ -69,6 +85,22 @@ export function createSessionLifecycle(deps: {
     });
   }
 
+  /**
+   * Ends a session whose new file a newer write at its key overtook: answered as completed (S3's last
+   * writer wins), but the file fails (`superseded`) and its object is retired, to be collected.
+   */
+  async function supersede(q: Queryable, session: SessionRow, sealed: ObjectInfo): Promise<files.FileRow> {
+    const file = await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+      failure_reason: SUPERSEDED,
+      etag: sealed.etag,
+      upload_expires_at: null,
+    });
+    if (!file) throw invalidState('The file is no longer uploading');
+    await files.retireObject(q, session.project_id, session.storage_key);
+    await files.markFailedUploadCollected(q, session.file_id);
+    return file;
+  }
+
   return {
     release,
     refuse,
@@ -78,13 +110,15 @@ export function createSessionLifecycle(deps: {
      * one (session `completing` → `completed`). When the file moved on meanwhile (deleted), the session
      * ends `aborted` and the object goes with the file. `guard` runs first in that transaction: when it
      * refuses, the session ends `aborted` too, and the object is collected. `superseded`: the new
-     * content was not kept, a newer write to the file having committed first.
+     * content was not kept, a newer write to the file having committed first, or (`key`, the S3 key
+     * of a new file) the new file was not kept, a newer file showing at its key already.
      */
     async settle(
       session: SessionRow,
       project: Project,
       sealed: ObjectInfo,
       guard?: WriteGuard,
+      key?: string,
     ): Promise<{ file: files.FileRow; superseded: boolean }> {
       let refused = false;
       try {
@@ -103,6 +137,9 @@ export function createSessionLifecycle(deps: {
               file: { ...outcome.file, etag: outcome.etag },
               superseded: outcome.status === 'superseded',
             };
+          }
+          if (key !== undefined && (await overtakenAt(q, project.id, key, session.file_id))) {
+            return { file: await supersede(q, session, sealed), superseded: true };
           }
           const size = session.size_deferred ? sealed.size : undefined;
           return { file: await commitFile(q, project, session.file_id, sealed, size), superseded: false };

@@ -1451,6 +1451,73 @@ describe('the S3 endpoint', () => {
     expect(listed.Versions).toHaveLength(2);
   });
 
+  /** A bucket's multipart upload of `parts` at `key`, its part uploaded; answers its completion. */
+  async function uploadOf({ client, name }: Bucket, Key: string, parts: string) {
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: name, Key }));
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: parts }),
+    );
+    return () =>
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key,
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+        }),
+      );
+  }
+
+  /** What S3 shows of `key` in `bucket`: its bytes, listed ETags and versions; one object, or none. */
+  async function shownOf({ client, name }: Bucket, Key: string) {
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+    const got = await client
+      .send(new GetObjectCommand({ Bucket: name, Key }))
+      .then(async (object) => (await text(object.Body)).toString())
+      .catch((error: unknown) => (error as S3ServiceException).name);
+    return {
+      got,
+      listed: (listed.Contents ?? []).map((object) => [object.Key, object.ETag]),
+      versions: (versions.Versions ?? []).map((version) => version.VersionId),
+    };
+  }
+
+  for (const versioning_enabled of [false, true]) {
+    const bucketing = versioning_enabled ? 'keeping versions' : 'keeping none';
+    it(`keeps one file at a key where a PutObject overtook the upload of a new file there (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name, project } = bucket;
+      const complete = await uploadOf(bucket, 'a.txt', 'parts');
+      const newer = await client.send(new PutObjectCommand({ Bucket: name, Key: 'a.txt', Body: 'newer' }));
+      const completed = await complete();
+      // Answered as in S3, where the last writer wins, but not kept: it is no version.
+      expect(completed.ETag).toMatch(/-1"$/);
+      expect(completed.VersionId).toBeUndefined();
+      expect(await shownOf(bucket, 'a.txt')).toEqual({
+        got: 'newer',
+        listed: [['a.txt', newer.ETag]],
+        versions: [newer.VersionId ?? 'null'],
+      });
+      // The upload's file, made before the PUT's.
+      const [upload] = await coffer.services.db.query<{ id: string }>(
+        'SELECT id FROM files WHERE project_id = $1 ORDER BY id LIMIT 1',
+        [project.id],
+      );
+      expect((await project.call('GET', `/files/${upload!.id}`)).body).toMatchObject({
+        status: 'failed',
+        failure_reason: 'superseded',
+      });
+      expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+        used_bytes: 'newer'.length,
+        reserved_bytes: 0,
+      });
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'a.txt' }));
+      expect((await shownOf(bucket, 'a.txt')).listed).toEqual([]);
+      expect((await project.call('GET', `/files/${upload!.id}`)).body.status).not.toBe('ready');
+    });
+  }
+
   it('completes a multipart upload a newer PutObject overtook, its bytes beyond the quota', async () => {
     const { client, name } = await bucketWith({ max_storage_bytes: 20 });
     await client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body: 'first' }));
