@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { WriterReply, WriterRequest } from '../../src/infra/storage/write-worker.ts';
+import { WriterPool } from '../../src/infra/storage/writer-pool.ts';
 
 const MiB = 1024 * 1024;
 let dir: string;
@@ -29,6 +30,21 @@ function newFile(name: string): { path: string; fd: number } {
   descriptors.push(fd);
   return { path, fd };
 }
+
+it('starts another writer thread only for uploads at once, not for uploads one after another', async () => {
+  const pool = new WriterPool(2);
+  const upload = async (name: string) => {
+    const sink = pool.open(newFile(name).fd, 'sha256');
+    await sink.write(Buffer.alloc(256 * 1024, 1));
+    return sink;
+  };
+  for (const name of ['first', 'second', 'third']) await (await upload(name)).finish();
+  expect(pool.started).toBe(1);
+  const together = await Promise.all([upload('fourth'), upload('fifth')]);
+  expect(pool.started).toBe(2);
+  await Promise.all(together.map((sink) => sink.finish()));
+  expect(statSync(join(dir, 'fifth')).size).toBe(256 * 1024);
+});
 
 it("frees each chunk's memory once written, not at the writer thread's next garbage collection", async () => {
   const thread = new Worker(new URL('../../src/infra/storage/write-worker.ts', import.meta.url));

@@ -63,6 +63,16 @@ export class WriterThread {
   #jobs = new Map<number, Job>();
   #nextId = 1;
 
+  /** Uploads and digests under way. */
+  get busy(): number {
+    return this.#jobs.size;
+  }
+
+  /** Whether its thread runs: it starts with its first job. */
+  get started(): boolean {
+    return this.#worker !== undefined;
+  }
+
   #post(message: WriterRequest, transfer: ArrayBuffer[] = []): void {
     if (!this.#worker) {
       this.#worker = new Worker(new URL('./write-worker.ts', import.meta.url));
@@ -258,19 +268,38 @@ export class WriterThread {
   }
 }
 
-const threads = Array.from({ length: Math.min(4, availableParallelism()) }, () => new WriterThread());
-let next = 0;
+/**
+ * Writer threads for `size` uploads at once. An upload goes to a started thread with none under way,
+ * else to one not started yet, else to the least busy: a thread starts only once that many uploads
+ * run at once (each holds some 17 MiB once started), and parallel uploads (parts) hash in parallel.
+ */
+export class WriterPool {
+  readonly #threads: WriterThread[];
+
+  constructor(size: number) {
+    this.#threads = Array.from({ length: size }, () => new WriterThread());
+  }
+
+  /** Threads started so far. */
+  get started(): number {
+    return this.#threads.filter((thread) => thread.started).length;
+  }
+
+  open(fd: number, algorithm: 'sha256' | 'md5' | null): FileSink {
+    const rank = (thread: WriterThread) => thread.busy * 2 + (thread.started ? 0 : 1);
+    const thread = this.#threads.reduce((best, other) => (rank(other) < rank(best) ? other : best));
+    return thread.open(fd, algorithm);
+  }
+}
+
+const uploads = new WriterPool(Math.min(4, availableParallelism()));
 /** Digests of stored files run on a thread of their own, so that they never hold up an upload's writes. */
 const digester = new WriterThread();
 
-/**
- * The writer threads of the process, shared by every store; each starts with its first upload.
- * Uploads are spread over them in turn, so that parallel uploads (parts) hash in parallel.
- */
+/** The writer threads of the process, shared by every store. */
 export const writers = {
   open(fd: number, algorithm: 'sha256' | 'md5' | null): FileSink {
-    const thread = threads[next++ % threads.length]!;
-    return thread.open(fd, algorithm);
+    return uploads.open(fd, algorithm);
   },
   digest(algorithm: 'sha256' | 'md5'): FileDigest {
     return digester.digest(algorithm);
