@@ -30,6 +30,24 @@ async function overtakenAt(q: Queryable, projectId: string, key: string, fileId:
 }
 
 /**
+ * Fails the new file of `session`, still uploading, with `changes` (its failure reason): its assembled
+ * object retired and the file marked collected, as it holds no bytes any more.
+ */
+async function failNewFile(
+  q: Queryable,
+  session: SessionRow,
+  changes: { failure_reason: string; etag?: string },
+): Promise<files.FileRow | undefined> {
+  const file = await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+    ...changes,
+    upload_expires_at: null,
+  });
+  await files.retireObject(q, session.project_id, session.storage_key);
+  await files.markFailedUploadCollected(q, session.file_id);
+  return file;
+}
+
+/**
  * How a multipart session ends, for the REST multipart service and the reaper alike: settled into
  * its file through the upload core, discarded with its file failed, its parts released.
  */
@@ -76,12 +94,7 @@ export function createSessionLifecycle(deps: {
         await failContent(q, session.content_id, REFUSED);
         return;
       }
-      await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
-        failure_reason: REFUSED,
-        upload_expires_at: null,
-      });
-      await files.retireObject(q, session.project_id, session.storage_key);
-      await files.markFailedUploadCollected(q, session.file_id);
+      await failNewFile(q, session, { failure_reason: REFUSED });
     });
   }
 
@@ -90,14 +103,8 @@ export function createSessionLifecycle(deps: {
    * writer wins), but the file fails (`superseded`) and its object is retired, to be collected.
    */
   async function supersede(q: Queryable, session: SessionRow, sealed: ObjectInfo): Promise<files.FileRow> {
-    const file = await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
-      failure_reason: SUPERSEDED,
-      etag: sealed.etag,
-      upload_expires_at: null,
-    });
+    const file = await failNewFile(q, session, { failure_reason: SUPERSEDED, etag: sealed.etag });
     if (!file) throw invalidState('The file is no longer uploading');
-    await files.retireObject(q, session.project_id, session.storage_key);
-    await files.markFailedUploadCollected(q, session.file_id);
     return file;
   }
 
