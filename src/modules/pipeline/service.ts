@@ -19,7 +19,7 @@ import { failpoint } from '../../lib/failpoints.ts';
 import { recordEvent } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
 import { SCAN_UNAVAILABLE } from '../files/rules.ts';
-import { commitScannedContent } from '../ingest/content.ts';
+import { commitScannedContent } from '../ingest/content-commit.ts';
 import { findContent, setContentChecksum, transitionContent } from '../ingest/content-repo.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { queueThumbnails } from '../renditions/thumbnails.ts';

@@ -5,9 +5,9 @@ import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
 import { findByKey, lockKey } from '../files/key-repo.ts';
 import * as files from '../files/repo.ts';
-import { commitContentParts, failContent } from '../ingest/content.ts';
+import { commitFile } from '../ingest/commit.ts';
+import { commitContentParts, failContent } from '../ingest/content-commit.ts';
 import type { WriteGuard } from '../ingest/intake.ts';
-import { commitFile } from '../ingest/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
 
