@@ -37,6 +37,15 @@ export async function lockKey(q: Queryable, projectId: string, key: string): Pro
   await q.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${projectId}/${key}`]);
 }
 
+/**
+ * The newest file S3 shows at `key`, read once the key is held (lockKey): no write that checks the key
+ * changes what it shows until the transaction ends.
+ */
+export async function heldAt(q: Queryable, projectId: string, key: string): Promise<FileRow | undefined> {
+  await lockKey(q, projectId, key);
+  return findByKey(q, projectId, key);
+}
+
 const FILE_FIELDS = COLUMNS.split(',').map((name) => name.trim());
 
 /**

@@ -2,6 +2,7 @@ import { parseDate } from '../../domain/dates.ts';
 import {
   badRequest,
   invalidState,
+  isDomainError,
   legalHold,
   notFound,
   quarantined,
@@ -19,6 +20,7 @@ import { recordEvent } from '../events/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
+import { heldAt } from './key-repo.ts';
 import * as repo from './repo.ts';
 import {
   checkMetadataSize,
@@ -73,6 +75,30 @@ export function visibleFile<F extends Visibility>(
   }
   if (file.status === 'quarantined' && !options.allowQuarantined) throw quarantined();
   return file;
+}
+
+/** Whether `caller` may see `file` (visibleFile, answered rather than thrown). */
+export function isVisibleTo(caller: Caller, file: Visibility): boolean {
+  try {
+    visibleFile(caller, file);
+    return true;
+  } catch (error) {
+    if (isDomainError(error)) return false;
+    throw error;
+  }
+}
+
+/**
+ * The file S3 shows `caller` at `key`, read with the key held until the transaction ends (heldAt): the
+ * file a write of a new file at the key finds there as it commits.
+ */
+export async function visibleAt(
+  q: Queryable,
+  caller: Caller,
+  key: string,
+): Promise<repo.FileRow | undefined> {
+  const file = await heldAt(q, caller.project.id, key);
+  return file && isVisibleTo(caller, file) ? file : undefined;
 }
 
 /**

@@ -10,6 +10,7 @@ import { enforceQuotas } from '../usage/service.ts';
 import { hasVersions, recordVersion, type Snapshot } from '../versions/repo.ts';
 import {
   hasNewerCommitted,
+  insertContent,
   type PendingContent,
   settleContentSize,
   transitionContent,
@@ -20,6 +21,35 @@ import type { Sealed } from './intake.ts';
  * How new content of a file commits, in the caller's transaction: over the file locked, at once or
  * once scanned, unless a newer write to the file committed first (then it is not kept).
  */
+
+/** New content of a file as an upload plans it, before its bytes are stored. */
+export interface NewContent {
+  id: string;
+  storageKey: string;
+  size: number;
+  contentType: string;
+  expiresAt: Date;
+  /** When given, the file's metadata once the content is current. */
+  metadata?: Record<string, unknown>;
+  httpHeaders?: files.HttpHeaders;
+  checksum?: files.ContentChecksum;
+}
+
+/** Records `content` of the file `fileId` (uploading). */
+export function recordNewContent(q: Queryable, projectId: string, fileId: string, content: NewContent) {
+  return insertContent(q, {
+    id: content.id,
+    project_id: projectId,
+    file_id: fileId,
+    storage_key: content.storageKey,
+    size_bytes: content.size,
+    content_type: content.contentType,
+    upload_expires_at: content.expiresAt,
+    metadata: content.metadata,
+    http_headers: content.httpHeaders,
+    client_checksum: content.checksum,
+  });
+}
 
 /** Holds recorded new content of `bytes` to the project's quota (its file is counted already). */
 export const admitBytes = (q: Queryable, project: Project, bytes: number) =>
@@ -164,6 +194,27 @@ export async function commitNewContent(
   const updated = await makeCurrent(q, project, file, claimed);
   if (checksum === null) await enqueueJob(q, 'digest', project.id, file.id, contentId, claimed.storage_key);
   return { version_id: contentId, status: 'committed', file: updated, etag: sealed.etag };
+}
+
+/**
+ * Bytes a write stored (`sealed`, with the checksum their client sent, if any) recorded as new
+ * content of `file` and committed (see commitNewContent), in the caller's transaction: a PUT over a
+ * file, or a write of a new file at a key that `file` took while its bytes were stored.
+ */
+export async function commitStoredContent(
+  q: Queryable,
+  project: Project,
+  file: files.FileRow,
+  content: NewContent,
+  sealed: Sealed,
+): Promise<ContentOutcome> {
+  // The file first, as every commit of new content locks it: recording the content takes a key share
+  // of the file row, and a second write holding one too would wait for this one's lock while this one
+  // waits for its (a deadlock); the quota lock then comes after it too.
+  const locked = await lockFile(q, file.project_id, file.id);
+  await recordNewContent(q, project.id, file.id, { ...content, checksum: sealed.checksum });
+  // A write a newer one overtook is not kept, so it is not held to the quota either.
+  return commitNewContent(q, project, locked, content.id, sealed, () => admitBytes(q, project, content.size));
 }
 
 /**

@@ -13,10 +13,13 @@ import {
   admitBytes,
   type ContentOutcome,
   commitNewContent,
+  commitStoredContent,
   lockFile,
+  type NewContent,
+  recordNewContent,
   replaceContent,
 } from './content-commit.ts';
-import { findContent, insertContent } from './content-repo.ts';
+import { findContent } from './content-repo.ts';
 import type { ByteSource, IngestDeps, Intake, PlannedObject, WriteGuard, WrittenBody } from './intake.ts';
 import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
@@ -81,38 +84,17 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     };
   }
 
-  /** Records new content of `file` (uploading) and reserves its bytes, in the caller's transaction. */
-  async function recordContent(
-    q: Queryable,
-    caller: Caller,
-    file: files.FileRow,
-    content: {
-      id: string;
-      storageKey: string;
-      size: number;
-      contentType: string;
-      expiresAt: Date;
-      metadata?: Record<string, unknown>;
-      httpHeaders?: files.HttpHeaders;
-      checksum?: files.ContentChecksum;
-    },
-  ): Promise<void> {
-    if (content.metadata) {
-      checkMetadataSize(content.metadata);
-      await schemas.check(q, caller.project, content.metadata);
-    }
-    await insertContent(q, {
-      id: content.id,
-      project_id: caller.project.id,
-      file_id: file.id,
-      storage_key: content.storageKey,
-      size_bytes: content.size,
-      content_type: content.contentType,
-      upload_expires_at: content.expiresAt,
-      metadata: content.metadata,
-      http_headers: content.httpHeaders,
-      client_checksum: content.checksum,
-    });
+  /** Checks metadata new content brings, which replaces its file's once the content is current. */
+  async function checkContentMetadata(q: Queryable, caller: Caller, metadata?: Record<string, unknown>) {
+    if (!metadata) return;
+    checkMetadataSize(metadata);
+    await schemas.check(q, caller.project, metadata);
+  }
+
+  /** Records new content of `file` (uploading), in the caller's transaction. */
+  async function recordContent(q: Queryable, caller: Caller, file: files.FileRow, content: NewContent) {
+    await checkContentMetadata(q, caller, content.metadata);
+    await recordNewContent(q, caller.project.id, file.id, content);
   }
 
   return {
@@ -177,19 +159,13 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
         ? await screenHead(body, content.contentType, file.filename)
         : body;
       const object = await store.write(content.storageKey, bytes, content);
+      // The body was read to its end: a checksum its client sent is verified.
+      const sealed = { ...object, checksum: body.checksum };
       return keepingOnCommit(content.storageKey, () =>
         db.tx(async (q) => {
           await guard?.(q);
-          // The file first, as every commit of new content locks it: recording the content takes a
-          // key share of the file row, and a second write holding one too would wait for this one's
-          // lock while this one waits for its (a deadlock); the quota lock then comes after it too.
-          const locked = await lockFile(q, file.project_id, file.id);
-          // The body was read to its end: a checksum its client sent is verified.
-          await recordContent(q, caller, file, { ...content, checksum: body.checksum });
-          // A write a newer one overtook is not kept, so it is not held to the quota either.
-          return commitNewContent(q, caller.project, locked, content.id, object, () =>
-            admitBytes(q, caller.project, content.size),
-          );
+          await checkContentMetadata(q, caller, content.metadata);
+          return commitStoredContent(q, caller.project, file, content, sealed);
         }),
       );
     },

@@ -22,6 +22,7 @@ import { consumeToken, findToken } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { commitFile, followCommit } from './commit.ts';
 import { createContentIngest } from './content.ts';
+import { type ContentOutcome, commitStoredContent } from './content-commit.ts';
 import {
   type ByteSource,
   createIntake,
@@ -63,6 +64,15 @@ export interface UploadRequest {
   http_headers?: files.HttpHeaders;
   tags?: string[];
 }
+
+/**
+ * What a write of a new file at an S3 key made (see writeAtKey): the file; new content of the file
+ * that took the key meanwhile; or nothing, a newer write having taken it first.
+ */
+export type KeyWrite =
+  | { kind: 'file'; file: files.FileRow }
+  | { kind: 'content'; outcome: ContentOutcome }
+  | { kind: 'overtaken'; etag: string };
 
 /**
  * The upload core: every way in (REST single and multipart uploads, new versions, restore, and the
@@ -205,6 +215,31 @@ export function createIngestService(deps: IngestDeps) {
     return object;
   }
 
+  /**
+   * The first half of a server-side write of a new file: its rules checked, then `body` stored (the
+   * file's planned object, sealed). Answers the plan, the caller's upload token and the sealed bytes.
+   */
+  async function storeNewFile(caller: Caller, request: UploadRequest, body: WrittenBody) {
+    checkSingleUploadSize(request.size_bytes);
+    const planned = plan(caller, request, undefined);
+    const { token } = await admit(db, caller, request, planned);
+    const bytes = restrictsTypes(caller.project, token)
+      ? await screenHead(body, planned.contentType, request.filename, request.type_field)
+      : body;
+    const object = await store.write(planned.storageKey, bytes, {
+      size: request.size_bytes,
+      contentType: planned.contentType,
+    });
+    // Read to its end now: a checksum its client sent is verified.
+    return { planned, token, sealed: { ...object, checksum: body.checksum } };
+  }
+
+  /** A new file written in one request: its upload initiated and completed at once. */
+  function countWrittenFile(): void {
+    metrics?.uploads.inc({ outcome: 'initiated' });
+    metrics?.uploads.inc({ outcome: 'completed' });
+  }
+
   return {
     /**
      * The most bytes an upload of `caller` may hold: the upload token's and the project's size
@@ -305,18 +340,7 @@ export function createIngestService(deps: IngestDeps) {
       body: WrittenBody,
       hooks: { guard?: WriteGuard; record?: (q: Queryable, file: files.FileRow) => Promise<void> } = {},
     ): Promise<files.FileRow> {
-      checkSingleUploadSize(request.size_bytes);
-      const planned = plan(caller, request, undefined);
-      const { token } = await admit(db, caller, request, planned);
-      const bytes = restrictsTypes(caller.project, token)
-        ? await screenHead(body, planned.contentType, request.filename, request.type_field)
-        : body;
-      const object = await store.write(planned.storageKey, bytes, {
-        size: request.size_bytes,
-        contentType: planned.contentType,
-      });
-      // Read to its end now: a checksum its client sent is verified.
-      const sealed = { ...object, checksum: body.checksum };
+      const { planned, sealed } = await storeNewFile(caller, request, body);
       const file = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q) => {
           await hooks.guard?.(q);
@@ -325,9 +349,48 @@ export function createIngestService(deps: IngestDeps) {
           return committed;
         }),
       );
-      metrics?.uploads.inc({ outcome: 'initiated' });
-      metrics?.uploads.inc({ outcome: 'completed' });
+      countWrittenFile();
       return file;
+    },
+
+    /**
+     * writeFile at a key that shows one file (an S3 key) and showed the caller none as the write
+     * began: `holder` answers, with the key held until the transaction ends, the file the caller sees
+     * there now. None: the file is recorded. One made after this write began, a newer write committed
+     * first: this one is overtaken and not kept (S3's last writer wins), its bytes removed. One made
+     * before it, recorded since: the bytes become its new content, as had the key shown it at first
+     * (unless it is not ready, which takes no new content: then, as then, a file of its own).
+     */
+    async writeAtKey(
+      caller: Caller,
+      request: UploadRequest,
+      body: WrittenBody,
+      hooks: { guard?: WriteGuard; holder: (q: Queryable) => Promise<files.FileRow | undefined> },
+    ): Promise<KeyWrite> {
+      const { planned, token, sealed } = await storeNewFile(caller, request, body);
+      const written = await keepingOnCommit(planned.storageKey, () =>
+        db.tx(async (q): Promise<KeyWrite> => {
+          await hooks.guard?.(q);
+          const holder = await hooks.holder(q);
+          // Ids are in creation order, the order in which a key shows its files.
+          if (holder && holder.id > planned.fileId) return { kind: 'overtaken', etag: sealed.etag };
+          if (holder?.status === 'ready') {
+            // Planned as a new file's, checked as one: as on any write, the token's metadata wins.
+            const content = {
+              ...planned,
+              id: newId('ver'),
+              metadata: request.metadata && { ...request.metadata, ...token?.metadata },
+              httpHeaders: request.http_headers,
+            };
+            const outcome = await commitStoredContent(q, caller.project, holder, content, sealed);
+            return { kind: 'content', outcome };
+          }
+          return { kind: 'file', file: await recordFile(q, caller, request, planned, sealed) };
+        }),
+      );
+      if (written.kind === 'overtaken') await store.delete(planned.storageKey).catch(() => undefined);
+      if (written.kind === 'file') countWrittenFile();
+      return written;
     },
 
     /**

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
 import { fileTooLarge, invalidState, notFound, partsTooLarge, validationError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import {
   isStoreError,
@@ -17,7 +17,7 @@ import { bareEtag } from '../../lib/etag.ts';
 import { failpoint } from '../../lib/failpoints.ts';
 import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
-import { urlLifetimeSeconds, visibleFile } from '../files/service.ts';
+import { urlLifetimeSeconds, visibleAt, visibleFile } from '../files/service.ts';
 import type { ContentRequest } from '../ingest/content.ts';
 import { findContent } from '../ingest/content-repo.ts';
 import type { ByteSource, WriteGuard } from '../ingest/intake.ts';
@@ -438,8 +438,9 @@ export function createMultipartService(deps: {
      * complete, answering the file as recorded (its ETag too, for S3's answer) and the new content
      * the upload made of it, if any (`contentId`, its version's id, unless `superseded`: not kept, a
      * newer write having committed first, or, with `key`, a newer file showing at the key of the new
-     * file it made); `guard` runs first in the transaction that records it (a refusal ends the upload,
-     * its object collected); `key`: see load.
+     * file it made; with `key` too, the new content of an older file recorded at the key since, see
+     * sessions' settle); `guard` runs first in the transaction that records it (a refusal ends the
+     * upload, its object collected); `key`: see load.
      */
     async finish(
       caller: Caller,
@@ -466,10 +467,8 @@ export function createMultipartService(deps: {
       if (!(await claimCompleting(db, session.id, guard !== undefined))) {
         throw invalidState('The multipart upload is already being completed or was aborted');
       }
-      const settled = (recorded: { file: files.FileRow; superseded: boolean }) => ({
-        ...recorded,
-        contentId: session.content_id,
-      });
+      // With `key` (S3), a new file keeps its key to one file (see sessions' settle).
+      const holder = key === undefined ? undefined : (q: Queryable) => visibleAt(q, caller, key);
       let object: Awaited<ReturnType<ObjectStore['completeMultipart']>>;
       const stopHolding = sessions.holdCompleting(session.id);
       try {
@@ -486,14 +485,14 @@ export function createMultipartService(deps: {
           (info) => info ?? null,
           () => undefined,
         );
-        if (assembled) return settled(await sessions.settle(session, caller.project, assembled, guard, key));
+        if (assembled) return sessions.settle(session, caller.project, assembled, guard, holder);
         if (assembled === null) await sessions.reopen(session);
         throw error;
       } finally {
         stopHolding();
       }
       failpoint('multipart.complete.assembled');
-      return settled(await sessions.settle(session, caller.project, object, guard, key));
+      return sessions.settle(session, caller.project, object, guard, holder);
     },
 
     /**

@@ -3,10 +3,15 @@ import { invalidState, isDomainError } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
-import { findByKey, lockKey } from '../files/key-repo.ts';
+import { newId } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { commitFile } from '../ingest/commit.ts';
-import { commitContentParts, failContent } from '../ingest/content-commit.ts';
+import {
+  type ContentOutcome,
+  commitContentParts,
+  commitStoredContent,
+  failContent,
+} from '../ingest/content-commit.ts';
 import type { WriteGuard } from '../ingest/intake.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
@@ -17,17 +22,8 @@ const REFUSED = 'write_refused';
 /** Why a new file whose S3 completion a newer write at its key overtook failed, as new content so overtaken does. */
 const SUPERSEDED = 'superseded';
 
-/**
- * Whether a newer file than `fileId` already shows at the S3 key `key` (held until the transaction
- * ends, as every write that checks its key holds it): a write that committed first, which the key
- * keeps showing whatever the upload of `fileId` does.
- */
-async function overtakenAt(q: Queryable, projectId: string, key: string, fileId: string): Promise<boolean> {
-  await lockKey(q, projectId, key);
-  const current = await findByKey(q, projectId, key);
-  // Ids are in creation order, the order in which a key shows its files.
-  return current !== undefined && current.id > fileId;
-}
+/** Why a new file whose S3 completion became new content of the file an older write recorded at its key failed. */
+const MERGED = 'merged';
 
 /**
  * Fails the new file of `session`, still uploading, with `changes` (its failure reason): its assembled
@@ -45,6 +41,16 @@ async function failNewFile(
   await files.retireObject(q, session.project_id, session.storage_key);
   await files.markFailedUploadCollected(q, session.file_id);
   return file;
+}
+
+/** A completion that made new content: the file, with the ETag of the bytes just completed. */
+function contentSettled(outcome: ContentOutcome) {
+  // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
+  return {
+    file: { ...outcome.file, etag: outcome.etag },
+    superseded: outcome.status === 'superseded',
+    contentId: outcome.version_id,
+  };
 }
 
 /**
@@ -108,6 +114,38 @@ export function createSessionLifecycle(deps: {
     return file;
   }
 
+  /**
+   * Makes the object a session assembled for its new file new content of `holder`, the file an older
+   * write recorded at the upload's key since the upload began, so that the key keeps one file, as had
+   * the upload been made over it: the metadata and headers it was created with (its metadata only
+   * when it was given some) go with the content. The session's own file fails (`merged`) and, its
+   * object now the content's, holds no bytes.
+   */
+  async function merge(
+    q: Queryable,
+    session: SessionRow,
+    project: Project,
+    holder: files.FileRow,
+    sealed: ObjectInfo,
+  ): Promise<ContentOutcome> {
+    const own = await files.transitionFile(q, session.project_id, session.file_id, 'uploading', 'failed', {
+      failure_reason: MERGED,
+      upload_expires_at: null,
+    });
+    if (!own) throw invalidState('The file is no longer uploading');
+    await files.markFailedUploadCollected(q, own.id);
+    const content = {
+      id: newId('ver'),
+      storageKey: session.storage_key,
+      size: sealed.size,
+      contentType: own.content_type,
+      expiresAt: new Date(),
+      metadata: Object.keys(own.metadata).length > 0 ? own.metadata : undefined,
+      httpHeaders: own.http_headers ?? undefined,
+    };
+    return commitStoredContent(q, project, holder, content, sealed);
+  }
+
   return {
     release,
     refuse,
@@ -117,16 +155,19 @@ export function createSessionLifecycle(deps: {
      * one (session `completing` → `completed`). When the file moved on meanwhile (deleted), the session
      * ends `aborted` and the object goes with the file. `guard` runs first in that transaction: when it
      * refuses, the session ends `aborted` too, and the object is collected. `superseded`: the new
-     * content was not kept, a newer write to the file having committed first, or (`key`, the S3 key
-     * of a new file) the new file was not kept, a newer file showing at its key already.
+     * content was not kept, a newer write to the file having committed first. `holder`, for the new
+     * file of an upload at an S3 key: the file the key shows the caller now, read with the key held
+     * (see writeAtKey): a newer one supersedes the upload; an older one recorded since the upload
+     * began takes the object as its new content, and the session's own file fails (`merged`).
+     * `contentId`: the new content the object became, if any.
      */
     async settle(
       session: SessionRow,
       project: Project,
       sealed: ObjectInfo,
       guard?: WriteGuard,
-      key?: string,
-    ): Promise<{ file: files.FileRow; superseded: boolean }> {
+      holder?: (q: Queryable) => Promise<files.FileRow | undefined>,
+    ): Promise<{ file: files.FileRow; superseded: boolean; contentId: string | null }> {
       let refused = false;
       try {
         const settled = await db.tx(async (q) => {
@@ -139,17 +180,17 @@ export function createSessionLifecycle(deps: {
           }
           if (session.content_id !== null) {
             const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
-            // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
-            return {
-              file: { ...outcome.file, etag: outcome.etag },
-              superseded: outcome.status === 'superseded',
-            };
+            return contentSettled(outcome);
           }
-          if (key !== undefined && (await overtakenAt(q, project.id, key, session.file_id))) {
-            return { file: await supersede(q, session, sealed), superseded: true };
+          const now = await holder?.(q);
+          // Ids are in creation order, the order in which a key shows its files.
+          if (now && now.id > session.file_id) {
+            return { file: await supersede(q, session, sealed), superseded: true, contentId: null };
           }
+          if (now?.status === 'ready') return contentSettled(await merge(q, session, project, now, sealed));
           const size = session.size_deferred ? sealed.size : undefined;
-          return { file: await commitFile(q, project, session.file_id, sealed, size), superseded: false };
+          const file = await commitFile(q, project, session.file_id, sealed, size);
+          return { file, superseded: false, contentId: null };
         });
         metrics?.uploads.inc({ outcome: 'completed' });
         return settled;

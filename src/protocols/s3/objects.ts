@@ -4,7 +4,8 @@ import type { Queryable } from '../../infra/db.ts';
 import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
-import { visibleFile } from '../../modules/files/service.ts';
+import { isVisibleTo, visibleAt } from '../../modules/files/service.ts';
+import type { ContentOutcome } from '../../modules/ingest/content-commit.ts';
 import type { WriteGuard, WrittenBody } from '../../modules/ingest/intake.ts';
 import { firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
@@ -41,7 +42,7 @@ export async function shownAt(
   atKey?: { file: FileRow | undefined },
 ): Promise<FileRow | undefined> {
   const file = atKey ? atKey.file : await findByKey(services.db, caller.project.id, key);
-  return file && isVisible(caller, file) ? file : undefined;
+  return file && isVisibleTo(caller, file) ? file : undefined;
 }
 
 /** The newest file S3 shows at `key` that the caller may see; NoSuchKey otherwise. */
@@ -99,17 +100,9 @@ export async function putObject(
       request.body,
       request.guard,
     );
-    return {
-      // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
-      etag: outcome.etag,
-      file: outcome.file,
-      versionId: await writtenVersion(services, caller, outcome.file, {
-        contentId: outcome.version_id,
-        superseded: outcome.status === 'superseded',
-      }),
-    };
+    return contentWritten(services, caller, outcome);
   }
-  const file = await services.ingest.writeFile(
+  const written = await services.ingest.writeAtKey(
     caller,
     {
       filename: place.filename,
@@ -121,12 +114,31 @@ export async function putObject(
       http_headers,
     },
     request.body,
-    { guard: request.guard },
+    {
+      guard: request.guard,
+      holder: (q) => visibleAt(q, caller, key),
+    },
   );
+  if (written.kind === 'overtaken') return { etag: written.etag };
+  if (written.kind === 'content') return contentWritten(services, caller, written.outcome);
+  const { file } = written;
   return {
     etag: etagOf(file),
     file,
     versionId: await writtenVersion(services, caller, file, { contentId: null }),
+  };
+}
+
+/** What a write that made new content of a file answers: its bytes' ETag, the file and its version. */
+async function contentWritten(services: ObjectServices, caller: Caller, outcome: ContentOutcome) {
+  return {
+    // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
+    etag: outcome.etag,
+    file: outcome.file,
+    versionId: await writtenVersion(services, caller, outcome.file, {
+      contentId: outcome.version_id,
+      superseded: outcome.status === 'superseded',
+    }),
   };
 }
 
@@ -175,16 +187,6 @@ export async function folderFor(
   }
   return (await services.folders.ensurePath(caller.project.id, path, { field: 'key', implied: true })).id;
 }
-
-const isVisible = (caller: Caller, file: FileRow) => {
-  try {
-    visibleFile(caller, file);
-    return true;
-  } catch (error) {
-    if (isDomainError(error)) return false;
-    throw error;
-  }
-};
 
 /**
  * Deletes the file at `key` (or the folder marker `key/`); a key with nothing is no error, as in S3,

@@ -1516,6 +1516,144 @@ describe('the S3 endpoint', () => {
       expect((await shownOf(bucket, 'a.txt')).listed).toEqual([]);
       expect((await project.call('GET', `/files/${upload!.id}`)).body.status).not.toBe('ready');
     });
+    it(`keeps one file at a new key where a newer PutObject of it committed first (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name, project } = bucket;
+      const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'n.txt', Body }));
+      // Both find the key free; the newer write is recorded while the older one's bytes are stored.
+      let newer: Awaited<ReturnType<typeof put>> | undefined;
+      const undo = cutInAfterNextWrite(async () => {
+        newer = await put('newer');
+      });
+      try {
+        const older = await put('older');
+        // Answered as in S3, where the last writer wins, but not kept: it is no version.
+        expect(older.ETag).toBe(`"${md5('older')}"`);
+        expect(older.VersionId).toBeUndefined();
+      } finally {
+        undo();
+      }
+      expect(await shownOf(bucket, 'n.txt')).toEqual({
+        got: 'newer',
+        listed: [['n.txt', newer!.ETag]],
+        versions: [newer!.VersionId ?? 'null'],
+      });
+      const files = await coffer.services.db.query('SELECT status FROM files WHERE project_id = $1', [
+        project.id,
+      ]);
+      expect(files).toEqual([{ status: 'ready' }]);
+      expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+        used_bytes: 'newer'.length,
+        reserved_bytes: 0,
+      });
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'n.txt' }));
+      expect((await shownOf(bucket, 'n.txt')).listed).toEqual([]);
+    });
+
+    it(`makes a newer PutObject of a new key new content of the file an older one recorded there meanwhile (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name, project } = bucket;
+      const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body }));
+      const { store } = coffer.services;
+      const write = store.write;
+      // The older write's bytes are stored and held there; the newer one then finds the key free,
+      // stores its bytes, and lets the older one record its file before it records its own write.
+      let holding!: () => void;
+      const held = new Promise<void>((resolve) => {
+        holding = resolve;
+      });
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let older: Promise<Awaited<ReturnType<typeof put>>> | undefined;
+      let calls = 0;
+      store.write = async (...args: Parameters<typeof store.write>) => {
+        const call = ++calls;
+        const written = await write.apply(store, args);
+        if (call === 1) {
+          holding();
+          await gate;
+        } else if (call === 2) {
+          release();
+          await older;
+        }
+        return written;
+      };
+      let newer: Awaited<ReturnType<typeof put>>;
+      try {
+        older = put('older');
+        await held;
+        newer = await put('newer');
+      } finally {
+        store.write = write;
+      }
+      const first = await older;
+      expect(newer.ETag).toBe(`"${md5('newer')}"`);
+      expect(await shownOf(bucket, 'm.txt')).toEqual({
+        got: 'newer',
+        listed: [['m.txt', newer.ETag]],
+        versions: versioning_enabled ? [newer.VersionId, first.VersionId] : ['null'],
+      });
+      if (versioning_enabled) expect(newer.VersionId).not.toBe(first.VersionId);
+      const files = await coffer.services.db.query('SELECT status FROM files WHERE project_id = $1', [
+        project.id,
+      ]);
+      expect(files).toEqual([{ status: 'ready' }]);
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'm.txt' }));
+      expect((await shownOf(bucket, 'm.txt')).listed).toEqual([]);
+    });
+    it(`keeps one file at a new key two multipart uploads of it complete, the newer one's bytes current (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name, project } = bucket;
+      const completeOlder = await uploadOf(bucket, 'u.txt', 'older parts');
+      const completeNewer = await uploadOf(bucket, 'u.txt', 'newer parts');
+      const [olderFile, newerFile] = await coffer.services.db.query<{ id: string }>(
+        'SELECT id FROM files WHERE project_id = $1 ORDER BY id',
+        [project.id],
+      );
+      // The older upload's file is recorded first; the newer upload then becomes its new content.
+      const older = await completeOlder();
+      const newer = await completeNewer();
+      expect(newer.ETag).toMatch(/-1"$/);
+      expect(await shownOf(bucket, 'u.txt')).toEqual({
+        got: 'newer parts',
+        listed: [['u.txt', newer.ETag]],
+        versions: versioning_enabled ? [newer.VersionId, older.VersionId] : ['null'],
+      });
+      if (versioning_enabled) expect(newer.VersionId).not.toBe(older.VersionId);
+      expect((await project.call('GET', `/files/${olderFile!.id}`)).body).toMatchObject({
+        status: 'ready',
+        size_bytes: 'newer parts'.length,
+      });
+      expect((await project.call('GET', `/files/${newerFile!.id}`)).body).toMatchObject({
+        status: 'failed',
+        failure_reason: 'merged',
+      });
+      expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
+        used_bytes: 'newer parts'.length + (versioning_enabled ? 'older parts'.length : 0),
+        reserved_bytes: 0,
+      });
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'u.txt' }));
+      expect((await shownOf(bucket, 'u.txt')).listed).toEqual([]);
+    });
+
+    it(`keeps one file at a new key where the newer of two multipart uploads of it completed first (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name } = bucket;
+      const completeOlder = await uploadOf(bucket, 'v.txt', 'older parts');
+      const completeNewer = await uploadOf(bucket, 'v.txt', 'newer parts');
+      const newer = await completeNewer();
+      const older = await completeOlder();
+      expect(older.VersionId).toBeUndefined();
+      expect(await shownOf(bucket, 'v.txt')).toEqual({
+        got: 'newer parts',
+        listed: [['v.txt', newer.ETag]],
+        versions: [newer.VersionId ?? 'null'],
+      });
+      await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'v.txt' }));
+      expect((await shownOf(bucket, 'v.txt')).listed).toEqual([]);
+    });
   }
 
   it('completes a multipart upload a newer PutObject overtook, its bytes beyond the quota', async () => {
