@@ -40,6 +40,14 @@ export function newId(prefix: IdPrefix): string {
   return `${prefix}_${nextUlid()}`;
 }
 
+/**
+ * An id with `prefix` on the ULID of `id`: for a record that takes the place in creation order of
+ * another, planned before it (new content in the place of the write that brought it).
+ */
+export function idBeside(prefix: IdPrefix, id: string): string {
+  return `${prefix}_${id.slice(id.indexOf('_') + 1)}`;
+}
+
 /** The moment an id was made, to the millisecond (its ULID's time part). */
 export function timeOfId(id: string): Date {
   return new Date(decodeTime(id.slice(id.indexOf('_') + 1)));

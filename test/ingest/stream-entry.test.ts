@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Caller } from '../../src/domain/principal.ts';
+import type { FileRow } from '../../src/modules/files/repo.ts';
 import type { UploadRequest } from '../../src/modules/ingest/service.ts';
 import type { Scope } from '../../src/modules/projects/schemas.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
@@ -153,22 +154,24 @@ describe('the upload core from a stream', () => {
     expect(await listed(project)).toBe(1);
   });
 
-  it('makes a streamed new version of a ready file current, as a version', async () => {
+  it('makes a streamed write at the key of a ready file its new content, as a version', async () => {
     const project = await coffer.newProject({ versioning_enabled: true });
     const file = (await upload(project, { bytes: 'first' })).body;
     const caller = await callerOf(project);
-    const row = (await coffer.services.db.query('SELECT * FROM files WHERE id = $1', [file.id]))[0] as never;
+    const [row] = await coffer.services.db.query<FileRow>('SELECT * FROM files WHERE id = $1', [file.id]);
     const bytes = Buffer.from('second, streamed');
-    const outcome = await coffer.services.ingest.writeContent(
+    const written = await coffer.services.ingest.writeAtKey(
       caller,
-      row,
-      { size_bytes: bytes.length },
+      request(bytes, { filename: file.filename }),
       Readable.from([bytes]),
+      { holder: async () => row },
     );
-    expect(outcome.status).toBe('committed');
+    if (written.kind !== 'content') throw new Error(`wrote ${written.kind}`);
+    expect(written.outcome.status).toBe('committed');
     expect((await downloaded(project, file.id)).toString()).toBe('second, streamed');
     const versions = (await project.call('GET', `/files/${file.id}/versions`)).body;
-    expect(versions.items.map((version: { id: string }) => version.id)[0]).toBe(outcome.version_id);
+    expect(versions.items.map((version: { id: string }) => version.id)[0]).toBe(written.outcome.version_id);
     expect(versions.total).toBe(2);
+    expect(await listed(project)).toBe(1);
   });
 });

@@ -13,16 +13,14 @@ import {
   admitBytes,
   type ContentOutcome,
   commitNewContent,
-  commitStoredContent,
   lockFile,
   type NewContent,
   recordNewContent,
   replaceContent,
 } from './content-commit.ts';
 import { findContent } from './content-repo.ts';
-import type { ByteSource, IngestDeps, Intake, PlannedObject, WriteGuard, WrittenBody } from './intake.ts';
+import type { ByteSource, IngestDeps, Intake, PlannedObject } from './intake.ts';
 import { checkProjectRules, checkSingleUploadSize, checkTokenRules, newObjectKey } from './rules.ts';
-import { restrictsTypes, screenHead } from './sniff.ts';
 
 /**
  * What a client declares about new content of a file; `metadata`, when given, replaces the file's as
@@ -84,16 +82,15 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     };
   }
 
-  /** Checks metadata new content brings, which replaces its file's once the content is current. */
-  async function checkContentMetadata(q: Queryable, caller: Caller, metadata?: Record<string, unknown>) {
-    if (!metadata) return;
-    checkMetadataSize(metadata);
-    await schemas.check(q, caller.project, metadata);
-  }
-
-  /** Records new content of `file` (uploading), in the caller's transaction. */
+  /**
+   * Records new content of `file` (uploading), in the caller's transaction; its metadata, when given,
+   * replaces the file's once the content is current.
+   */
   async function recordContent(q: Queryable, caller: Caller, file: files.FileRow, content: NewContent) {
-    await checkContentMetadata(q, caller, content.metadata);
+    if (content.metadata) {
+      checkMetadataSize(content.metadata);
+      await schemas.check(q, caller.project, content.metadata);
+    }
     await recordNewContent(q, caller.project.id, file.id, content);
   }
 
@@ -141,33 +138,6 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
       // Not kept, which the answer must say (an S3 PUT overtaken so answers 200: the last writer wins).
       if (outcome.status === 'superseded') throw supersededContent(content.id);
       return { ...outcome, status: outcome.status };
-    },
-
-    /**
-     * The server-side way in for new content of a ready file: `body` becomes it in one request, with
-     * the checksum it verified if any; `guard` runs first in the transaction that records it.
-     */
-    async writeContent(
-      caller: Caller,
-      file: files.FileRow,
-      request: ContentRequest,
-      body: WrittenBody,
-      guard?: WriteGuard,
-    ): Promise<ContentOutcome> {
-      const content = await planContent(caller, file, request);
-      const bytes = restrictsTypes(caller.project, content.token)
-        ? await screenHead(body, content.contentType, file.filename)
-        : body;
-      const object = await store.write(content.storageKey, bytes, content);
-      // The body was read to its end: a checksum its client sent is verified.
-      const sealed = { ...object, checksum: body.checksum };
-      return keepingOnCommit(content.storageKey, () =>
-        db.tx(async (q) => {
-          await guard?.(q);
-          await checkContentMetadata(q, caller, content.metadata);
-          return commitStoredContent(q, caller.project, file, content, sealed);
-        }),
-      );
     },
 
     /**

@@ -11,7 +11,7 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
 import type { ObjectInfo } from '../../infra/storage/object-store.ts';
 import { failpoint } from '../../lib/failpoints.ts';
-import { newId } from '../../lib/ids.ts';
+import { idBeside, newId } from '../../lib/ids.ts';
 import { normalizeMimeType } from '../../lib/mime.ts';
 import { recordEvents } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
@@ -66,8 +66,8 @@ export interface UploadRequest {
 }
 
 /**
- * What a write of a new file at an S3 key made (see writeAtKey): the file; new content of the file
- * that took the key meanwhile; or nothing, a newer write having taken it first.
+ * What a write at an S3 key made (see writeAtKey): a new file; new content of the file there; or
+ * nothing, a newer write having taken the key first.
  */
 export type KeyWrite =
   | { kind: 'file'; file: files.FileRow }
@@ -79,7 +79,7 @@ export type KeyWrite =
  * protocol adapters) declares, receives, seals and commits through it, so that every rule about
  * what may be stored, and every state change, lives here once. Bytes come from a presigned URL
  * (sealed at confirm), from parts (assembled by the multipart service), or from a stream the
- * server receives itself (`writeFile`, `writeContent`).
+ * server receives itself (`writeFile`, `writeAtKey`).
  */
 export function createIngestService(deps: IngestDeps) {
   const { config, db, store, folders, schemas, metrics } = deps;
@@ -354,12 +354,13 @@ export function createIngestService(deps: IngestDeps) {
     },
 
     /**
-     * writeFile at a key that shows one file (an S3 key) and showed the caller none as the write
-     * began: `holder` answers, with the key held until the transaction ends, the file the caller sees
-     * there now. None: the file is recorded. One made after this write began, a newer write committed
-     * first: this one is overtaken and not kept (S3's last writer wins), its bytes removed. One made
-     * before it, recorded since: the bytes become its new content, as had the key shown it at first
-     * (unless it is not ready, which takes no new content: then, as then, a file of its own).
+     * writeFile at a key that shows one file (an S3 key), where what the write makes is decided as it
+     * commits: `holder` answers, with the key held until the transaction ends, the file the caller
+     * sees there now. None: the bytes are a new file. One made after this write began (a newer write,
+     * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes removed.
+     * A ready one made before: the bytes become its new content (a new version where the project
+     * keeps them), in this write's place in time. One not ready yet takes no new content: the bytes are
+     * a file of their own, which the key shows over it.
      */
     async writeAtKey(
       caller: Caller,
@@ -378,7 +379,7 @@ export function createIngestService(deps: IngestDeps) {
             // Planned as a new file's, checked as one: as on any write, the token's metadata wins.
             const content = {
               ...planned,
-              id: newId('ver'),
+              id: idBeside('ver', planned.fileId),
               metadata: request.metadata && { ...request.metadata, ...token?.metadata },
               httpHeaders: request.http_headers,
             };

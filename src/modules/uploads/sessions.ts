@@ -3,7 +3,7 @@ import { invalidState, isDomainError } from '../../domain/errors.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
-import { newId } from '../../lib/ids.ts';
+import { idBeside } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import { commitFile } from '../ingest/commit.ts';
 import {
@@ -135,7 +135,8 @@ export function createSessionLifecycle(deps: {
     if (!own) throw invalidState('The file is no longer uploading');
     await files.markFailedUploadCollected(q, own.id);
     const content = {
-      id: newId('ver'),
+      // In the upload's place in time: a write to the file begun after it and committed first wins.
+      id: idBeside('ver', session.file_id),
       storageKey: session.storage_key,
       size: sealed.size,
       contentType: own.content_type,

@@ -5,7 +5,6 @@ import type { AuditContext } from '../../modules/audit/schemas.ts';
 import { findByKey } from '../../modules/files/key-repo.ts';
 import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import { isVisibleTo, visibleAt } from '../../modules/files/service.ts';
-import type { ContentOutcome } from '../../modules/ingest/content-commit.ts';
 import type { WriteGuard, WrittenBody } from '../../modules/ingest/intake.ts';
 import { firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
@@ -89,19 +88,8 @@ export async function putObject(
     await services.folders.markPath(caller.project.id, place.folderPath, request.guard);
     return { etag: EMPTY_ETAG };
   }
-  const existing = await replaceableAt(services, caller, key);
   const { metadata } = request;
   const http_headers = Object.keys(request.headers).length > 0 ? request.headers : undefined;
-  if (existing) {
-    const outcome = await services.ingest.writeContent(
-      caller,
-      existing,
-      { content_type: request.contentType, size_bytes: request.size, metadata, http_headers },
-      request.body,
-      request.guard,
-    );
-    return contentWritten(services, caller, outcome);
-  }
   const written = await services.ingest.writeAtKey(
     caller,
     {
@@ -120,25 +108,23 @@ export async function putObject(
     },
   );
   if (written.kind === 'overtaken') return { etag: written.etag };
-  if (written.kind === 'content') return contentWritten(services, caller, written.outcome);
+  if (written.kind === 'content') {
+    const { outcome } = written;
+    return {
+      // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
+      etag: outcome.etag,
+      file: outcome.file,
+      versionId: await writtenVersion(services, caller, outcome.file, {
+        contentId: outcome.version_id,
+        superseded: outcome.status === 'superseded',
+      }),
+    };
+  }
   const { file } = written;
   return {
     etag: etagOf(file),
     file,
     versionId: await writtenVersion(services, caller, file, { contentId: null }),
-  };
-}
-
-/** What a write that made new content of a file answers: its bytes' ETag, the file and its version. */
-async function contentWritten(services: ObjectServices, caller: Caller, outcome: ContentOutcome) {
-  return {
-    // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
-    etag: outcome.etag,
-    file: outcome.file,
-    versionId: await writtenVersion(services, caller, outcome.file, {
-      contentId: outcome.version_id,
-      superseded: outcome.status === 'superseded',
-    }),
   };
 }
 

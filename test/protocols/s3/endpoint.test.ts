@@ -108,19 +108,18 @@ async function bucketWith(
 }
 
 /**
- * Makes the store's next write run `cutIn` once its bytes are stored, before the write is recorded: a
- * write that lands between a conditional write's check and its record. Answers the undoing function.
+ * Makes the store's next writes run `cutIns`, one each, in turn, once its bytes are stored and before
+ * the write is recorded: a write that lands between a write's check and its record. Answers the
+ * undoing function.
  */
-function cutInAfterNextWrite(cutIn: () => Promise<unknown>): () => void {
+function cutInAfterNextWrite(...cutIns: (() => Promise<unknown>)[]): () => void {
   const { store } = coffer.services;
   const write = store.write;
-  let pending = true;
+  let next = 0;
   store.write = async (...args: Parameters<typeof store.write>) => {
+    const cutIn = cutIns[next++];
     const written = await write.apply(store, args);
-    if (pending) {
-      pending = false;
-      await cutIn();
-    }
+    await cutIn?.();
     return written;
   };
   return () => {
@@ -1554,8 +1553,6 @@ describe('the S3 endpoint', () => {
       const bucket = await bucketWith({ versioning_enabled });
       const { client, name, project } = bucket;
       const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body }));
-      const { store } = coffer.services;
-      const write = store.write;
       // The older write's bytes are stored and held there; the newer one then finds the key free,
       // stores its bytes, and lets the older one record its file before it records its own write.
       let holding!: () => void;
@@ -1567,26 +1564,23 @@ describe('the S3 endpoint', () => {
         release = resolve;
       });
       let older: Promise<Awaited<ReturnType<typeof put>>> | undefined;
-      let calls = 0;
-      store.write = async (...args: Parameters<typeof store.write>) => {
-        const call = ++calls;
-        const written = await write.apply(store, args);
-        if (call === 1) {
+      const undo = cutInAfterNextWrite(
+        () => {
           holding();
-          await gate;
-        } else if (call === 2) {
+          return gate;
+        },
+        () => {
           release();
-          await older;
-        }
-        return written;
-      };
+          return older!;
+        },
+      );
       let newer: Awaited<ReturnType<typeof put>>;
       try {
         older = put('older');
         await held;
         newer = await put('newer');
       } finally {
-        store.write = write;
+        undo();
       }
       const first = await older;
       expect(newer.ETag).toBe(`"${md5('newer')}"`);
@@ -1603,6 +1597,50 @@ describe('the S3 endpoint', () => {
       await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'm.txt' }));
       expect((await shownOf(bucket, 'm.txt')).listed).toEqual([]);
     });
+    it(`merges a PutObject of a new key in its place in time: a newer write over the file there that committed first stays (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name } = bucket;
+      const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'p.txt', Body }));
+      // 'first' is held once its bytes are stored; 'second' then finds the key free and stores its
+      // bytes; 'first' records its file, and 'third', begun after 'second', writes over that file.
+      let holding!: () => void;
+      const held = new Promise<void>((resolve) => {
+        holding = resolve;
+      });
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let first: ReturnType<typeof put> | undefined;
+      let third: Awaited<ReturnType<typeof put>> | undefined;
+      const undo = cutInAfterNextWrite(
+        () => {
+          holding();
+          return gate;
+        },
+        async () => {
+          release();
+          await first;
+          third = await put('third');
+        },
+      );
+      let second: Awaited<ReturnType<typeof put>>;
+      try {
+        first = put('first');
+        await held;
+        second = await put('second');
+      } finally {
+        undo();
+      }
+      expect(second.ETag).toBe(`"${md5('second')}"`);
+      expect(second.VersionId).toBeUndefined();
+      expect(await shownOf(bucket, 'p.txt')).toEqual({
+        got: 'third',
+        listed: [['p.txt', third!.ETag]],
+        versions: versioning_enabled ? [third!.VersionId, (await first)!.VersionId] : ['null'],
+      });
+    });
+
     it(`keeps one file at a new key two multipart uploads of it complete, the newer one's bytes current (${bucketing})`, async () => {
       const bucket = await bucketWith({ versioning_enabled });
       const { client, name, project } = bucket;
@@ -1636,6 +1674,23 @@ describe('the S3 endpoint', () => {
       });
       await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'u.txt' }));
       expect((await shownOf(bucket, 'u.txt')).listed).toEqual([]);
+    });
+
+    it(`merges a multipart upload of a new key in its place in time: a newer write over the file there stays (${bucketing})`, async () => {
+      const bucket = await bucketWith({ versioning_enabled });
+      const { client, name } = bucket;
+      const completeOlder = await uploadOf(bucket, 'w.txt', 'older parts');
+      const completeNewer = await uploadOf(bucket, 'w.txt', 'newer parts');
+      const older = await completeOlder();
+      // Begun after the newer upload, over the file the older one made, and committed before it completes.
+      const put = await client.send(new PutObjectCommand({ Bucket: name, Key: 'w.txt', Body: 'put' }));
+      const newer = await completeNewer();
+      expect(newer.VersionId).toBeUndefined();
+      expect(await shownOf(bucket, 'w.txt')).toEqual({
+        got: 'put',
+        listed: [['w.txt', put.ETag]],
+        versions: versioning_enabled ? [put.VersionId, older.VersionId] : ['null'],
+      });
     });
 
     it(`keeps one file at a new key where the newer of two multipart uploads of it completed first (${bucketing})`, async () => {
