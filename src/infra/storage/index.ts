@@ -31,7 +31,7 @@ export async function createObjectStore(
 ): Promise<ObjectStore> {
   const store =
     storage.kind === 's3'
-      ? (await import('./s3.ts')).createS3Store(storage)
+      ? (await import('./s3/store.ts')).createS3Store(storage)
       : createLocalStore({
           dir: join(local.dataDir, 'objects'),
           publicUrl: local.publicUrl,

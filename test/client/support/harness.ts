@@ -151,7 +151,7 @@ export async function download(url: string): Promise<Buffer> {
 /**
  * The part number of a presigned part PUT (`part=` of Coffer's query, `partNumber=` of S3's),
  * undefined for a whole-object PUT on local storage. On S3 a whole-object URL is itself part 1 of
- * a one-part multipart upload (see src/infra/storage/s3.ts), so it reads 1.
+ * a one-part multipart upload (see src/infra/storage/s3/presigned-urls.ts), so it reads 1.
  */
 export function partOf(url: string): number | undefined {
   const query = new URL(url, 'http://x').searchParams;
