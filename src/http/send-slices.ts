@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { BUFFER_SIZE, type Slice } from '../infra/storage/local/store.ts';
+import { BUFFER_SIZE, type Slice } from '../infra/storage/local/slices.ts';
 
 /** Adds bytes to a transfer counter. */
 export type Count = (bytes: number) => void;

@@ -6,7 +6,7 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import { ImageError } from '../../infra/images/errors.ts';
 import { CONTENT_TYPE_OF, type RenderSpec } from '../../infra/images/render.ts';
-import type { Slice } from '../../infra/storage/local/store.ts';
+import type { Slice } from '../../infra/storage/local/slices.ts';
 import { isStoreError, type ObjectStore } from '../../infra/storage/object-store.ts';
 import { anyEtag, listsEtag } from '../../lib/etag.ts';
 import { hmacHex, safeEqual } from '../../lib/secrets.ts';

@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { Caller } from '../../domain/principal.ts';
 import { parseRange } from '../../http/range.ts';
-import { isLocalStore, type Slice } from '../../infra/storage/local/store.ts';
+import type { Slice } from '../../infra/storage/local/slices.ts';
+import { isLocalStore } from '../../infra/storage/local/store.ts';
 import {
   type ByteRange,
   isStoreError,

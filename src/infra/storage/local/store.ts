@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { constants, createReadStream } from 'node:fs';
-import { access, mkdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, mkdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import {
   assertKey,
   type ByteRange,
@@ -16,22 +16,12 @@ import {
   StoreError,
 } from '../object-store.ts';
 import { DeleteHold } from './delete-hold.ts';
-import {
-  failing,
-  gather,
-  isMissing,
-  type Limits,
-  linkNew,
-  NEWLINE,
-  readLine,
-  SMALL_BODY,
-  writeAtomic,
-  writeNew,
-  writeStream,
-} from './files.ts';
+import { failing, SMALL_BODY } from './files.ts';
 import { checkUploadId, LocalMultipart } from './multipart.ts';
+import { LocalObjects } from './objects.ts';
 import { checkPartSize } from './parts.ts';
 import { type SignedUrl, signedQuery, type UploadUrl, unixSeconds, verifySignedUrl } from './signed-urls.ts';
+import { type Located, type Slice, sliceStream } from './slices.ts';
 import { removeStaleTemps } from './stale.ts';
 
 /**
@@ -50,25 +40,6 @@ import { removeStaleTemps } from './stale.ts';
  */
 
 const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
-/** How much of an object's file is read at a time, streamed or sent. */
-export const BUFFER_SIZE = 1024 * 1024;
-const META = '.meta.json';
-/** Beside an assembled multipart object: its part files, in order. */
-const PARTS = '.parts';
-
-/** Bytes `start`..`end` (inclusive) of the file at `path`; `bytes` are they, when already read. */
-export interface Slice {
-  path: string;
-  start: number;
-  end: number;
-  bytes?: Buffer;
-}
-
-/** An object of the local store: what head() tells, and where its bytes lie. */
-export interface Located extends ObjectInfo {
-  /** The bytes of `range` (default: all), in order. */
-  slices(range?: ByteRange): Slice[];
-}
 
 export interface LocalObjectStore extends ObjectStore {
   readonly kind: 'local';
@@ -107,18 +78,6 @@ export interface LocalObjectStore extends ObjectStore {
 
 export const isLocalStore = (store: ObjectStore): store is LocalObjectStore => store.kind === 'local';
 
-/** The bytes of `slices` (see Located), in order, as one stream: what `read` answers. */
-function sliceStream(slices: Slice[]): Readable {
-  return Readable.from(
-    (async function* () {
-      for (const { bytes, ...slice } of slices) {
-        if (bytes) yield bytes;
-        else yield* createReadStream(slice.path, { ...slice, highWaterMark: BUFFER_SIZE });
-      }
-    })(),
-  );
-}
-
 function checkContentType(contentType: string): void {
   if (typeof contentType !== 'string' || !CONTENT_TYPE.test(contentType))
     throw new StoreError('InvalidArgument', 'Invalid content type');
@@ -132,6 +91,7 @@ class LocalStore implements LocalObjectStore {
   readonly #secret: string;
   /** Where files are written before they are renamed into place. */
   readonly #tmp: string;
+  readonly #objects: LocalObjects;
   readonly #multipart: LocalMultipart;
   readonly #deletes = new DeleteHold();
 
@@ -140,15 +100,8 @@ class LocalStore implements LocalObjectStore {
     this.#publicUrl = options.publicUrl.replace(/\/+$/, '');
     this.#secret = options.secret;
     this.#tmp = join(this.dir, '.tmp');
-    this.#multipart = new LocalMultipart({
-      dir: this.dir,
-      tmp: this.#tmp,
-      objects: {
-        segmentsFolder: (key) => this.#path(key) + PARTS,
-        refuseExisting: (key) => this.#refuseExisting(key),
-        writeSidecar: (key, meta) => this.#writeSidecar(key, meta),
-      },
-    });
+    this.#objects = new LocalObjects({ dir: this.dir, tmp: this.#tmp });
+    this.#multipart = new LocalMultipart({ dir: this.dir, tmp: this.#tmp, objects: this.#objects });
   }
 
   async presignUpload(
@@ -200,7 +153,7 @@ class LocalStore implements LocalObjectStore {
 
   async head(key: string): Promise<ObjectInfo | undefined> {
     assertKey(key);
-    const meta = await this.#readMeta(key);
+    const meta = await this.#objects.readMeta(key);
     return meta && { size: meta.size, etag: meta.etag, sha256: meta.sha256 };
   }
 
@@ -208,7 +161,7 @@ class LocalStore implements LocalObjectStore {
   async headPart(key: string, partNumber: number): Promise<ObjectPart | undefined> {
     assertKey(key);
     checkPartNumber(partNumber);
-    const meta = await this.#readMeta(key);
+    const meta = await this.#objects.readMeta(key);
     if (!meta) return undefined;
     const sizes = meta.segments ?? [meta.size];
     if (partNumber > sizes.length) {
@@ -226,36 +179,7 @@ class LocalStore implements LocalObjectStore {
 
   async locate(key: string): Promise<Located | undefined> {
     assertKey(key);
-    const path = this.#path(key);
-    const meta = await this.#readMeta(key);
-    if (!meta) return undefined;
-    const pieces: { path: string; size: number; at: number; bytes?: Buffer }[] = meta.segments
-      ? meta.segments.map((size, index) => ({ path: join(path + PARTS, String(index)), size, at: 0 }))
-      : meta.inlineAt !== undefined
-        ? [{ path: path + META, size: meta.size, at: meta.inlineAt, bytes: meta.inline }]
-        : [{ path, size: meta.size, at: 0 }];
-    const slices = (range?: ByteRange): Slice[] => {
-      const start = range?.start ?? 0;
-      const end = range?.end ?? meta.size - 1;
-      const found: Slice[] = [];
-      let offset = 0;
-      for (const piece of pieces) {
-        const from = Math.max(start, offset);
-        const to = Math.min(end, offset + piece.size - 1);
-        if (from <= to) {
-          const bytes = piece.bytes?.subarray(from - offset, to - offset + 1);
-          found.push({
-            path: piece.path,
-            start: piece.at + from - offset,
-            end: piece.at + to - offset,
-            bytes,
-          });
-        }
-        offset += piece.size;
-      }
-      return found;
-    };
-    return { size: meta.size, etag: meta.etag, sha256: meta.sha256, slices };
+    return this.#objects.locate(key);
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
@@ -275,11 +199,7 @@ class LocalStore implements LocalObjectStore {
 
   async objectFiles(key: string): Promise<string[]> {
     assertKey(key);
-    const meta = await this.#readMeta(key);
-    if (!meta) return [];
-    if (meta.inlineAt !== undefined) return [key + META];
-    const bytes = meta.segments ? meta.segments.map((_, index) => `${key}${PARTS}/${index}`) : [key];
-    return [...bytes, key + META];
+    return this.#objects.objectFiles(key);
   }
 
   holdDeletes(): () => void {
@@ -288,29 +208,14 @@ class LocalStore implements LocalObjectStore {
 
   async ownFile(key: string): Promise<{ path: string; size: number } | undefined> {
     assertKey(key);
-    const meta = await this.#readMeta(key);
-    if (!meta) throw new StoreError('NoSuchKey', 'Object not found');
-    if (meta.segments || meta.inlineAt !== undefined) return undefined;
-    return { path: this.#path(key), size: meta.size };
+    return this.#objects.ownFile(key);
   }
 
   /** Multipart uploads live apart from the key (under their id) and end only by complete or abort. */
   async delete(key: string): Promise<void> {
     assertKey(key);
     await this.#deletes.released();
-    const path = this.#path(key);
-    await rm(path + META, { force: true });
-    await rm(path, { force: true });
-    await rm(path + PARTS, { recursive: true, force: true });
-    // Prune the folders the key leaves empty; an object being stored into one of them makes it again.
-    const segments = key.split('/');
-    for (let depth = segments.length - 1; depth > 0; depth--) {
-      try {
-        await rmdir(join(this.dir, ...segments.slice(0, depth)));
-      } catch {
-        break;
-      }
-    }
+    await this.#objects.remove(key);
   }
 
   write(key: string, body: Readable, options: { size: number; contentType: string }): Promise<ObjectInfo> {
@@ -318,7 +223,7 @@ class LocalStore implements LocalObjectStore {
       assertKey(key);
       checkContentType(options.contentType);
       checkWriteSize(options.size);
-      if (options.size > SMALL_BODY) await this.#refuseExisting(key);
+      if (options.size > SMALL_BODY) await this.#objects.refuseExisting(key);
       // The ETag of an object written here is S3's, the MD5 of its bytes, for the S3 endpoint's clients.
       const md5 = createHash('md5');
       const hashed = async function* () {
@@ -327,7 +232,7 @@ class LocalStore implements LocalObjectStore {
           yield chunk;
         }
       };
-      return this.#storeObject(key, hashed(), { exact: options.size, max: options.size }, () =>
+      return this.#objects.storeObject(key, hashed(), { exact: options.size, max: options.size }, () =>
         md5.digest('hex'),
       );
     });
@@ -340,8 +245,8 @@ class LocalStore implements LocalObjectStore {
   async #receive(url: UploadUrl, body: AsyncIterable<Buffer>): Promise<string> {
     if (url.kind === 'put') {
       // A small body is read before anything is written anyway, and its link refuses an existing object.
-      if (url.size > SMALL_BODY) await this.#refuseExisting(url.key);
-      const info = await this.#storeObject(url.key, body, { exact: url.size, max: url.size });
+      if (url.size > SMALL_BODY) await this.#objects.refuseExisting(url.key);
+      const info = await this.#objects.storeObject(url.key, body, { exact: url.size, max: url.size });
       return info.etag;
     }
     return this.#multipart.receivePart(url, body);
@@ -443,105 +348,6 @@ class LocalStore implements LocalObjectStore {
 
   #url(url: SignedUrl): string {
     return `${this.#publicUrl}/objects/${url.key}?${signedQuery(this.#secret, url)}`;
-  }
-
-  #path(key: string): string {
-    return join(this.dir, ...key.split('/'));
-  }
-
-  /**
-   * Keys name one immutable object: an uploaded one is never replaced through a still-valid URL.
-   * Only whether its sidecar exists (a read of it cost four system calls per PUT).
-   */
-  async #refuseExisting(key: string): Promise<void> {
-    try {
-      await access(this.#path(key) + META);
-    } catch (error) {
-      if (isMissing(error)) return;
-      throw error;
-    }
-    throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
-  }
-
-  /**
-   * Writes `source` as the object `key`, then its sidecar (which makes it visible). The key is claimed
-   * with a hard link, which fails when it exists: of concurrent PUTs through one URL exactly one wins,
-   * and no bytes ever replace an object (a rename would).
-   */
-  async #storeObject(
-    key: string,
-    source: AsyncIterable<Buffer>,
-    limits: Limits,
-    etagOf?: () => string,
-  ): Promise<ObjectInfo> {
-    const path = this.#path(key);
-    if (limits.exact !== undefined && limits.exact <= SMALL_BODY)
-      return this.#storeInline(key, source, limits, etagOf);
-    const { size, digest } = await writeStream(this.#tmp, source, limits, 'sha256', async (tmp) => {
-      // A delete of another key in the same folder (the bytes of a tus upload that went into a part,
-      // while its next bytes are stored) may prune the folder (see linkNew). An object stored meanwhile
-      // makes the link fail (its bytes are linked before its sidecar is written, and deleted after it).
-      if (!(await linkNew(tmp, path))) {
-        throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
-      }
-      await unlink(tmp).catch((error: unknown) => {
-        if (!isMissing(error)) throw error;
-      });
-    });
-    const info: ObjectInfo = { size, etag: `"${etagOf?.() ?? digest}"`, sha256: digest };
-    try {
-      await this.#writeSidecar(key, info);
-    } catch (error) {
-      // Without its sidecar the object does not exist: its bytes go too, so that the URL can be used again.
-      await rm(path, { force: true }).catch(() => undefined);
-      throw error;
-    }
-    return info;
-  }
-
-  /** A small object stored in its sidecar (see the layout above); claimed, as any object is, only when absent. */
-  async #storeInline(
-    key: string,
-    source: AsyncIterable<Buffer>,
-    limits: Limits,
-    etagOf?: () => string,
-  ): Promise<ObjectInfo> {
-    const bytes = await gather(source, limits);
-    const sha256 = createHash('sha256').update(bytes).digest('hex');
-    const info: ObjectInfo = { size: bytes.length, etag: `"${etagOf?.() ?? sha256}"`, sha256 };
-    const line = Buffer.from(`${JSON.stringify({ ...info, inline: true })}\n`);
-    if (!(await writeNew(this.#tmp, this.#path(key) + META, Buffer.concat([line, bytes])))) {
-      throw new StoreError('AlreadyExists', 'The object has already been uploaded', { key });
-    }
-    return info;
-  }
-
-  /**
-   * The sidecar of `key`, none when the object does not exist; `inlineAt` is where the bytes of an
-   * object stored in its sidecar begin, and `inline` those bytes when the read of its line brought
-   * them all (a small object); a larger one's are left to `read`.
-   */
-  async #readMeta(
-    key: string,
-  ): Promise<(ObjectInfo & { segments?: number[]; inlineAt?: number; inline?: Buffer }) | undefined> {
-    let read: { line: Buffer; after: Buffer };
-    try {
-      read = await readLine(this.#path(key) + META);
-    } catch (error) {
-      if (isMissing(error)) return undefined;
-      throw error;
-    }
-    const { line, after } = read;
-    // A newline ends the line of a sidecar that holds its object's bytes (JSON never has a raw one).
-    if (line.at(-1) !== NEWLINE) return JSON.parse(line.toString('utf8'));
-    const { inline: _, ...meta } = JSON.parse(line.toString('utf8'));
-    // A small object came whole with its line: it is served from memory.
-    return { ...meta, inlineAt: line.length, inline: after.length === meta.size ? after : undefined };
-  }
-
-  /** Writes the sidecar of the object `key`, which makes it exist (an assembled one lists its segments). */
-  #writeSidecar(key: string, meta: ObjectInfo & { segments?: number[] }): Promise<void> {
-    return writeAtomic(this.#tmp, this.#path(key) + META, JSON.stringify(meta));
   }
 }
 
