@@ -10,7 +10,7 @@ import {
 } from '../ingest/content-repo.ts';
 import { forgetRenditions, renditionKeysOf } from '../renditions/repo.ts';
 import { versionKeysOf } from '../versions/repo.ts';
-import * as repo from './repo.ts';
+import * as repo from './collector-repo.ts';
 import { removeStaleUploads } from './stale-uploads.ts';
 
 /** What a pass takes at most of each kind of garbage. */

@@ -21,6 +21,7 @@ import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
 import { heldAt } from './key-repo.ts';
+import { type FileFilters, listFiles } from './list-repo.ts';
 import * as repo from './repo.ts';
 import {
   checkMetadataSize,
@@ -180,7 +181,7 @@ export function createFileService(deps: {
       if (query.cursor !== undefined && !isId('file', query.cursor)) {
         throw badRequest('cursor must be a next_cursor value from a previous page', { field: 'cursor' });
       }
-      const filters: repo.FileFilters = {
+      const filters: FileFilters = {
         folderId: query.folder_id === 'root' ? null : query.folder_id,
         q: query.q,
         tags: query.tags?.map((tag) => tag.trim()),
@@ -192,7 +193,7 @@ export function createFileService(deps: {
         sizeMax: query.size_max === undefined ? undefined : Math.floor(query.size_max),
         metadata: parseMetadataFilter(query.metadata),
       };
-      const { rows, total } = await repo.listFiles(db, caller.project.id, filters, query);
+      const { rows, total } = await listFiles(db, caller.project.id, filters, query);
       const hasMore = rows.length > query.limit;
       const items = rows.slice(0, query.limit).map(repo.toFileObject);
       return {

@@ -2,7 +2,7 @@ import type { Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { isContentUploadingTo } from '../ingest/content-repo.ts';
 import { findProject } from '../projects/repo.ts';
-import { isUploadingTo } from './repo.ts';
+import { isUploadingTo } from './collector-repo.ts';
 
 /** The project id of a key Coffer made (`<project_id>/<file_id>/<id>`); undefined for any other key. */
 const PROJECT_OF_KEY = /^(proj_[A-Za-z0-9]+)\/file_[A-Za-z0-9]+\/[A-Za-z0-9_-]+$/;
