@@ -256,6 +256,11 @@ export function s3Routes(deps: {
       const query = new URLSearchParams(rawQuery);
       const operation = operationOf(request.method, target, query);
       named.set(request, operationName(operation, request, query));
+      // A browser-based upload (POST Object, as boto3's generate_presigned_post makes it) is signed in its
+      // form fields, not in the request: refused as not served, whatever the form holds, rather than
+      // as a request that carries no signature.
+      if (operation === 'POST bucket')
+        throw notImplemented('POST Object (a browser-based upload with a POST policy)');
       const handler = operations[operation];
       // A read of an object looks its file up with the credential: one round trip where neither is cached.
       const reads = operation === 'GET object' || operation === 'HEAD object';

@@ -347,4 +347,34 @@ print(s3.head_object(Bucket=bucket, Key='py/small.txt')['Metadata'])
       checksum_sha256: sha256(data),
     });
   });
+
+  it("answers a form upload of generate_presigned_post as not served, in S3's XML", async () => {
+    const s = await setup();
+    const script = `
+import sys, json, boto3
+from botocore.config import Config
+endpoint, key, secret, bucket = sys.argv[1:5]
+s3 = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                  region_name='us-east-1', config=Config(signature_version='s3v4', s3={'addressing_style': 'path'}))
+print(json.dumps(s3.generate_presigned_post(bucket, 'form/posted.txt', ExpiresIn=300)))
+`;
+    const { stdout } = await run(clients.python!, [
+      '-c',
+      script,
+      s.endpoint,
+      s.accessKeyId,
+      s.secret,
+      s.bucket,
+    ]);
+    const post: { url: string; fields: Record<string, string> } = JSON.parse(stdout);
+    // As a browser sends the form: its fields, then the file.
+    const form = new FormData();
+    for (const [name, value] of Object.entries(post.fields)) form.append(name, value);
+    form.append('file', new Blob(['posted']), 'posted.txt');
+    const answer = await fetch(post.url, { method: 'POST', body: form });
+    expect(answer.status).toBe(501);
+    expect(answer.headers.get('content-type')).toMatch(/^application\/xml/);
+    expect(await answer.text()).toContain('<Code>NotImplemented</Code>');
+    expect([...(await filesOf(s.project)).keys()]).toEqual([]);
+  });
 });
