@@ -1,5 +1,6 @@
 import mimeDb from 'mime-db';
 import { validationError } from '../../domain/errors.ts';
+import { CLIENT_TYPES } from './client-types.ts';
 
 export const FILE_STATUSES = ['uploading', 'processing', 'ready', 'failed', 'quarantined'] as const;
 export type FileStatus = (typeof FILE_STATUSES)[number];
@@ -79,32 +80,6 @@ for (const [type, entry] of Object.entries(mimeDb)) {
   }
 }
 
-/**
- * Types that common clients send for an extension although the registry does not list them, by
- * where the clients take them from:
- * - Windows' registry, which browsers there read: `.csv` is Excel's.
- * - Debian's /etc/mime.types, which Python's `mimetypes` (and so the aws cli) reads on Linux, and
- *   freedesktop's shared-mime-info, which browsers read on Linux: C, C++ and Java sources, `.ts` as
- *   Qt Linguist, `.srt` as plain text (Python's own table has that one too).
- * - shared-mime-info alone: shell scripts and logs.
- * - Python's own table before 3.12: `.mjs` as the older JavaScript type.
- */
-const CLIENT_TYPES = new Map([
-  ['csv', 'application/vnd.ms-excel'],
-  ['c', 'text/x-csrc'],
-  ['h', 'text/x-chdr'],
-  ['cc', 'text/x-c++src'],
-  ['cpp', 'text/x-c++src'],
-  ['cxx', 'text/x-c++src'],
-  ['hh', 'text/x-c++hdr'],
-  ['java', 'text/x-java'],
-  ['ts', 'text/vnd.trolltech.linguist'],
-  ['srt', 'text/plain'],
-  ['sh', 'application/x-shellscript'],
-  ['log', 'text/x-log'],
-  ['mjs', 'application/javascript'],
-]);
-
 /** Suffixes that wrap a file in compression: the type clients declare is the wrapped file's. */
 const COMPRESSIONS = ['gz', 'bz2', 'xz', 'zst', 'br'] as const;
 export type Compression = (typeof COMPRESSIONS)[number];
@@ -174,7 +149,7 @@ function spellingsOf(contentType: string): string[] {
 /** Whether `extension` can hold `contentType`: an unknown extension can hold anything. */
 function extensionHolds(extension: string, contentType: string): boolean {
   const known = typesByExtension.get(extension);
-  if (known === undefined || CLIENT_TYPES.get(extension) === contentType) return true;
+  if (known === undefined || CLIENT_TYPES.get(extension)?.includes(contentType)) return true;
   if (spellingsOf(contentType).some((spelling) => known.has(spelling))) return true;
   // Clients send text/plain for text they have no name for (C sources, say).
   return contentType === 'text/plain' && [...known].every((type) => type.startsWith('text/'));
