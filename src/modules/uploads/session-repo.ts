@@ -153,10 +153,14 @@ export async function claimCompleting(q: Queryable, id: string, conditional: boo
   return rows.length > 0;
 }
 
-/** Moves an open session's expiry to `expiresAt` (its upload made progress); false when it is not open. */
+/**
+ * Moves an open session's expiry to `expiresAt` (its upload made progress); false when it is not open,
+ * or past its expiry already (expired, though the reaper has not come yet: never revived).
+ */
 export async function extendSession(q: Queryable, id: string, expiresAt: Date): Promise<boolean> {
   const rows = await q.query(
-    `UPDATE multipart_sessions SET expires_at = $2 WHERE id = $1 AND status = 'open' RETURNING id`,
+    `UPDATE multipart_sessions SET expires_at = $2
+     WHERE id = $1 AND status = 'open' AND expires_at > now() RETURNING id`,
     [id, expiresAt],
   );
   return rows.length > 0;

@@ -32,9 +32,15 @@ export interface Incoming {
 /**
  * Takes the lock of upload `uploadId` for a PATCH receiving `incoming`, waiting a few seconds for a
  * stalled holder to be overtaken; 423 when another PATCH is still receiving bytes. The lock is renewed
- * while bytes arrive (and, once they all have, while the store works); taken away, it ends the body.
+ * while bytes arrive (and, once they all have, while the store works), `progressed` called each time
+ * they did; taken away, it ends the body.
  */
-export async function lockUpload(db: Db, uploadId: string, incoming: Incoming): Promise<UploadLock> {
+export async function lockUpload(
+  db: Db,
+  uploadId: string,
+  incoming: Incoming,
+  progressed?: () => void,
+): Promise<UploadLock> {
   const id = randomUUID();
   const deadline = Date.now() + WAIT_MS;
   let upload = await acquireLock(db, uploadId, id, LEASE_SECONDS, STALL_SECONDS);
@@ -46,9 +52,10 @@ export async function lockUpload(db: Db, uploadId: string, incoming: Incoming): 
   let seen = incoming.received();
   const timer = setInterval(() => {
     const now = incoming.received();
-    const progressed = now !== seen || incoming.stream.readableEnded;
+    const moved = now !== seen || incoming.stream.readableEnded;
     seen = now;
-    renewLock(db, uploadId, id, progressed).then(
+    if (moved) progressed?.();
+    renewLock(db, uploadId, id, moved).then(
       (held) => {
         if (!held) {
           clearInterval(timer);

@@ -23,6 +23,7 @@ import type { IngestService } from '../../modules/ingest/service.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { ByteCutter } from './cutter.ts';
+import { expiryWhileWriting } from './expiry.ts';
 import { type Incoming, lockUpload, releaseStalledPatch } from './lock.ts';
 import { offsetMismatch, pastMaxObject, uploadGone, uploadLocked, uploadRequestOf } from './protocol.ts';
 import { Spool } from './spool.ts';
@@ -177,6 +178,19 @@ export function createTusUploads(deps: {
   }
 
   /**
+   * A PATCH's failure as tus names it: 410 when the upload was terminated or expired while the PATCH
+   * wrote it (the session refusing a part as no longer open, the store its parts as unknown), as any
+   * later request is answered.
+   */
+  async function goneIfEnded(caller: Caller, id: string, error: unknown): Promise<unknown> {
+    const status = await load(caller, id).then(
+      ({ session }) => session?.status,
+      () => undefined,
+    );
+    return status === 'aborted' || status === 'expired' ? uploadGone(status) : error;
+  }
+
+  /**
    * HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). A finished
    * upload's offset and length are its file's, whatever its last PATCH could record. One being
    * completed answers the offset recorded before its last PATCH: the completion may still fail, and a
@@ -213,7 +227,8 @@ export function createTusUploads(deps: {
     // A chunked body is stored from a temporary file: the store reading it is progress too.
     let spool: Spool | undefined;
     const incoming = { stream: body.stream, received: () => body.received() + (spool?.fed ?? 0) };
-    const lock = await lockUpload(db, upload.id, incoming).catch((error: unknown) => {
+    const expiry = expiryWhileWriting(multipart, session.session);
+    const lock = await lockUpload(db, upload.id, incoming, expiry.progressed).catch((error: unknown) => {
       void staged?.discard();
       throw error;
     });
@@ -348,8 +363,10 @@ export function createTusUploads(deps: {
       }
       if (length !== null && at.offset === length)
         return stateOf({ ...current, upload_length: length }, length);
-      const expiresAt = await multipart.prolong(session.session);
+      const expiresAt = await expiry.settle();
       return stateOf({ ...current, upload_length: length }, at.offset, expiresAt);
+    } catch (error) {
+      throw await goneIfEnded(caller, upload.id, error);
     } finally {
       void staged?.discard();
       await spool?.close().catch(() => undefined);

@@ -1,0 +1,118 @@
+import { createHash } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { drain } from '../../support/pipeline.ts';
+import { sleep } from '../../support/processes.ts';
+
+const MiB = 1024 * 1024;
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+// Uploads expire after 2 s without progress: a PATCH lasting longer shows whether its bytes count.
+let coffer: TestCoffer;
+let project: TestProject;
+beforeAll(async () => {
+  coffer = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
+  project = await coffer.newProject();
+});
+afterAll(() => coffer?.close());
+
+const tusHeaders = (extra: Record<string, string> = {}) => ({
+  'tus-resumable': '1.0.0',
+  authorization: `Bearer ${project.key}`,
+  ...extra,
+});
+
+async function create(length: number) {
+  const reply = await request(`${coffer.url}/tus`, 'POST', {
+    headers: tusHeaders({
+      'upload-length': String(length),
+      'upload-metadata': `filename ${b64('slow.bin')}`,
+    }),
+  });
+  expect(reply.status).toBe(201);
+  return { url: reply.headers.get('location')!, fileId: reply.headers.get('x-coffer-file-id')! };
+}
+
+/**
+ * A PATCH at offset 0 whose body, `size` bytes, goes out one MiB every `everyMs`, as a slow link sends
+ * it; `before(sent)` runs before each MiB. Answers the status and body of its answer.
+ */
+function slowPatch(url: string, size: number, everyMs: number, before?: (sent: number) => Promise<void>) {
+  const sent = httpRequest(url, {
+    method: 'PATCH',
+    headers: {
+      ...tusHeaders({ 'content-type': 'application/offset+octet-stream', 'upload-offset': '0' }),
+      'content-length': String(size),
+    },
+  });
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    sent.on('response', (response) => {
+      let body = '';
+      response.on('data', (chunk) => {
+        body += chunk;
+      });
+      response.on('end', () => resolve({ status: response.statusCode!, body }));
+    });
+    sent.on('error', reject);
+  });
+  void (async () => {
+    for (let at = 0; at < size && !sent.destroyed; at += MiB) {
+      await before?.(at);
+      sent.write(Buffer.alloc(Math.min(MiB, size - at), at / MiB));
+      await sleep(everyMs);
+    }
+    sent.end();
+  })();
+  return answer;
+}
+
+describe('tus expiration', () => {
+  it('keeps an upload receiving bytes in one long PATCH from expiring, however long it lasts', async () => {
+    const size = 20 * MiB;
+    const { url, fileId } = await create(size);
+    const heads: { status: number; expires: number }[] = [];
+    // About 5 s for the whole body, more than twice the expiry; a HEAD from elsewhere meanwhile.
+    const answer = await slowPatch(url, size, 250, async (sent) => {
+      if (sent % (4 * MiB) !== 0 || sent === 0) return;
+      const head = await request(url, 'HEAD', { headers: tusHeaders() });
+      heads.push({ status: head.status, expires: Date.parse(head.headers.get('upload-expires')!) });
+    });
+    expect(answer.status, answer.body).toBe(204);
+    expect(heads.map((head) => head.status)).toEqual([200, 200, 200, 200]);
+    // Moved on as the bytes came, not only once they all had.
+    expect(heads.at(-1)!.expires).toBeGreaterThan(heads[0]!.expires);
+    await drain(coffer.services.pipeline);
+    const file = (await project.call('GET', `/files/${fileId}`)).body;
+    expect(file.status).toBe('ready');
+    expect(file.size_bytes).toBe(size);
+    const link = await project.call('GET', `/files/${fileId}/download`);
+    const stored = createHash('sha256').update(Buffer.from(await (await fetch(link.body.url)).arrayBuffer()));
+    const sent = createHash('sha256');
+    for (let at = 0; at < size; at += MiB) sent.update(Buffer.alloc(MiB, at / MiB));
+    expect(stored.digest('hex')).toBe(sent.digest('hex'));
+  });
+
+  it('answers 410 to a PATCH whose upload is terminated while it writes, as HEAD answers after', async () => {
+    const size = 20 * MiB;
+    const { url } = await create(size);
+    let terminated = 0;
+    const answer = await slowPatch(url, size, 50, async (sent) => {
+      if (sent === 4 * MiB) terminated = (await request(url, 'DELETE', { headers: tusHeaders() })).status;
+    });
+    expect(terminated).toBe(204);
+    expect(answer.status, answer.body).toBe(410);
+    expect((await request(url, 'HEAD', { headers: tusHeaders() })).status).toBe(410);
+  });
+
+  it('answers 410 to a PATCH whose bytes stopped past the expiry, its upload not revived when they resume', async () => {
+    const size = 20 * MiB;
+    const { url } = await create(size);
+    // Nothing for longer than the expiry, then bytes again for seconds before the next part.
+    const answer = await slowPatch(url, size, 250, async (sent) => {
+      if (sent === MiB) await sleep(3000);
+    });
+    expect(answer.status, answer.body).toBe(410);
+    expect((await request(url, 'HEAD', { headers: tusHeaders() })).status).toBe(410);
+  });
+});
