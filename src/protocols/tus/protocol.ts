@@ -70,9 +70,9 @@ export const uploadLengthOf = (value: string | string[] | undefined) =>
 /** Padded standard Base64: its alphabet in groups of four, padded with '=' at the end only. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
-/** Upload-Metadata: comma-separated `key base64value` pairs (a value may be absent). */
-export function parseMetadata(header: string | undefined): Map<string, string> {
-  const pairs = new Map<string, string>();
+/** Upload-Metadata: comma-separated `key base64value` pairs (a value may be absent), values as bytes. */
+export function parseMetadata(header: string | undefined): Map<string, Buffer> {
+  const pairs = new Map<string, Buffer>();
   if (!header) return pairs;
   for (const item of header.split(',')) {
     const [key, value, extra] = item.trim().split(' ');
@@ -88,9 +88,24 @@ export function parseMetadata(header: string | undefined): Map<string, string> {
       });
     }
     if (pairs.has(key)) throw badRequest(`Upload-Metadata names ${key} twice`, { field: 'Upload-Metadata' });
-    pairs.set(key, Buffer.from(value ?? '', 'base64').toString('utf8'));
+    pairs.set(key, Buffer.from(value ?? '', 'base64'));
   }
   return pairs;
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The text of a key Coffer reads: UTF-8, refused rather than changed when its bytes are not. */
+function textOf(pairs: Map<string, Buffer>, key: string): string | undefined {
+  const bytes = pairs.get(key);
+  if (bytes === undefined) return undefined;
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw badRequest(`The value of Upload-Metadata key "${key}" is not UTF-8 text`, {
+      field: 'Upload-Metadata',
+    });
+  }
 }
 
 /**
@@ -99,10 +114,10 @@ export function parseMetadata(header: string | undefined): Map<string, string> {
  */
 export function uploadRequestOf(header: string | undefined): Omit<UploadRequest, 'size_bytes'> {
   const pairs = parseMetadata(header);
-  const filename = pairs.get('filename');
+  const filename = textOf(pairs, 'filename');
   if (!filename) throw badRequest('Upload-Metadata must carry filename', { field: 'filename' });
   let metadata: unknown;
-  const json = pairs.get('metadata');
+  const json = textOf(pairs, 'metadata');
   if (json !== undefined) {
     try {
       metadata = JSON.parse(json);
@@ -113,12 +128,12 @@ export function uploadRequestOf(header: string | undefined): Omit<UploadRequest,
       throw badRequest('The metadata key of Upload-Metadata must be a JSON object', { field: 'metadata' });
     }
   }
-  const tags = pairs.get('tags');
+  const tags = textOf(pairs, 'tags');
   return {
     filename,
-    content_type: pairs.get('filetype') || 'application/octet-stream',
+    content_type: textOf(pairs, 'filetype') || 'application/octet-stream',
     type_field: 'filetype',
-    folder_id: pairs.get('folder_id') || null,
+    folder_id: textOf(pairs, 'folder_id') || null,
     tags: tags ? tags.split(',') : undefined,
     metadata: metadata as Record<string, unknown> | undefined,
   };
