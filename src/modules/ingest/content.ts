@@ -169,16 +169,18 @@ export function createContentIngest(deps: IngestDeps, intake: Intake) {
     },
 
     /**
-     * Makes an earlier version the file's content again, recorded as a new version (status unchanged);
-     * a version whose digest was lost (its job gave up) is read again, so the file's checksum follows.
+     * Makes an earlier version the file's content again (status unchanged): recorded as a new version,
+     * or, where the newest version is being removed for good (`recorded: false`), as the version it
+     * is; a version whose digest was lost (its job gave up) is read again, so the file's checksum follows.
      */
     async restore(
       q: Queryable,
       project: Project,
       file: files.FileRow,
       version: Snapshot & { id: string },
+      { recorded = true }: { recorded?: boolean } = {},
     ): Promise<files.FileRow> {
-      await recordVersion(q, file, version, 'restore', { sourceVersionId: version.id });
+      if (recorded) await recordVersion(q, file, version, 'restore', { sourceVersionId: version.id });
       if (version.checksum_sha256 === null) {
         await enqueueJob(q, 'digest', project.id, file.id, null, version.storage_key);
       }

@@ -102,6 +102,15 @@ export async function newestVersionId(q: Queryable, fileId: string): Promise<str
   return row?.id;
 }
 
+/** The version before the file's newest, the content it had before its current one; undefined when none. */
+export async function versionBeforeNewest(q: Queryable, fileId: string): Promise<StoredVersion | undefined> {
+  const [row] = await q.query<Row>(
+    `SELECT ${COLUMNS} FROM file_versions WHERE file_id = $1 ORDER BY version_number DESC OFFSET 1 LIMIT 1`,
+    [fileId],
+  );
+  return row && toVersion(row);
+}
+
 /** The id of the file's first version (its content as first uploaded); undefined when it has none. */
 export async function firstVersionId(q: Queryable, fileId: string): Promise<string | undefined> {
   const [row] = await q.query<{ id: string }>(

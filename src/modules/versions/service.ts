@@ -14,7 +14,14 @@ import {
   visibleFile,
 } from '../files/service.ts';
 import type { IngestService } from '../ingest/service.ts';
-import { deleteVersion, type FileVersion, findVersion, listVersions, newestVersionId } from './repo.ts';
+import {
+  deleteVersion,
+  type FileVersion,
+  findVersion,
+  listVersions,
+  newestVersionId,
+  versionBeforeNewest,
+} from './repo.ts';
 
 export function createVersionService(deps: { db: Db; store: ObjectStore; ingest: IngestService }) {
   const { db, store, ingest } = deps;
@@ -88,22 +95,30 @@ export function createVersionService(deps: { db: Db; store: ObjectStore; ingest:
 
     /**
      * Removes an earlier version for good; its object is collected after the grace period unless the
-     * file still holds it. The newest version is the file's content: it goes only with the file.
+     * file still holds it. The newest version is the file's content: it goes only with the file, or,
+     * `newest: 'reinstate'` (S3's way), the version before it becomes the file's content again; a
+     * file with no version before it is left as it is, answered `undefined`, for its caller to delete.
      */
     async remove(
       caller: Caller,
       fileId: string,
       versionId: string,
       audit: AuditContext,
-    ): Promise<FileVersion> {
+      { newest = 'refuse' }: { newest?: 'refuse' | 'reinstate' } = {},
+    ): Promise<FileVersion | undefined> {
       return db.tx(async (q) => {
-        const file = await fileOf(caller, fileId, q, true);
+        let file = await fileOf(caller, fileId, q, true);
         if (file.legal_hold) throw legalHold();
         const version = await versionOf(q, file.id, versionId);
         if ((await newestVersionId(q, file.id)) === version.id) {
-          throw invalidState("The newest version is the file's content: delete the file instead", {
-            version_id: version.id,
-          });
+          if (newest === 'refuse') {
+            throw invalidState("The newest version is the file's content: delete the file instead", {
+              version_id: version.id,
+            });
+          }
+          const before = await versionBeforeNewest(q, file.id);
+          if (!before) return undefined;
+          file = await ingest.restore(q, caller.project, file, before, { recorded: false });
         }
         const removed = await deleteVersion(q, file.id, version.id);
         if (removed?.last && removed.storage_key !== file.storage_key) {

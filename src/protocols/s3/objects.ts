@@ -8,14 +8,7 @@ import { isVisibleTo, visibleAt } from '../../modules/files/service.ts';
 import type { WriteGuard, WrittenBody } from '../../modules/ingest/intake.ts';
 import { firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
-import {
-  accessDenied,
-  invalidObjectState,
-  invalidRequest,
-  noSuchKey,
-  noSuchVersion,
-  notImplemented,
-} from './errors.ts';
+import { accessDenied, invalidObjectState, invalidRequest, noSuchKey, noSuchVersion } from './errors.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { placeIfAny, placeOf } from './keys.ts';
 
@@ -203,9 +196,9 @@ export async function deleteObject(
 
 /**
  * Deletes one version of the object at `key` for good, named as ListObjectVersions names it: an
- * earlier version goes and the object stays. Where the project keeps no versions the object's only
- * version is `null`, which S3 deletes as the object itself. The newest version is the file's content,
- * which Coffer removes only with the file.
+ * earlier version goes and the object stays; the current version goes and the one before it becomes
+ * current again, or, with none before it, the object goes, as in S3. Where the project keeps no
+ * versions the object's only version is `null`, which S3 deletes as the object itself.
  */
 export async function deleteObjectVersion(
   services: ObjectServices & Pick<Services, 'versions'>,
@@ -222,14 +215,16 @@ export async function deleteObjectVersion(
   }
   const file = await shownAt(services, caller, key);
   if (!file) throw noSuchVersion();
-  const newest = (await newestVersionId(services.db, file.id)) ?? 'null';
-  if (versionId === newest) {
-    throw notImplemented(
-      'Deleting the current version of an object (delete the key, without versionId, to delete it)',
-    );
+  // A file from before the project kept versions shows its content as the version "null".
+  if (versionId === 'null' && (await newestVersionId(services.db, file.id)) === undefined) {
+    return deleteObject(services, caller, key, audit);
   }
   try {
-    await services.versions.remove(caller, file.id, versionId, audit);
+    const removed = await services.versions.remove(caller, file.id, versionId, audit, {
+      newest: 'reinstate',
+    });
+    // The file's only version: the object goes with it.
+    if (!removed) await services.files.remove(caller, file.id, audit);
   } catch (error) {
     if (isDomainError(error, 'LEGAL_HOLD')) throw accessDenied('The object is under a legal hold');
     if (isDomainError(error, 'NOT_FOUND')) throw noSuchVersion();

@@ -348,6 +348,34 @@ print(s3.head_object(Bucket=bucket, Key='py/small.txt')['Metadata'])
     });
   });
 
+  it('empties a versioned bucket with object_versions.delete(), every version of every key', async () => {
+    const s = await setup({ versioning_enabled: true });
+    const script = `
+import sys, boto3
+from botocore.config import Config
+endpoint, key, secret, bucket = sys.argv[1:5]
+s3 = boto3.resource('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                    region_name='us-east-1', config=Config(signature_version='s3v4'))
+b = s3.Bucket(bucket)
+for body in (b'one', b'two', b'three'):
+    b.put_object(Key='kept/a.txt', Body=body)
+b.put_object(Key='b.txt', Body=b'only')
+print(len(list(b.object_versions.all())))
+b.object_versions.delete()
+print(len(list(b.object_versions.all())), len(list(b.objects.all())))
+`;
+    const { stdout } = await run(clients.python!, [
+      '-c',
+      script,
+      s.endpoint,
+      s.accessKeyId,
+      s.secret,
+      s.bucket,
+    ]);
+    expect(stdout.split('\n')).toEqual(['4', '0 0', '']);
+    expect([...(await filesOf(s.project)).keys()]).toEqual([]);
+  });
+
   it("answers a form upload of generate_presigned_post as not served, in S3's XML", async () => {
     const s = await setup();
     const script = `

@@ -157,11 +157,13 @@ async function apply(client: S3Client, Bucket: string, model: BucketModel, paths
       model.delete(path);
       return;
     case 'forget': {
-      // An earlier version, deleted for good; the current one goes only with the key.
+      // A version, deleted for good: the one before the current becomes current when the current one
+      // goes, and the key goes with its last.
       const versions = model.files.get(path) ?? [];
-      if (!model.versioned || versions.length < 2) return;
-      const [version] = versions.splice(1 + (op.version % (versions.length - 1)), 1);
+      if (!model.versioned || versions.length === 0) return;
+      const [version] = versions.splice(op.version % versions.length, 1);
       await client.send(new DeleteObjectCommand({ Bucket, Key: path, VersionId: version!.id }));
+      if (versions.length === 0) model.delete(path);
       return;
     }
     case 'start': {
