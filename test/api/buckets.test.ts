@@ -61,6 +61,11 @@ describe('the bucket of a project', () => {
       expect(bucket).toMatch(BUCKET);
     }
     expect(bucketBase('-a--b-')).toBe('a-b');
+    // Never as S3 reserves: a reserved prefix is dropped, a reserved suffix gets a suffix of its own.
+    const prefixed = await create({ name: `sthree ${unique()}` });
+    expect(prefixed.body.bucket).toMatch(/^b[0-9a-f]{10}$/);
+    const suffixed = await create({ name: `${unique()} s3alias` });
+    expect(suffixed.body.bucket).toMatch(/^b[0-9a-f]{10}-s3alias-[a-z0-9]{6}$/);
     expect(bucketBase(`${'x'.repeat(62)}-yz`)).toBe('x'.repeat(62));
   });
 
@@ -86,6 +91,14 @@ describe('the bucket of a project', () => {
     ['under_score'],
     ['dots.in.name'],
     ['spaces in'],
+    // Prefixes and suffixes S3 reserves for its own buckets and aliases.
+    ['xn--punycode'],
+    ['sthree-bucket'],
+    ['amzn-s3-demo-bucket'],
+    ['bucket-s3alias'],
+    ['bucket--ol-s3'],
+    ['bucket--x-s3'],
+    ['bucket--table-s3'],
   ])('refuses the name %j with 422 VALIDATION_ERROR', async (bucket) => {
     const created = await create({ name: 'Invalid', bucket });
     expectStatus(created, 422);

@@ -1166,13 +1166,13 @@ export interface components {
         };
         CreateProjectRequest: {
             name: string;
-            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. Omitted: derived from the name, with a short suffix when that is taken. */
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit, none of the prefixes (xn--, sthree-, amzn-s3-demo-) and suffixes (-s3alias, --ol-s3, --x-s3, --table-s3) S3 reserves (409 CONFLICT when taken). Set with the admin key only. Omitted: derived from the name, with a short suffix when that is taken. */
             bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };
         UpdateProjectRequest: {
             name?: string;
-            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only. */
+            /** @description The project's bucket on the S3-compatible endpoint (/s3/{bucket}/{key}): unique on the server: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit, none of the prefixes (xn--, sthree-, amzn-s3-demo-) and suffixes (-s3alias, --ol-s3, --x-s3, --table-s3) S3 reserves (409 CONFLICT when taken). Set with the admin key only. */
             bucket?: string;
             settings?: components["schemas"]["ProjectSettingsInput"];
         };

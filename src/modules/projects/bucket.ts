@@ -10,6 +10,16 @@ const BUCKET = new RegExp(BUCKET_PATTERN);
 const MAX_LENGTH = 63;
 const SUFFIX_LENGTH = 6;
 
+/** Prefixes and suffixes S3 reserves: no bucket's name starts or ends with them. */
+const RESERVED_PREFIXES = ['xn--', 'sthree-', 'amzn-s3-demo-'];
+const RESERVED_SUFFIXES = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
+
+/** Whether `name` starts or ends as S3 reserves for its own buckets and aliases (a client may refuse it). */
+export const isReservedBucketName = (name: string) =>
+  RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix)) ||
+  RESERVED_SUFFIXES.some((suffix) => name.endsWith(suffix));
+
+/** Whether `name` has the shape of a project's bucket (one made before reserved names were refused included). */
 export const isBucketName = (name: string) => BUCKET.test(name);
 
 export function checkBucket(name: string): string {
@@ -19,13 +29,20 @@ export function checkBucket(name: string): string {
       { field: 'bucket', value: name },
     );
   }
+  if (isReservedBucketName(name)) {
+    throw validationError(
+      `bucket may not start with ${RESERVED_PREFIXES.join(', ')} nor end with ${RESERVED_SUFFIXES.join(', ')}: S3 reserves them`,
+      { field: 'bucket', value: name },
+    );
+  }
   return name;
 }
 
 /**
  * The bucket a project's name suggests (the migration 014 derives the same for existing projects):
  * accents dropped, lowercased, every run of other characters a hyphen, trimmed to 63 characters;
- * "project" for a name with no letter or digit. It may be shorter than 3: `withSuffix` then fits it.
+ * "project" for a name with no letter or digit. It may be shorter than 3, or end as S3 reserves:
+ * `withSuffix` then fits it. A prefix S3 reserves is dropped.
  */
 export function bucketBase(projectName: string): string {
   const base = projectName
@@ -36,7 +53,11 @@ export function bucketBase(projectName: string): string {
     .replace(/^-+|-+$/g, '')
     .slice(0, MAX_LENGTH)
     .replace(/-+$/, '');
-  return base === '' ? 'project' : base;
+  const unreserved = RESERVED_PREFIXES.reduce(
+    (name, prefix) => (name.startsWith(prefix) ? name.slice(prefix.length) : name),
+    base,
+  );
+  return unreserved === '' ? 'project' : unreserved;
 }
 
 /** `base` with a random suffix of 6 letters and digits, within 63 characters. */
@@ -48,6 +69,6 @@ export function withSuffix(base: string): string {
 /** The candidates for a project without a chosen bucket, in order: the base alone when it fits, then suffixed ones. */
 export function* bucketCandidates(projectName: string): Generator<string> {
   const base = bucketBase(projectName);
-  if (base.length >= 3) yield base;
+  if (isBucketName(base) && !isReservedBucketName(base)) yield base;
   for (;;) yield withSuffix(base);
 }

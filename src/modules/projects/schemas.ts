@@ -194,7 +194,7 @@ const Bucket = (more = '') =>
     minLength: 3,
     maxLength: 63,
     pattern: BUCKET_PATTERN,
-    description: `${BUCKET_DESCRIPTION}: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (409 CONFLICT when taken). Set with the admin key only.${more}`,
+    description: `${BUCKET_DESCRIPTION}: 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit, none of the prefixes (xn--, sthree-, amzn-s3-demo-) and suffixes (-s3alias, --ol-s3, --x-s3, --table-s3) S3 reserves (409 CONFLICT when taken). Set with the admin key only.${more}`,
   });
 
 export const CreateOrganizationBody = Type.Object(

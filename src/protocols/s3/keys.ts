@@ -1,11 +1,8 @@
+import { isReservedBucketName } from '../../modules/projects/bucket.ts';
 import { invalidArgument, S3Error } from './errors.ts';
 
 /** S3's limit on a key, in UTF-8 bytes. */
 const MAX_KEY_BYTES = 1024;
-
-/** Prefixes and suffixes S3 reserves: no bucket's name starts or ends with them. */
-const RESERVED_PREFIXES = ['xn--', 'sthree-', 'amzn-s3-demo-'];
-const RESERVED_SUFFIXES = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
 
 /**
  * Whether `name` is a bucket name by S3's rules: 3 to 63 lowercase letters, digits, dots and hyphens,
@@ -17,8 +14,7 @@ export const isS3BucketName = (name: string) =>
   /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name) &&
   !name.includes('..') &&
   !/^\d+\.\d+\.\d+\.\d+$/.test(name) &&
-  !RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix)) &&
-  !RESERVED_SUFFIXES.some((suffix) => name.endsWith(suffix));
+  !isReservedBucketName(name);
 
 /** Where a key lives in Coffer: a file `filename` in the folder at `folderPath` (null: the root), or a folder. */
 export type KeyPlace =
