@@ -93,6 +93,14 @@ const HARMLESS_WRITES = new Map([
  */
 const OWNER_ONLY_ACLS = ['bucket-owner-full-control', 'private'];
 
+/**
+ * Whether `grantees`, an `x-amz-grant-full-control` value (`id="…"`, `emailAddress="…"` or `uri="…"`,
+ * comma-separated), names the bucket's owner (`ownerId`, its canonical id) alone: the grant form of
+ * `bucket-owner-full-control`, which S3 takes where ACLs are disabled.
+ */
+const grantsOwnerAlone = (grantees: string, ownerId: string) =>
+  grantees.split(',').every((grantee) => /^id=("?)(.*)\1$/.exec(grantee.trim())?.[2] === ownerId);
+
 /** The one storage class Coffer keeps objects in. */
 const STORAGE_CLASS = 'STANDARD';
 
@@ -104,14 +112,15 @@ const invalidStorageClass = () =>
 /**
  * Refuses a PutObject, CopyObject or CreateMultipartUpload asking, by header or, on a presigned URL,
  * by query parameter, for what Coffer does not do to an object, before a byte is stored: an ACL other
- * than OWNER_ONLY_ACLS or any `x-amz-grant-*` (400 AccessControlListNotSupported, as S3 answers for
- * a bucket whose ACLs are disabled); a storage class other than STANDARD (400 InvalidStorageClass, as
+ * than OWNER_ONLY_ACLS or any `x-amz-grant-*` but full control to the bucket's owner (`ownerId`) alone
+ * (400 AccessControlListNotSupported, as S3 answers for a bucket whose ACLs are disabled); a storage class other than STANDARD (400 InvalidStorageClass, as
  * for a class the bucket does not offer); server-side encryption (S3's keys, KMS or the client's own)
  * or an object lock (501 NotImplemented, as ignoring it would store the object otherwise than asked),
  * but for one of HARMLESS_WRITES, which asks for nothing.
  */
 export function refuseUnservedWrites(
   headers: Record<string, string | string[] | undefined>,
+  ownerId: string,
   presignedQuery?: URLSearchParams,
 ): void {
   const sent = [
@@ -121,7 +130,11 @@ export function refuseUnservedWrites(
   for (const [name, value] of sent) {
     if (name === 'x-amz-acl' && !(typeof value === 'string' && OWNER_ONLY_ACLS.includes(value.trim())))
       throw aclsNotSupported();
-    if (name.startsWith('x-amz-grant-')) throw aclsNotSupported();
+    if (
+      name.startsWith('x-amz-grant-') &&
+      !(name === 'x-amz-grant-full-control' && typeof value === 'string' && grantsOwnerAlone(value, ownerId))
+    )
+      throw aclsNotSupported();
     if (name === 'x-amz-storage-class' && !(typeof value === 'string' && value.trim() === STORAGE_CLASS))
       throw invalidStorageClass();
   }

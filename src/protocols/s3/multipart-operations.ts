@@ -48,7 +48,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
   return {
     'POST object?uploads': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
-      refuseUnservedWrites(request.headers, auth.presigned ? query : undefined);
+      refuseUnservedWrites(request.headers, ownerOf(caller).ID, auth.presigned ? query : undefined);
       const uploadId = await createUpload(services, caller, target.key, {
         contentType: contentTypeOf(request.headers['content-type']),
         metadata: metadataOf(request.headers, auth.presigned ? query : undefined),

@@ -9,6 +9,7 @@ import {
   contentTypeOf,
   MAX_XML_BYTES,
   type Operation,
+  ownerOf,
   readAll,
   requireScope,
   type S3Call,
@@ -97,7 +98,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
 
     'PUT object': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
-      refuseUnservedWrites(request.headers, auth.presigned ? query : undefined);
+      refuseUnservedWrites(request.headers, ownerOf(caller).ID, auth.presigned ? query : undefined);
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       const headers = storedHeadersOf(request.headers);
       if (request.headers['x-amz-copy-source'] !== undefined) {

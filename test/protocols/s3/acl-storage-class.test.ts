@@ -3,6 +3,7 @@ import {
   CopyObjectCommand,
   CreateMultipartUploadCommand,
   HeadObjectCommand,
+  ListBucketsCommand,
   ListMultipartUploadsCommand,
   PutObjectCommand,
   type S3Client,
@@ -18,6 +19,8 @@ import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
 let coffer: TestCoffer;
 let client: S3Client;
 let name: string;
+/** The bucket owner's canonical id, as ListBuckets names it. */
+let owner: string;
 beforeAll(async () => {
   coffer = await startCoffer();
   const project = await coffer.newProject();
@@ -28,6 +31,7 @@ beforeAll(async () => {
   ]);
   name = (await project.call('GET', '')).body.bucket;
   client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
+  owner = (await client.send(new ListBucketsCommand({}))).Owner!.ID!;
   await client.send(new PutObjectCommand({ Bucket: name, Key: 'source.txt', Body: 'source' }));
 });
 afterAll(() => coffer.close());
@@ -65,7 +69,14 @@ async function expectNothingAt(Key: string, prefix: string) {
 
 describe('ACLs, as a bucket whose ACLs are disabled', () => {
   it('takes a write with no ACL, or one granting the bucket owner full control alone', async () => {
-    const asks = [{}, { ACL: 'bucket-owner-full-control' as const }, { ACL: 'private' as const }];
+    const asks = [
+      {},
+      { ACL: 'bucket-owner-full-control' as const },
+      { ACL: 'private' as const },
+      // The grant form of bucket-owner-full-control, quoted or not.
+      { GrantFullControl: `id="${owner}"` },
+      { GrantFullControl: `id=${owner}` },
+    ];
     for (const [index, ask] of asks.entries()) {
       for (const write of writes(`acl-ok/${index}.txt`, ask)) await write();
       await client.send(new HeadObjectCommand({ Bucket: name, Key: `acl-ok/${index}.txt` }));
@@ -81,6 +92,9 @@ describe('ACLs, as a bucket whose ACLs are disabled', () => {
       { ACL: 'bucket-owner-read' as const },
       { GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' },
       { GrantFullControl: 'id=someone' },
+      { GrantFullControl: `id="${owner}", id="someone"` },
+      { GrantFullControl: `emailAddress="${owner}"` },
+      { GrantRead: `id="${owner}"` },
       { GrantReadACP: 'id=someone' },
       { GrantWriteACP: 'id=someone' },
     ];
