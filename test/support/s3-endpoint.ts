@@ -1,5 +1,6 @@
-import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import { ADMIN_KEY, type TestCoffer } from './coffer.ts';
+import { createHash } from 'node:crypto';
+import { S3Client, type S3ClientConfig, S3ServiceException } from '@aws-sdk/client-s3';
+import { ADMIN_KEY, type TestCoffer, type TestProject } from './coffer.ts';
 
 /** A long-lived S3 credential of `projectId` with `scopes`, made with the admin key. */
 export async function newS3Credential(
@@ -33,4 +34,93 @@ export function s3ClientOf(
     },
     ...options,
   });
+}
+
+export const md5 = (data: Buffer | string) => createHash('md5').update(data).digest('hex');
+
+/** The bytes of an SDK answer's body. */
+export const text = async (body: unknown) =>
+  Buffer.from(await (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+
+/** The S3 error an SDK call was refused with. */
+export async function refusal(
+  promise: Promise<unknown>,
+): Promise<{ code: string; status: number | undefined }> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof S3ServiceException)
+      return { code: error.name, status: error.$metadata.httpStatusCode };
+    throw error;
+  }
+  throw new Error('the request was not refused');
+}
+
+export interface Bucket {
+  project: TestProject;
+  name: string;
+  client: S3Client;
+  /** The client's access key id and secret. */
+  keys: [string, string];
+}
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+/**
+ * The helpers of a suite that drives the S3 endpoint of `coffer`: the server the suite starts in its
+ * `beforeAll`, read when a helper runs.
+ */
+export function s3EndpointOf(coffer: () => TestCoffer) {
+  /** A client signing with the credential given, trying each request once, logging nothing. */
+  function clientFor(
+    accessKeyId: string,
+    secretAccessKey: string,
+    sessionToken?: string,
+    config: S3ClientConfig = {},
+  ): S3Client {
+    const credential = {
+      access_key_id: accessKeyId,
+      secret_access_key: secretAccessKey,
+      session_token: sessionToken,
+    };
+    return s3ClientOf(coffer(), credential, { ...config, maxAttempts: 1, logger: quiet });
+  }
+
+  /** A new project, its bucket, and a client holding an S3 credential with `scopes`. */
+  async function bucketWith(
+    settings: Record<string, unknown> = {},
+    scopes = ['files:read', 'files:upload', 'files:delete'],
+  ): Promise<Bucket> {
+    const project = await coffer().newProject(settings);
+    const created = await newS3Credential(coffer(), project.id, scopes);
+    const { bucket } = (await project.call('GET', '')).body;
+    return {
+      project,
+      name: bucket,
+      client: clientFor(created.access_key_id, created.secret_access_key),
+      keys: [created.access_key_id, created.secret_access_key],
+    };
+  }
+
+  /**
+   * Makes the store's next writes run `cutIns`, one each, in turn, once its bytes are stored and before
+   * the write is recorded: a write that lands between a write's check and its record. Answers the
+   * undoing function.
+   */
+  function cutInAfterNextWrite(...cutIns: (() => Promise<unknown>)[]): () => void {
+    const { store } = coffer().services;
+    const write = store.write;
+    let next = 0;
+    store.write = async (...args: Parameters<typeof store.write>) => {
+      const cutIn = cutIns[next++];
+      const written = await write.apply(store, args);
+      await cutIn?.();
+      return written;
+    };
+    return () => {
+      store.write = write;
+    };
+  }
+
+  return { clientFor, bucketWith, cutInAfterNextWrite };
 }
