@@ -31,6 +31,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/protocols/s3/conditional-writes.test.ts',
         'test/protocols/s3/copies.test.ts',
         'test/protocols/s3/deletes.test.ts',
+        'test/protocols/s3/delete-version.test.ts',
         'test/protocols/s3/folder-keys.test.ts',
         'test/protocols/s3/listings.test.ts',
         'test/protocols/s3/multipart.test.ts',

@@ -7,11 +7,10 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
   type S3Client,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
 
 // DeleteObject of a version by its id, as S3 does it in a versioned bucket: an earlier version goes
 // for good; the current one goes and the one before it becomes current, or, the last, the object goes.
@@ -20,33 +19,27 @@ beforeAll(async () => {
   coffer = await startCoffer();
 });
 afterAll(() => coffer.close());
+const { bucketWith } = s3EndpointOf(() => coffer);
 
 const Key = 'doc.txt';
 
-/** A project keeping versions, its bucket, a client, and `bodies` put at `Key` in turn. */
-async function versioned(
-  ...bodies: string[]
-): Promise<{ project: TestProject; Bucket: string; client: S3Client }> {
-  const project = await coffer.newProject({ versioning_enabled: true });
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  const client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
-  const { bucket: Bucket } = (await project.call('GET', '')).body;
+/** A bucket keeping versions, with `bodies` put at `Key` in turn. */
+async function versioned(...bodies: string[]): Promise<Bucket & { Bucket: string }> {
+  const bucket = await bucketWith({ versioning_enabled: true });
   for (const Body of bodies) {
-    await client.send(new PutObjectCommand({ Bucket, Key, Body, ContentType: 'text/plain' }));
+    await bucket.client.send(
+      new PutObjectCommand({ Bucket: bucket.name, Key, Body, ContentType: 'text/plain' }),
+    );
   }
-  return { project, Bucket, client };
+  return { ...bucket, Bucket: bucket.name };
 }
 
 /** What S3 shows of `Key`: its bytes (or the error), its ETag, and its versions, the latest first. */
 async function shown(client: S3Client, Bucket: string) {
   const got = await client
     .send(new GetObjectCommand({ Bucket, Key }))
-    .then((object) => object.Body!.transformToString())
-    .catch((error: S3ServiceException) => error.name);
+    .then(async (object) => (await text(object.Body)).toString())
+    .catch((error: Error) => error.name);
   const listed = await client.send(new ListObjectsV2Command({ Bucket }));
   const versions = await client.send(new ListObjectVersionsCommand({ Bucket }));
   return {
@@ -125,10 +118,10 @@ describe('deleting an object version by its id', () => {
       body: { reason: 'audit' },
     });
     const [current] = await versionIds(client, Bucket);
-    const refused = await client
-      .send(new DeleteObjectCommand({ Bucket, Key, VersionId: current }))
-      .catch((error: S3ServiceException) => [error.name, error.$metadata.httpStatusCode]);
-    expect(refused).toEqual(['AccessDenied', 403]);
+    expect(await refusal(client.send(new DeleteObjectCommand({ Bucket, Key, VersionId: current })))).toEqual({
+      code: 'AccessDenied',
+      status: 403,
+    });
     expect(await versionIds(client, Bucket)).toHaveLength(2);
   });
 

@@ -56,6 +56,46 @@ describe('the S3 endpoint', () => {
     };
   }
 
+  /**
+   * Two writes that cross: `older` begins and is held once its bytes are stored; `newer` then begins
+   * (finding the key as `older` left it) and, once its own bytes are stored, lets `older` record its
+   * write and runs `meanwhile`, before it records its own. Answers both writes' answers.
+   */
+  async function crossing<T>(
+    older: () => Promise<T>,
+    newer: () => Promise<T>,
+    meanwhile?: () => Promise<void>,
+  ) {
+    let hold!: () => void;
+    const held = new Promise<void>((resolve) => {
+      hold = resolve;
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let first: Promise<T> | undefined;
+    const undo = cutInAfterNextWrite(
+      () => {
+        hold();
+        return released;
+      },
+      async () => {
+        release();
+        await first;
+        await meanwhile?.();
+      },
+    );
+    try {
+      first = older();
+      await held;
+      const second = await newer();
+      return { older: await first, newer: second };
+    } finally {
+      undo();
+    }
+  }
+
   for (const versioning_enabled of [false, true]) {
     const bucketing = versioning_enabled ? 'keeping versions' : 'keeping none';
     it(`keeps one file at a key where a PutObject overtook the upload of a new file there (${bucketing})`, async () => {
@@ -129,34 +169,10 @@ describe('the S3 endpoint', () => {
       const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'm.txt', Body }));
       // The older write's bytes are stored and held there; the newer one then finds the key free,
       // stores its bytes, and lets the older one record its file before it records its own write.
-      let holding!: () => void;
-      const held = new Promise<void>((resolve) => {
-        holding = resolve;
-      });
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let older: Promise<Awaited<ReturnType<typeof put>>> | undefined;
-      const undo = cutInAfterNextWrite(
-        () => {
-          holding();
-          return gate;
-        },
-        () => {
-          release();
-          return older!;
-        },
+      const { older: first, newer } = await crossing(
+        () => put('older'),
+        () => put('newer'),
       );
-      let newer: Awaited<ReturnType<typeof put>>;
-      try {
-        older = put('older');
-        await held;
-        newer = await put('newer');
-      } finally {
-        undo();
-      }
-      const first = await older;
       expect(newer.ETag).toBe(`"${md5('newer')}"`);
       expect(await shownOf(bucket, 'm.txt')).toEqual({
         got: 'newer',
@@ -177,41 +193,20 @@ describe('the S3 endpoint', () => {
       const put = (Body: string) => client.send(new PutObjectCommand({ Bucket: name, Key: 'p.txt', Body }));
       // 'first' is held once its bytes are stored; 'second' then finds the key free and stores its
       // bytes; 'first' records its file, and 'third', begun after 'second', writes over that file.
-      let holding!: () => void;
-      const held = new Promise<void>((resolve) => {
-        holding = resolve;
-      });
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let first: ReturnType<typeof put> | undefined;
       let third: Awaited<ReturnType<typeof put>> | undefined;
-      const undo = cutInAfterNextWrite(
-        () => {
-          holding();
-          return gate;
-        },
+      const { older: first, newer: second } = await crossing(
+        () => put('first'),
+        () => put('second'),
         async () => {
-          release();
-          await first;
           third = await put('third');
         },
       );
-      let second: Awaited<ReturnType<typeof put>>;
-      try {
-        first = put('first');
-        await held;
-        second = await put('second');
-      } finally {
-        undo();
-      }
       expect(second.ETag).toBe(`"${md5('second')}"`);
       expect(second.VersionId).toBeUndefined();
       expect(await shownOf(bucket, 'p.txt')).toEqual({
         got: 'third',
         listed: [['p.txt', third!.ETag]],
-        versions: versioning_enabled ? [third!.VersionId, (await first)!.VersionId] : ['null'],
+        versions: versioning_enabled ? [third!.VersionId, first.VersionId] : ['null'],
       });
     });
 
