@@ -219,7 +219,7 @@ export interface paths {
         put?: never;
         /**
          * Create an S3 credential
-         * @description An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects, the source of a copy), files:upload (PutObject, multipart, CopyObject, UploadPartCopy), files:delete (DeleteObject). The secret is returned only in this response.
+         * @description An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects, GetObjectTagging, the source of a copy), files:upload (PutObject, multipart, CopyObject, UploadPartCopy, PutObjectTagging, DeleteObjectTagging), files:delete (DeleteObject). The secret is returned only in this response.
          *
          *     Requires: the admin key.
          */

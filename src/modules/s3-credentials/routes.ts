@@ -24,7 +24,7 @@ export function s3CredentialRoutes(credentials: S3CredentialService): FastifyPlu
           operationId: 'createS3Credential',
           summary: 'Create an S3 credential',
           description:
-            "An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects, the source of a copy), files:upload (PutObject, multipart, CopyObject, UploadPartCopy), files:delete (DeleteObject). The secret is returned only in this response.",
+            "An access key id and secret for the project's bucket on the S3 endpoint (/s3), with the scopes given: files:read (GetObject, HeadObject, ListObjects, GetObjectTagging, the source of a copy), files:upload (PutObject, multipart, CopyObject, UploadPartCopy, PutObjectTagging, DeleteObjectTagging), files:delete (DeleteObject). The secret is returned only in this response.",
           params: ProjectParams,
           body: Ref(CreateS3CredentialBody),
           response: { 201: Ref(CreatedS3Credential), ...errors('NOT_FOUND', ...BODY_ERRORS) },

@@ -28,8 +28,24 @@ export interface S3Call {
 /** An operation of the endpoint, by `METHOD target[?subresource]` (see operationOf in routes.ts). */
 export type Operation = (call: S3Call) => Promise<unknown>;
 
-export function requireScope(caller: Caller, scope: 'files:read' | 'files:upload' | 'files:delete'): void {
-  if (caller.principal.kind !== 'admin' && !caller.principal.scopes.includes(scope)) throw accessDenied();
+/**
+ * Refuses a caller without `scope`. Changing a file's tags (PutObjectTagging, DeleteObjectTagging)
+ * takes `files:update_metadata`, as the REST API's tag endpoints do: an API key's temporary
+ * credentials need it among the key's scopes. A long-lived S3 credential (files:read, files:upload,
+ * files:delete) or an upload token (files:upload, files:read), whose scopes cannot name it, changes
+ * tags with its write scope, files:upload, with which its writes already replace a file's metadata
+ * and tags; an upload token only those of its own files, the only ones it sees.
+ */
+export function requireScope(
+  caller: Caller,
+  scope: 'files:read' | 'files:upload' | 'files:delete' | 'files:update_metadata',
+): void {
+  const { principal } = caller;
+  if (principal.kind === 'admin') return;
+  const writesTags =
+    scope === 'files:update_metadata' &&
+    (principal.kind === 's3_credential' || principal.kind === 'upload_token');
+  if (!principal.scopes.includes(writesTags ? 'files:upload' : scope)) throw accessDenied();
 }
 
 /** The Owner (and Initiator) S3 names in listings: the bucket's organization. */

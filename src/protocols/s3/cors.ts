@@ -17,6 +17,7 @@ const S3_CORS = {
     'x-amz-version-id',
     'x-amz-delete-marker',
     'x-amz-mp-parts-count',
+    'x-amz-tagging-count',
     'x-amz-request-id',
     'x-amz-id-2',
     'x-amz-checksum-crc32',

@@ -29,6 +29,7 @@ import {
 } from './headers.ts';
 import { getMarker, isMarkerKey } from './markers.ts';
 import { deleteObject, deleteObjectVersion, fileAt, putObject, requireReadable } from './objects.ts';
+import { taggingCountOf } from './tags.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -43,7 +44,7 @@ function checksumModeOf(
   return typeof mode === 'string' && mode.trim().toUpperCase() === 'ENABLED';
 }
 
-/** Objects: GetObject, HeadObject, PutObject, CopyObject, GetObjectTagging, DeleteObject, DeleteObjects. */
+/** Objects: GetObject, HeadObject, PutObject, CopyObject, DeleteObject, DeleteObjects. */
 export function objectOperations(services: Services): Record<string, Operation> {
   /** DeleteObject of the key, or with a version id of that version only. */
   const deleteOne = (caller: Caller, key: string, versionId: string | null, audit: AuditContext) =>
@@ -79,6 +80,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...(part?.partsCount === undefined ? {} : { 'x-amz-mp-parts-count': String(part.partsCount) }),
       ...(checksumMode && whole ? storedChecksumHeaders(content) : {}),
+      // The file's tags, whichever version is read.
+      ...taggingCountOf(file.tags),
       ...metaHeaders(file.metadata),
       ...overrides,
     });
@@ -142,14 +145,6 @@ export function objectOperations(services: Services): Record<string, Operation> 
       if (put.file) reply.header('x-coffer-file-id', put.file.id);
       if (put.versionId) reply.header('x-amz-version-id', put.versionId);
       return reply.send();
-    },
-
-    // Objects carry no S3 tags: the aws cli reads them before a copy in parts, to set them again.
-    'GET object?tagging': async ({ reply, caller, target, query }) => {
-      requireScope(caller, 'files:read');
-      const file = await fileAt(services, caller, target.key);
-      await contentOf(services, caller, file, query.get('versionId'));
-      return xml(reply, 'Tagging', { TagSet: null });
     },
 
     'POST bucket?delete': async ({ request, reply, caller, auth }) => {

@@ -3,6 +3,7 @@ import { bucketOperations } from './bucket-operations.ts';
 import type { Operation } from './call.ts';
 import { multipartOperations } from './multipart-operations.ts';
 import { objectOperations } from './object-operations.ts';
+import { taggingOperations } from './tagging.ts';
 
 /**
  * Every operation the endpoint serves, by `METHOD target[?subresource]` (see operationOf in
@@ -12,6 +13,7 @@ export function s3Operations(services: Services, region: string): Record<string,
   return {
     ...bucketOperations(services, region),
     ...objectOperations(services),
+    ...taggingOperations(services),
     ...multipartOperations(services),
   };
 }
@@ -43,6 +45,8 @@ const NAMES: Record<string, string> = {
   'HEAD object': 'HeadObject',
   'PUT object': 'PutObject',
   'GET object?tagging': 'GetObjectTagging',
+  'PUT object?tagging': 'PutObjectTagging',
+  'DELETE object?tagging': 'DeleteObjectTagging',
   'DELETE object': 'DeleteObject',
   'POST object?uploads': 'CreateMultipartUpload',
   'PUT object?partNumber': 'UploadPart',

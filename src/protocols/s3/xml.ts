@@ -43,24 +43,35 @@ export function s3Xml(root: string, fields: Record<string, unknown>, namespaced 
   return `<?xml version="1.0" encoding="UTF-8"?>\n${element(root, body)}`;
 }
 
-const parser = new XMLParser({
+const options = {
   ignoreAttributes: true,
   removeNSPrefix: true,
   parseTagValue: false,
   trimValues: true,
   // Elements S3 repeats are arrays even when a request holds one.
-  isArray: (name) => name === 'Part' || name === 'Object',
+  isArray: (name: string) => name === 'Part' || name === 'Object',
   processEntities: true,
   // Numeric character references (&#34; for a quote: Go's encoder writes ETags so) are XML too.
   htmlEntities: true,
-});
+};
+const parser = new XMLParser(options);
+/** For a document whose texts are data kept as sent, spaces too (a tag's key and value). */
+const exactParser = new XMLParser({ ...options, trimValues: false, isArray: (name) => name === 'Tag' });
 
-/** The XML body of a request (CompleteMultipartUpload, Delete…); undefined when it is not well-formed. */
-export function parseS3Xml(text: string): Record<string, unknown> | undefined {
+function parseWith(using: XMLParser, text: string): Record<string, unknown> | undefined {
   try {
-    const parsed = parser.parse(text, true) as Record<string, unknown>;
+    const parsed = using.parse(text, true) as Record<string, unknown>;
     return typeof parsed === 'object' && parsed !== null ? parsed : undefined;
   } catch {
     return undefined;
   }
 }
+
+/** The XML body of a request (CompleteMultipartUpload, Delete…); undefined when it is not well-formed. */
+export const parseS3Xml = (text: string) => parseWith(parser, text);
+
+/**
+ * parseS3Xml of a Tagging document: texts untrimmed, as a tag's key and value are what they hold,
+ * and `Tag` an array even when one is sent; the whitespace between elements is some `#text` of theirs.
+ */
+export const parseTaggingXml = (text: string) => parseWith(exactParser, text);
