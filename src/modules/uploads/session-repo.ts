@@ -59,6 +59,36 @@ export async function findSession(
   return row;
 }
 
+/**
+ * Records the tags an upload's file is to have once it completes (S3's CreateMultipartUpload with
+ * `x-amz-tagging`, applied by the protocol as it completes), Coffer's form.
+ */
+export async function setSessionTags(
+  q: Queryable,
+  projectId: string,
+  id: string,
+  tags: string[],
+): Promise<void> {
+  await q.query('UPDATE multipart_sessions SET tags = $3 WHERE project_id = $1 AND id = $2', [
+    projectId,
+    id,
+    tags,
+  ]);
+}
+
+/** The tags setSessionTags recorded for an upload; undefined when none were. */
+export async function sessionTags(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<string[] | undefined> {
+  const [row] = await q.query<{ tags: string[] | null }>(
+    'SELECT tags FROM multipart_sessions WHERE project_id = $1 AND id = $2',
+    [projectId, id],
+  );
+  return row?.tags ?? undefined;
+}
+
 /** A session and its file, undefined when gone. */
 export interface SessionAndFile {
   session: SessionRow;

@@ -86,7 +86,8 @@ export function metadataDirectiveOf(
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
  * content) at `key`, with exactly the source's metadata and stored headers (COPY) or the request's
- * (REPLACE), none included, whatever the file there had; the source's type unless REPLACE names one. `guard` holds
+ * (REPLACE), none included, whatever the file there had; the source's type unless REPLACE names one;
+ * the source file's tags (`x-amz-tagging-directive` COPY) or `tags` (REPLACE). `guard` holds
  * the write to the destination's condition. The copy keeps the checksum the source's client sent, its
  * bytes being the same, unless it asks for another algorithm (`checksumAlgorithm`), computed on the
  * way. A copy onto its own key must change something: REPLACE, or a version named (restoring it);
@@ -102,6 +103,8 @@ export async function copyObject(
     contentType: string | undefined;
     metadata: Record<string, string>;
     headers: HttpHeaders;
+    /** The destination's tags: undefined for the source's. */
+    tags: string[] | undefined;
     checksumAlgorithm: ChecksumAlgorithm | undefined;
     guard?: WriteGuard;
   },
@@ -120,6 +123,8 @@ export async function copyObject(
     contentType: request.replace ? (request.contentType ?? content.contentType) : content.contentType,
     // COPY keeps every value of the source's metadata, those with no header form (numbers, …) too.
     metadata: request.replace ? request.metadata : file.metadata,
+    // The file's tags, whichever version is copied: Coffer's tags are the file's.
+    tags: request.tags ?? file.tags,
     // The headers of the content copied: a version's own when one is named.
     headers: request.replace ? request.headers : content.headers,
     body,

@@ -29,10 +29,12 @@ import {
   createUpload,
   listParts,
   listUploads,
+  tagsOnCompletion,
   type UploadRef,
   uploadPart,
 } from './multipart.ts';
 import { verifiedBody } from './sigv4.ts';
+import { taggingOf } from './tags.ts';
 
 /** What a CompleteMultipartUpload sent again after it succeeded is refused with, before it looks again. */
 const REFUSALS_OF_A_REPEAT = new Set(['NoSuchUpload', 'PreconditionFailed', 'ConditionalRequestConflict']);
@@ -49,10 +51,12 @@ export function multipartOperations(services: Services): Record<string, Operatio
     'POST object?uploads': async ({ request, reply, caller, auth, target, query }) => {
       requireScope(caller, 'files:upload');
       refuseUnservedWrites(request.headers, ownerOf(caller).ID, auth.presigned ? query : undefined);
+      const presignedQuery = auth.presigned ? query : undefined;
       const uploadId = await createUpload(services, caller, target.key, {
         contentType: contentTypeOf(request.headers['content-type']),
-        metadata: metadataOf(request.headers, auth.presigned ? query : undefined),
+        metadata: metadataOf(request.headers, presignedQuery),
         headers: storedHeadersOf(request.headers),
+        tags: taggingOf(request.headers, presignedQuery),
       });
       return xml(reply, 'InitiateMultipartUploadResult', {
         Bucket: caller.project.bucket,
@@ -98,6 +102,7 @@ export function multipartOperations(services: Services): Record<string, Operatio
         if (!done) throw error;
         return done;
       };
+      // The tags its CreateMultipartUpload sent are set by the completion, not by a complete sent again.
       const { file, versionId } = await guardOf(
         services,
         caller,
@@ -105,6 +110,10 @@ export function multipartOperations(services: Services): Record<string, Operatio
         writeConditionOf(request.headers),
       )
         .then((guard) => completeUpload(services, caller, upload, parts, guard))
+        .then(async (completed) => {
+          await tagsOnCompletion(services, caller, upload, completed);
+          return completed;
+        })
         .catch(again);
       reply.header('x-coffer-file-id', file.id);
       if (versionId) reply.header('x-amz-version-id', versionId);

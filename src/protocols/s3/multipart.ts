@@ -2,14 +2,16 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
-import type { HttpHeaders } from '../../modules/files/repo.ts';
+import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
+import { sessionTags, setSessionTags } from '../../modules/uploads/session-repo.ts';
 import type { Services } from '../../services.ts';
 import { partNumberOf } from './content.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { markerResume, type Rolled, rollUp, successor } from './listing.ts';
 import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
+import { setFileTags } from './tags.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -39,11 +41,21 @@ async function onUpload<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * CreateMultipartUpload: an upload making a new file at `key`, or new content of the file there.
+ * `tags` (Coffer's form), when given, are the file's once the upload completes (see tagsOnCompletion):
+ * a new file is made with them.
+ */
 export async function createUpload(
   services: MultipartServices,
   caller: Caller,
   key: string,
-  request: { contentType: string; metadata: Record<string, string>; headers: HttpHeaders },
+  request: {
+    contentType: string;
+    metadata: Record<string, string>;
+    headers: HttpHeaders;
+    tags: string[] | undefined;
+  },
 ): Promise<string> {
   const place = placeOf(key);
   if (place.kind === 'folder') throw invalidArgument('A key ending in / is a folder: it takes no bytes');
@@ -52,23 +64,39 @@ export async function createUpload(
   const http_headers = Object.keys(request.headers).length > 0 ? request.headers : undefined;
   // Over a key that holds a file, the upload makes new content of it, as a PutObject there does.
   const existing = await replaceableAt(services, caller, key);
-  if (existing) {
-    const started = await services.multipart.startContentDeferred(caller, existing, {
-      content_type: request.contentType,
-      metadata,
-      http_headers,
-    });
-    return started.uploadId;
-  }
-  const started = await services.multipart.startDeferred(caller, {
-    filename: place.filename,
-    content_type: request.contentType,
-    folder_id: await folderFor(services, caller, place.folderPath),
-    exact_folder: true,
-    metadata,
-    http_headers,
-  });
-  return started.uploadId;
+  const { uploadId } = existing
+    ? await services.multipart.startContentDeferred(caller, existing, {
+        content_type: request.contentType,
+        metadata,
+        http_headers,
+      })
+    : await services.multipart.startDeferred(caller, {
+        filename: place.filename,
+        content_type: request.contentType,
+        folder_id: await folderFor(services, caller, place.folderPath),
+        exact_folder: true,
+        metadata,
+        http_headers,
+        tags: request.tags,
+      });
+  if (request.tags) await setSessionTags(services.db, caller.project.id, uploadId, request.tags);
+  return uploadId;
+}
+
+/**
+ * Gives the file a completed upload made or updated the tags its CreateMultipartUpload sent, if any,
+ * unless a newer write at its key overtook it: new content of a file, or a new file that became new
+ * content of one recorded at its key since, sets that file's tags as a PutObject over it would.
+ */
+export async function tagsOnCompletion(
+  services: MultipartServices & Pick<Services, 'files'>,
+  caller: Caller,
+  { uploadId }: UploadRef,
+  { file, superseded }: { file: FileRow; superseded: boolean },
+): Promise<void> {
+  if (superseded) return;
+  const tags = await sessionTags(services.db, caller.project.id, uploadId);
+  if (tags) await setFileTags(services, caller, file.id, tags, file.tags);
 }
 
 /** An upload as S3 names it: its key and its id (an upload of another key is none). */
@@ -150,7 +178,11 @@ export async function completeUpload(
     services.multipart.finish(caller, uploadId, parts, { guard, key }),
   );
   // An upload over a key made new content of its file, whose id is that version's.
-  return { file, versionId: await writtenVersion(services, caller, file, { contentId, superseded }) };
+  return {
+    file,
+    superseded,
+    versionId: await writtenVersion(services, caller, file, { contentId, superseded }),
+  };
 }
 
 export const abortUpload = (services: MultipartServices, caller: Caller, { key, uploadId }: UploadRef) =>

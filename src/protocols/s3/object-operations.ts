@@ -29,7 +29,7 @@ import {
 } from './headers.ts';
 import { getMarker, isMarkerKey } from './markers.ts';
 import { deleteObject, deleteObjectVersion, fileAt, putObject, requireReadable } from './objects.ts';
-import { taggingCountOf } from './tags.ts';
+import { taggingCountOf, taggingDirectiveOf, taggingOf } from './tags.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -104,8 +104,11 @@ export function objectOperations(services: Services): Record<string, Operation> 
       refuseUnservedWrites(request.headers, ownerOf(caller).ID, auth.presigned ? query : undefined);
       const metadata = metadataOf(request.headers, auth.presigned ? query : undefined);
       const headers = storedHeadersOf(request.headers);
+      const tags = taggingOf(request.headers, auth.presigned ? query : undefined);
       if (request.headers['x-amz-copy-source'] !== undefined) {
         const directive = metadataDirectiveOf(request.headers);
+        // COPY gives the destination the source's tags; REPLACE exactly those sent, none without x-amz-tagging.
+        const replaceTags = taggingDirectiveOf(request.headers) === 'REPLACE';
         const checksumAlgorithm = requestedAlgorithm(request.headers['x-amz-checksum-algorithm']);
         const source = await copySource(services, caller, request.headers);
         // If-None-Match and If-Match hold the destination to a condition, as on a PutObject.
@@ -115,6 +118,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
           contentType: request.headers['content-type'],
           metadata,
           headers,
+          tags: replaceTags ? (tags ?? []) : undefined,
           checksumAlgorithm,
           guard,
         });
@@ -136,6 +140,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
         contentType: contentTypeOf(request.headers['content-type']),
         // Without x-amz-meta-* headers, new content keeps the file's metadata.
         metadata: Object.keys(metadata).length > 0 ? metadata : undefined,
+        // Without x-amz-tagging, the file keeps its tags (they are the file's, not its content's).
+        tags,
         // Unlike metadata, a PutObject's headers replace the object's, none sent clearing them.
         headers,
         body,

@@ -8,9 +8,17 @@ import { isVisibleTo, visibleAt } from '../../modules/files/service.ts';
 import type { WriteGuard, WrittenBody } from '../../modules/ingest/intake.ts';
 import { firstVersionId, newestVersionId } from '../../modules/versions/repo.ts';
 import type { Services } from '../../services.ts';
-import { accessDenied, invalidObjectState, invalidRequest, noSuchKey, noSuchVersion } from './errors.ts';
+import {
+  accessDenied,
+  invalidObjectState,
+  invalidRequest,
+  noSuchKey,
+  noSuchVersion,
+  notImplemented,
+} from './errors.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { placeIfAny, placeOf } from './keys.ts';
+import { setFileTags } from './tags.ts';
 
 /** The folder marker S3 shows at `path/` (its creation time); an upload token reads only its own files. */
 export function markerShown(
@@ -57,8 +65,9 @@ export function requireReadable(file: FileRow): void {
 /**
  * Writes `body` at `key`: a new file, new content of the file there, or (a key ending in /) a folder;
  * `metadata` becomes the file's, exactly, or, undefined, leaves the metadata of a file there as it is;
- * `headers`, and the checksum `body` verified if any, are the new content's, replacing whatever the
- * content before had, as S3 replaces an object whole.
+ * `tags` (Coffer's form, see tags.ts) likewise become the file's tags, once the write is kept (not
+ * when a newer write overtook it); a folder takes none. `headers`, and the checksum `body` verified if
+ * any, are the new content's, replacing whatever the content before had, as S3 replaces an object whole.
  */
 export async function putObject(
   services: ObjectServices,
@@ -69,6 +78,7 @@ export async function putObject(
     contentType: string;
     /** From an S3 request, strings; from a copy's source, its file's values as they are. */
     metadata: Record<string, unknown> | undefined;
+    tags?: string[];
     headers: HttpHeaders;
     body: WrittenBody;
     guard?: WriteGuard;
@@ -77,6 +87,7 @@ export async function putObject(
   const place = placeOf(key);
   if (place.kind === 'folder') {
     if (request.size !== 0) throw invalidRequest('A key ending in / is a folder: it takes no bytes');
+    if (request.tags?.length) throw notImplemented('Tags on a folder (a key ending in /)');
     request.body.resume();
     await services.folders.markPath(caller.project.id, place.folderPath, request.guard);
     return { etag: EMPTY_ETAG };
@@ -93,6 +104,8 @@ export async function putObject(
       exact_folder: true,
       metadata,
       http_headers,
+      // A new file is made with them (an upload token's merged in, as on any of its uploads).
+      tags: request.tags,
     },
     request.body,
     {
@@ -103,6 +116,11 @@ export async function putObject(
   if (written.kind === 'overtaken') return { etag: written.etag };
   if (written.kind === 'content') {
     const { outcome } = written;
+    // The tags are the file's, not its content's: set as the write is kept, even while its bytes wait
+    // for their scan.
+    if (request.tags && outcome.status !== 'superseded') {
+      await setFileTags(services, caller, outcome.file.id, request.tags, outcome.file.tags);
+    }
     return {
       // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
       etag: outcome.etag,

@@ -1,20 +1,26 @@
 import { createHash } from 'node:crypto';
 import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectTaggingCommand,
   GetObjectCommand,
   GetObjectTaggingCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   PutObjectCommand,
   PutObjectTaggingCommand,
   S3ServiceException,
   type Tag,
+  UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sha256 } from '../../../src/protocols/s3/canonical.ts';
-import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { type Bucket, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { type Bucket, newS3Credential, s3EndpointOf } from '../../support/s3-endpoint.ts';
 
 // S3 object tags are Coffer's tags of the file at the key: (Key, Value) is the tag `Key=Value`, or
 // `Key` when Value is empty. Every result is checked through the REST API: the file's `tags` and a
@@ -25,7 +31,7 @@ beforeAll(async () => {
 });
 afterAll(() => coffer.close());
 
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { clientFor, bucketWith, cutInAfterNextWrite } = s3EndpointOf(() => coffer);
 
 /** The S3 error a call was refused with, and its message. */
 async function refusal(promise: Promise<unknown>) {
@@ -49,6 +55,12 @@ async function fileNamed(project: TestProject, filename: string) {
 
 const tagsOf = async (project: TestProject, filename: string) => (await fileNamed(project, filename)).tags;
 
+/** The tags of each ready file named `filename`. */
+async function readyTagsOf(project: TestProject, filename: string) {
+  const { items } = (await project.call('GET', `/files?q=${encodeURIComponent(filename)}&status=ready`)).body;
+  return items.map((file: { tags: string[] }) => file.tags);
+}
+
 /** The names of the files the REST API lists with every tag of `tags`. */
 async function taggedWith(project: TestProject, ...tags: string[]) {
   const query = tags.map((tag) => `tags=${encodeURIComponent(tag)}`).join('&');
@@ -62,6 +74,25 @@ const putTags = ({ client, name }: Bucket, Key: string, TagSet: Tag[], VersionId
   client.send(new PutObjectTaggingCommand({ Bucket: name, Key, VersionId, Tagging: { TagSet } }));
 const put = ({ client, name }: Bucket, Key: string, Tagging?: string, Body = 'bytes') =>
   client.send(new PutObjectCommand({ Bucket: name, Key, Body, Tagging }));
+
+/** A multipart upload of `Key` in one part, `Tagging` on its CreateMultipartUpload; completes it unless told not to. */
+async function uploadInParts(b: Bucket, Key: string, Tagging?: string) {
+  const { client, name: Bucket } = b;
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket, Key, Tagging }));
+  const part = await client.send(
+    new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 1, Body: 'parts' }),
+  );
+  const complete = () =>
+    client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket,
+        Key,
+        UploadId,
+        MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+      }),
+    );
+  return { UploadId, complete };
+}
 
 /** A request to the object `key` signed as an SDK signs it, with any body and headers. */
 async function signedFetch(
@@ -265,5 +296,270 @@ describe('GetObjectTagging, PutObjectTagging and DeleteObjectTagging', () => {
     });
     expect(answer.status, answer.text).toBe(200);
     expect(await tagsOf(b.project, 'held.txt')).toEqual(['a key=a value']);
+  });
+});
+
+describe('x-amz-tagging on writes', () => {
+  it("PutObject sets the file's tags; one without it keeps them, those set through the REST API too", async () => {
+    const b = await bucketWith();
+    await put(b, 'a/one.txt', 'a=1&b=two+words&c&d=x%3Dy%26z');
+    expect(await tagsOf(b.project, 'one.txt')).toEqual(['a=1', 'b=two words', 'c', 'd=x=y&z']);
+    expect(await taggedWith(b.project, 'b=two words', 'c')).toEqual(['one.txt']);
+    await put(b, 'a/one.txt', undefined, 'new content');
+    expect(await tagsOf(b.project, 'one.txt')).toEqual(['a=1', 'b=two words', 'c', 'd=x=y&z']);
+    const { id } = await fileNamed(b.project, 'one.txt');
+    await b.project.call('POST', `/files/${id}/tags`, { body: { tags: ['from-rest'] } });
+    await put(b, 'a/one.txt', undefined, 'newer content');
+    expect(await tagsOf(b.project, 'one.txt')).toContain('from-rest');
+    // New content with x-amz-tagging: exactly its tags, the file still the same one.
+    await put(b, 'a/one.txt', 'only=this', 'newest content');
+    expect(await fileNamed(b.project, 'one.txt')).toMatchObject({ id, tags: ['only=this'] });
+    expect(await taggedWith(b.project, 'from-rest')).toEqual([]);
+    // An empty x-amz-tagging asks for no tags.
+    await put(b, 'a/one.txt', '', 'bare');
+    expect(await tagsOf(b.project, 'one.txt')).toEqual([]);
+  });
+
+  it('a presigned PutObject carries them in its query, where SDK presigners put the header', async () => {
+    const b = await bucketWith();
+    const url = await getSignedUrl(
+      b.client,
+      new PutObjectCommand({ Bucket: b.name, Key: 'signed.txt', Body: 'signed', Tagging: 'via=url' }),
+      { expiresIn: 60 },
+    );
+    expect(new URL(url).searchParams.get('x-amz-tagging')).toBe('via=url');
+    expect((await fetch(url, { method: 'PUT', body: 'signed' })).status).toBe(200);
+    expect(await tagsOf(b.project, 'signed.txt')).toEqual(['via=url']);
+  });
+
+  it("CopyObject gives the destination the source's tags (COPY), or exactly those sent (REPLACE)", async () => {
+    const b = await bucketWith();
+    await put(b, 'source.txt', 'from=source&plain');
+    const copy = (Key: string, extra: object = {}) =>
+      b.client.send(
+        new CopyObjectCommand({ Bucket: b.name, Key, CopySource: `${b.name}/source.txt`, ...extra }),
+      );
+    await copy('copied.txt');
+    expect(await tagsOf(b.project, 'copied.txt')).toEqual(['from=source', 'plain']);
+    await copy('replaced.txt', { TaggingDirective: 'REPLACE', Tagging: 'new=tag' });
+    expect(await tagsOf(b.project, 'replaced.txt')).toEqual(['new=tag']);
+    await copy('bare.txt', { TaggingDirective: 'REPLACE' });
+    expect(await tagsOf(b.project, 'bare.txt')).toEqual([]);
+    // Over a file with tags of its own, as S3 gives the copy the source's.
+    await put(b, 'over.txt', 'mine=1');
+    await copy('over.txt');
+    expect(await tagsOf(b.project, 'over.txt')).toEqual(['from=source', 'plain']);
+    expect(await taggedWith(b.project, 'from=source')).toEqual(['copied.txt', 'over.txt', 'source.txt']);
+    expect(await refusal(copy('never.txt', { TaggingDirective: 'MERGE' }))).toEqual({
+      code: 'InvalidArgument',
+      status: 400,
+      message: 'Unknown tagging directive.',
+    });
+  });
+
+  it("CreateMultipartUpload's tags are the file's as the upload completes, a new file or new content of one", async () => {
+    const b = await bucketWith();
+    await (await uploadInParts(b, 'parts/new.bin', 'mp=new')).complete();
+    expect(await tagsOf(b.project, 'new.bin')).toEqual(['mp=new']);
+
+    await put(b, 'parts/old.bin', 'before=1');
+    const upload = await uploadInParts(b, 'parts/old.bin', 'mp=content&second');
+    expect(await tagsOf(b.project, 'old.bin')).toEqual(['before=1']);
+    await upload.complete();
+    expect(await tagsOf(b.project, 'old.bin')).toEqual(['mp=content', 'second']);
+    expect(await taggedWith(b.project, 'second')).toEqual(['old.bin']);
+    // Without x-amz-tagging the file keeps its tags.
+    await (await uploadInParts(b, 'parts/old.bin')).complete();
+    expect(await tagsOf(b.project, 'old.bin')).toEqual(['mp=content', 'second']);
+
+    // Overtaken by a PUT begun after it: the PUT's content and tags stay, as S3's last writer wins.
+    const overtaken = await uploadInParts(b, 'parts/taken.bin', 'mp=overtaken');
+    await put(b, 'parts/taken.bin', 'put=later');
+    await overtaken.complete();
+    expect(await readyTagsOf(b.project, 'taken.bin')).toEqual([['put=later']]);
+
+    // Begun at a free key that a PUT begun before it took meanwhile: the completion is new content of
+    // that file, and tags it.
+    let merging: Awaited<ReturnType<typeof uploadInParts>> | undefined;
+    const undo = cutInAfterNextWrite(async () => {
+      merging = await uploadInParts(b, 'parts/merged.bin', 'mp=merged');
+    });
+    await put(b, 'parts/merged.bin', 'put=earlier').finally(undo);
+    await merging!.complete();
+    expect(await readyTagsOf(b.project, 'merged.bin')).toEqual([['mp=merged']]);
+  });
+
+  it("refuses tags it cannot keep before a byte is stored, on every write, in S3's words", async () => {
+    const b = await bucketWith();
+    await put(b, 'source.txt');
+    const writes = (Key: string, Tagging: string) => [
+      () => put(b, Key, Tagging),
+      () =>
+        b.client.send(
+          new CopyObjectCommand({
+            Bucket: b.name,
+            Key,
+            CopySource: `${b.name}/source.txt`,
+            TaggingDirective: 'REPLACE',
+            Tagging,
+          }),
+        ),
+      async () => {
+        const { UploadId } = await b.client.send(
+          new CreateMultipartUploadCommand({ Bucket: b.name, Key, Tagging }),
+        );
+        await b.client.send(new AbortMultipartUploadCommand({ Bucket: b.name, Key, UploadId }));
+      },
+    ];
+    const header =
+      "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.";
+    const eleven = Array.from({ length: 11 }, (_, index) => `k${index}`).join('&');
+    const refused: [string, string, string][] = [
+      [eleven, 'BadRequest', 'Object tags cannot be greater than 10'],
+      ['a=1&a=2', 'InvalidArgument', header],
+      ['=1', 'InvalidArgument', header],
+      ['a=%FF', 'InvalidArgument', header],
+      ['a=%zz', 'InvalidArgument', header],
+      [`${'k'.repeat(129)}=1`, 'InvalidTag', 'The TagKey you have provided is invalid'],
+      [`k=${'v'.repeat(257)}`, 'InvalidTag', 'The TagValue you have provided is invalid'],
+      [
+        'a%3Db=1',
+        'InvalidTag',
+        'The TagKey you have provided is invalid: Coffer keeps a tag as Key=Value, so a Key holds no =',
+      ],
+      [
+        `k=${'v'.repeat(63)}`,
+        'InvalidTag',
+        'The tag you have provided is too long: Coffer keeps a tag as Key=Value, in at most 64 characters',
+      ],
+      [
+        'k=v%20',
+        'InvalidTag',
+        'The TagValue you have provided is invalid: Coffer keeps no spaces at the ends of a tag, nor control characters',
+      ],
+      [
+        'k%09=v',
+        'InvalidTag',
+        'The TagKey you have provided is invalid: Coffer keeps no spaces at the ends of a tag, nor control characters',
+      ],
+    ];
+    for (const [index, [tagging, code, message]] of refused.entries()) {
+      const Key = `refused/${index}.txt`;
+      for (const write of writes(Key, tagging)) {
+        expect(await refusal(write()), tagging).toEqual({ code, status: 400, message });
+      }
+      expect(await refusal(b.client.send(new HeadObjectCommand({ Bucket: b.name, Key })))).toMatchObject({
+        status: 404,
+      });
+    }
+    const uploads = await b.client.send(new ListMultipartUploadsCommand({ Bucket: b.name }));
+    expect(uploads.Uploads ?? []).toEqual([]);
+    expect((await b.project.call('GET', '/files')).body.total).toBe(1);
+  });
+
+  it('a folder takes no tags: 501 for some, an empty set for none', async () => {
+    const b = await bucketWith();
+    expect(await refusal(put(b, 'folder/', 'a=1', ''))).toMatchObject({
+      code: 'NotImplemented',
+      status: 501,
+    });
+    expect((await b.project.call('GET', '/folders')).body.items).toEqual([]);
+    await put(b, 'folder/', undefined, '');
+    expect(await getTags(b, 'folder/')).toEqual([]);
+    expect(await refusal(putTags(b, 'folder/', [{ Key: 'a', Value: '1' }]))).toMatchObject({
+      code: 'NotImplemented',
+      status: 501,
+    });
+    await b.client.send(new DeleteObjectTaggingCommand({ Bucket: b.name, Key: 'folder/' }));
+    expect(await refusal(getTags(b, 'nowhere/'))).toMatchObject({ code: 'NoSuchKey', status: 404 });
+  });
+});
+
+describe('who may change tags', () => {
+  it("takes files:update_metadata as the REST API does, a long-lived credential's files:upload for it", async () => {
+    const b = await bucketWith();
+    await put(b, 'scoped.txt', 'start=1');
+    const reader = await newS3Credential(coffer, b.project.id, ['files:read']);
+    const readOnly = { ...b, client: clientFor(reader.access_key_id, reader.secret_access_key) };
+    expect(await getTags(readOnly, 'scoped.txt')).toEqual([{ Key: 'start', Value: '1' }]);
+    expect(await refusal(putTags(readOnly, 'scoped.txt', []))).toMatchObject({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    const deleteTags = (c: Bucket) =>
+      c.client.send(new DeleteObjectTaggingCommand({ Bucket: b.name, Key: 'scoped.txt' }));
+    expect(await refusal(deleteTags(readOnly))).toMatchObject({ code: 'AccessDenied', status: 403 });
+
+    // An API key's temporary credentials: its scopes, as on the REST API.
+    const temporaryOf = async (scopes: string[]) => {
+      const key = await b.project.call('POST', '/api-keys', {
+        token: ADMIN_KEY,
+        body: { name: 'k', scopes },
+      });
+      expect(key.status, JSON.stringify(key.body)).toBe(201);
+      const minted = await b.project.call('POST', '/s3-credentials/temporary', {
+        token: key.body.key,
+        body: {},
+      });
+      expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+      const { access_key_id, secret_access_key, session_token } = minted.body;
+      return { ...b, client: clientFor(access_key_id, secret_access_key, session_token) };
+    };
+    const uploader = await temporaryOf(['files:read', 'files:upload']);
+    expect(await refusal(putTags(uploader, 'scoped.txt', []))).toMatchObject({
+      code: 'AccessDenied',
+      status: 403,
+    });
+    const { id } = await fileNamed(b.project, 'scoped.txt');
+    const restTags = (token: string) =>
+      b.project.call('PUT', `/files/${id}/tags`, { token, body: { tags: [] } });
+    const apiKey = await b.project.call('POST', '/api-keys', {
+      token: ADMIN_KEY,
+      body: { name: 'rest', scopes: ['files:read', 'files:upload'] },
+    });
+    expect((await restTags(apiKey.body.key)).status).toBe(403);
+    // Its writes set tags, as a REST upload sets them.
+    await put(uploader, 'by-uploader.txt', 'up=1');
+    expect(await tagsOf(b.project, 'by-uploader.txt')).toEqual(['up=1']);
+    const editor = await temporaryOf(['files:read', 'files:update_metadata']);
+    await putTags(editor, 'scoped.txt', [{ Key: 'edited', Value: 'yes' }]);
+    expect(await tagsOf(b.project, 'scoped.txt')).toEqual(['edited=yes']);
+
+    // A long-lived credential holds files:read, files:upload and files:delete at most: files:upload writes tags.
+    await putTags(b, 'scoped.txt', [{ Key: 'by', Value: 'credential' }]);
+    expect(await tagsOf(b.project, 'scoped.txt')).toEqual(['by=credential']);
+    // A legal hold keeps a file from deletion, not from new tags, as on the REST API.
+    const held = await coffer.call('PUT', `/v1/projects/${b.project.id}/files/${id}/legal-hold`, {
+      token: ADMIN_KEY,
+      body: {},
+    });
+    expect(held.status, JSON.stringify(held.body)).toBe(200);
+    await deleteTags(b);
+    expect(await tagsOf(b.project, 'scoped.txt')).toEqual([]);
+  });
+
+  it("an upload token's credentials tag their own files only, the token's tags kept", async () => {
+    const b = await bucketWith();
+    await put(b, 'theirs.txt', 'owner=project');
+    const token = await b.project.call('POST', '/upload-tokens', { body: { tags: ['from-token'] } });
+    expect(token.status, JSON.stringify(token.body)).toBe(201);
+    const minted = await b.project.call('POST', '/s3-credentials/temporary', {
+      token: token.body.token,
+      body: {},
+    });
+    const { access_key_id, secret_access_key, session_token } = minted.body;
+    const browser = { ...b, client: clientFor(access_key_id, secret_access_key, session_token) };
+    await put(browser, 'mine.txt', 'a=1');
+    expect(await tagsOf(b.project, 'mine.txt')).toEqual(['a=1', 'from-token']);
+    await putTags(browser, 'mine.txt', [{ Key: 'b', Value: '2' }]);
+    expect(await tagsOf(b.project, 'mine.txt')).toEqual(['b=2', 'from-token']);
+    await browser.client.send(new DeleteObjectTaggingCommand({ Bucket: b.name, Key: 'mine.txt' }));
+    expect(await tagsOf(b.project, 'mine.txt')).toEqual(['from-token']);
+    expect(await getTags(browser, 'mine.txt')).toEqual([{ Key: 'from-token', Value: '' }]);
+    expect(await refusal(putTags(browser, 'theirs.txt', []))).toMatchObject({
+      code: 'NoSuchKey',
+      status: 404,
+    });
+    expect(await tagsOf(b.project, 'theirs.txt')).toEqual(['owner=project']);
   });
 });
