@@ -166,6 +166,50 @@ describe.skipIf(!clients.aws)('aws cli', () => {
     }
   });
 
+  it("tags an object with s3api, and copies one in parts with its tags, as the file's tags", async () => {
+    const s = await setup();
+    const aws = awsCli(s);
+    const api = async (...args: string[]) =>
+      JSON.parse((await aws('s3api', ...args, '--bucket', s.bucket)).stdout || '{}');
+    const data = opaqueBytes(10 * MiB, 'tagged');
+    writeFileSync(join(s.dir, 'tagged.bin'), data);
+    await aws('s3', 'cp', join(s.dir, 'tagged.bin'), `s3://${s.bucket}/tags/tagged.bin`);
+    const tagSet = [
+      { Key: 'project', Value: 'blue sky' },
+      { Key: 'urgent', Value: '' },
+    ];
+    await api(
+      'put-object-tagging',
+      '--key',
+      'tags/tagged.bin',
+      '--tagging',
+      JSON.stringify({ TagSet: tagSet }),
+    );
+    expect((await api('get-object-tagging', '--key', 'tags/tagged.bin')).TagSet).toEqual(tagSet);
+    // Past its multipart threshold, the copy reads the source's tags and sends them with its
+    // CreateMultipartUpload.
+    const copied = await aws(
+      '--debug',
+      's3',
+      'cp',
+      `s3://${s.bucket}/tags/tagged.bin`,
+      `s3://${s.bucket}/tags/copy.bin`,
+    );
+    expect(copied.stderr).toContain('UploadPartCopy');
+    expect(copied.stderr).toContain("'x-amz-tagging': 'project=blue%20sky&urgent='");
+    expect((await api('get-object-tagging', '--key', 'tags/copy.bin')).TagSet).toEqual(tagSet);
+    const tagged = async (tag: string) =>
+      (await s.project.call('GET', `/files?tags=${encodeURIComponent(tag)}`)).body.items.map(
+        (file: { filename: string; tags: string[] }) => [file.filename, file.tags],
+      );
+    expect((await tagged('project=blue sky')).sort()).toEqual([
+      ['copy.bin', ['project=blue sky', 'urgent']],
+      ['tagged.bin', ['project=blue sky', 'urgent']],
+    ]);
+    await api('delete-object-tagging', '--key', 'tags/tagged.bin');
+    expect(await tagged('urgent')).toEqual([['copy.bin', ['project=blue sky', 'urgent']]]);
+  });
+
   it('uploads files with the types Python names them by: tarballs as tar, a script, C source, a card', async () => {
     // Scanned, so that each file's head is compared with its type too.
     const s = await setup({ virus_scan_enabled: true });
