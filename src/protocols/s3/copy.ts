@@ -86,12 +86,12 @@ export function metadataDirectiveOf(
 /**
  * CopyObject within the bucket: the source's bytes streamed from the store into a new file (or new
  * content) at `key`, with exactly the source's metadata and stored headers (COPY) or the request's
- * (REPLACE), none included, whatever the file there had; the source's type unless REPLACE names one;
- * the source file's tags (`x-amz-tagging-directive` COPY) or `tags` (REPLACE). `guard` holds
- * the write to the destination's condition. The copy keeps the checksum the source's client sent, its
- * bytes being the same, unless it asks for another algorithm (`checksumAlgorithm`), computed on the
- * way. A copy onto its own key must change something: REPLACE, or a version named (restoring it);
- * otherwise it is refused, as in S3, before a byte is read.
+ * (REPLACE), none included, whatever the file there had; the source's type, as it was sent, unless
+ * REPLACE names one; the source file's tags (`x-amz-tagging-directive` COPY) or `tags` (REPLACE).
+ * `guard` holds the write to the destination's condition. The copy keeps the checksum the source's
+ * client sent, its bytes being the same, unless it asks for another algorithm (`checksumAlgorithm`),
+ * computed on the way. A copy onto its own key must change something: REPLACE, or a version named
+ * (restoring it); otherwise it is refused, as in S3, before a byte is read.
  */
 export async function copyObject(
   services: ObjectServices,
@@ -111,6 +111,12 @@ export async function copyObject(
 ) {
   const { file, content, named } = source;
   if (named.key === key && named.versionId === null && !request.replace) throw copyToItself();
+  // REPLACE without a type keeps the source's, as it was sent.
+  const sourceType = content.headers['content-type'];
+  const replaced =
+    request.contentType === undefined && sourceType !== undefined
+      ? { ...request.headers, 'content-type': sourceType }
+      : request.headers;
   const bytes = await services.store.read(content.storageKey);
   const { checksumAlgorithm } = request;
   const body =
@@ -126,7 +132,7 @@ export async function copyObject(
     // The file's tags, whichever version is copied: Coffer's tags are the file's.
     tags: request.tags ?? file.tags,
     // The headers of the content copied: a version's own when one is named.
-    headers: request.replace ? request.headers : content.headers,
+    headers: request.replace ? replaced : content.headers,
     body,
     guard: request.guard,
   }).finally(() => {

@@ -1,3 +1,4 @@
+import { normalizeMimeType } from '../../lib/mime.ts';
 import type { HttpHeaders } from '../../modules/files/repo.ts';
 import { invalidArgument, notImplemented, S3Error } from './errors.ts';
 
@@ -31,10 +32,15 @@ function headerValue(name: string, value: string): string {
 /**
  * The standard headers a PutObject, CreateMultipartUpload or CopyObject (REPLACE) stores with the
  * object: STORED_HEADERS as sent, but for `aws-chunked` in Content-Encoding, which frames the
- * request's body and is not the object's encoding (S3 drops it too).
+ * request's body and is not the object's encoding (S3 drops it too); and the Content-Type as sent
+ * when it is more than the file's type (its parameters, its case), which S3 answers as sent.
  */
 export function storedHeadersOf(headers: Record<string, string | string[] | undefined>): HttpHeaders {
   const stored: HttpHeaders = {};
+  const type = typeof headers['content-type'] === 'string' ? headers['content-type'].trim() : '';
+  // A type Coffer cannot read is refused with the write: nothing to keep of it.
+  const bare = normalizeMimeType(type);
+  if (bare && bare !== type) stored['content-type'] = headerValue('content-type', type);
   for (const name of STORED_HEADERS) {
     const sent = headers[name];
     let value = Array.isArray(sent) ? sent.join(', ') : sent;

@@ -76,6 +76,7 @@ export function objectOperations(services: Services): Record<string, Operation> 
       'last-modified': content.modified.toUTCString(),
       'accept-ranges': 'bytes',
       'x-coffer-file-id': file.id,
+      // The stored headers, the Content-Type as it was sent among them (see storedHeadersOf).
       ...content.headers,
       ...(content.versionId ? { 'x-amz-version-id': content.versionId } : {}),
       ...(part?.partsCount === undefined ? {} : { 'x-amz-mp-parts-count': String(part.partsCount) }),
