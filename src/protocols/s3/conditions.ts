@@ -19,7 +19,8 @@ import { markerShown, type ObjectServices, shownAt } from './objects.ts';
 /**
  * The conditional headers of a read (RFC 9110 §13 as S3 applies them): 304 or 412 when they fail. A 304
  * carries the validators a 200 would, and its Cache-Control and Expires (RFC 9110 §15.4.5), so caches
- * can refresh what they hold.
+ * can refresh what they hold. A 412 names the condition that failed, as S3 does: for a copy's source
+ * (`forCopy`, its `x-amz-copy-source-if-*` headers passed without that prefix), with the prefix.
  */
 export function checkConditions(
   headers: Record<string, string | string[] | undefined>,
@@ -38,8 +39,10 @@ export function checkConditions(
     ...(versionId ? { 'x-amz-version-id': versionId } : {}),
     ...Object.fromEntries(freshness),
   };
-  const notModified = () =>
-    forCopy ? preconditionFailed() : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
+  const failed = (condition: string) =>
+    preconditionFailed(forCopy ? `x-amz-copy-source-${condition}` : condition);
+  const notModified = (condition: string) =>
+    forCopy ? failed(condition) : new S3Error(304, 'NotModified', 'Not Modified', { headers: validators });
   const header = (name: string) =>
     typeof headers[name] === 'string' ? (headers[name] as string) : undefined;
   const matches = (list: string, comparison?: 'strong') => listsEtag(list, etag, comparison);
@@ -49,13 +52,13 @@ export function checkConditions(
   const ifNoneMatch = header('if-none-match');
   const ifModifiedSince = header('if-modified-since');
   const ifUnmodifiedSince = header('if-unmodified-since');
-  if (ifMatch !== undefined && !matches(ifMatch, 'strong')) throw preconditionFailed();
+  if (ifMatch !== undefined && !matches(ifMatch, 'strong')) throw failed('If-Match');
   if (ifMatch === undefined && ifUnmodifiedSince !== undefined && seconds > since(ifUnmodifiedSince)) {
-    throw preconditionFailed();
+    throw failed('If-Unmodified-Since');
   }
-  if (ifNoneMatch !== undefined && matches(ifNoneMatch)) throw notModified();
+  if (ifNoneMatch !== undefined && matches(ifNoneMatch)) throw notModified('If-None-Match');
   if (ifNoneMatch === undefined && ifModifiedSince !== undefined && seconds <= since(ifModifiedSince)) {
-    throw notModified();
+    throw notModified('If-Modified-Since');
   }
 }
 
@@ -111,18 +114,18 @@ async function foundAt(
 const namesEtag = (condition: WriteCondition) =>
   condition.ifMatch !== undefined && !anyEtag(condition.ifMatch);
 
-/** Why the object at a key (`found`, or none) fails `condition`; undefined when it meets it. */
-function unmet(condition: WriteCondition, found: Found | undefined): S3Error | undefined {
+/** Why the object at `key` (`found`, or none) fails `condition`; undefined when it meets it. */
+function unmet(key: string, condition: WriteCondition, found: Found | undefined): S3Error | undefined {
   if (condition.ifMatch !== undefined) {
     // S3 answers If-Match over no object as that missing key.
-    if (!found) return noSuchKey();
+    if (!found) return noSuchKey(key);
     // Any object at the key meets `*`; otherwise new content waiting for its scan is a write in
     // progress whose ETag the object does not show yet: not a mismatch (412 would say the object is
     // another's for good), a conflict to try again once it settles.
     if (found.pending && namesEtag(condition)) return conditionalRequestConflict();
-    if (!listsEtag(condition.ifMatch, found.etag, 'strong')) return preconditionFailed();
+    if (!listsEtag(condition.ifMatch, found.etag, 'strong')) return preconditionFailed('If-Match');
   }
-  if (condition.ifNoneMatch && found) return preconditionFailed();
+  if (condition.ifNoneMatch && found) return preconditionFailed('If-None-Match');
   return undefined;
 }
 
@@ -142,7 +145,7 @@ export async function guardOf(
 ): Promise<WriteGuard | undefined> {
   if (!condition) return undefined;
   const checked = await foundAt(services, services.db, caller, key);
-  const refused = unmet(condition, checked);
+  const refused = unmet(key, condition, checked);
   if (refused) throw refused;
   return async (q) => {
     await lockKey(q, caller.project.id, key);

@@ -55,14 +55,14 @@ const bytesOf = (
 });
 
 /**
- * The file's current content, or with `versionId` one of its versions (NoSuchVersion when it has no
- * such version); where the project keeps versions, the version it is.
+ * The file's current content, or with `versionId` one of its versions (NoSuchVersion, naming `key`
+ * and the version, when it has no such version); where the project keeps versions, the version it is.
  */
 export async function contentOf(
   services: Pick<ObjectServices, 'db'>,
   caller: Caller,
   file: FileRow,
-  versionId: string | null,
+  { key, versionId }: { key: string; versionId: string | null },
 ): Promise<Content> {
   const current = { ...bytesOf(file), etag: etagOf(file), modified: file.updated_at };
   if (!caller.project.settings.versioning_enabled && (versionId === null || versionId === 'null')) {
@@ -72,7 +72,7 @@ export async function contentOf(
     return { ...current, versionId: await newestVersionId(services.db, file.id) };
   }
   const version = await findVersion(services.db, file.id, versionId);
-  if (!version) throw noSuchVersion();
+  if (!version) throw noSuchVersion(key, versionId);
   const isCurrent = version.storage_key === file.storage_key;
   return {
     ...bytesOf(version),

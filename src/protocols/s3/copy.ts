@@ -45,10 +45,10 @@ export async function copySource(
   const header = headers['x-amz-copy-source'];
   if (typeof header !== 'string') throw invalidArgument('Copy Source must name one object');
   const named = copySourceOf(header);
-  if (named.bucket !== caller.project.bucket) throw noSuchBucket();
+  if (named.bucket !== caller.project.bucket) throw noSuchBucket(named.bucket);
   const file = await fileAt(services, caller, named.key);
   requireReadable(file);
-  const content = await contentOf(services, caller, file, named.versionId);
+  const content = await contentOf(services, caller, file, named);
   const conditions = Object.fromEntries(
     Object.entries(headers)
       .filter(([name]) => name.startsWith('x-amz-copy-source-if-'))

@@ -78,15 +78,34 @@ export class SigV4Error extends S3Error {
   }
 }
 
-export const noSuchBucket = () => new S3Error(404, 'NoSuchBucket', 'The specified bucket does not exist');
+/**
+ * The refusals of what a request named that is not there, each naming it in its own element as S3
+ * does (`<BucketName>`, `<Key>`, `<UploadId>`, `<VersionId>`); one raised without its name is given
+ * the request's at the edge (see routes.ts).
+ */
+export const noSuchBucket = (bucket?: string) =>
+  new S3Error(404, 'NoSuchBucket', 'The specified bucket does not exist', {
+    details: bucket === undefined ? {} : { BucketName: bucket },
+  });
 export const invalidBucketName = (name: string) =>
   new S3Error(400, 'InvalidBucketName', 'The specified bucket is not valid.', {
     details: { BucketName: name },
   });
-export const noSuchKey = () => new S3Error(404, 'NoSuchKey', 'The specified key does not exist.');
-export const noSuchUpload = () =>
-  new S3Error(404, 'NoSuchUpload', 'The specified multipart upload does not exist.');
-export const noSuchVersion = () => new S3Error(404, 'NoSuchVersion', 'The specified version does not exist.');
+export const noSuchKey = (key?: string) =>
+  new S3Error(404, 'NoSuchKey', 'The specified key does not exist.', {
+    details: key === undefined ? {} : { Key: key },
+  });
+export const noSuchUpload = (uploadId?: string) =>
+  new S3Error(404, 'NoSuchUpload', 'The specified multipart upload does not exist.', {
+    details: uploadId === undefined ? {} : { UploadId: uploadId },
+  });
+export const noSuchVersion = (key?: string, versionId?: string) =>
+  new S3Error(404, 'NoSuchVersion', 'The specified version does not exist.', {
+    details: {
+      ...(key === undefined ? {} : { Key: key }),
+      ...(versionId === undefined ? {} : { VersionId: versionId }),
+    },
+  });
 /** A URL whose path cannot be percent-decoded. */
 export const invalidUri = () => new S3Error(400, 'InvalidURI', "Couldn't parse the specified URI.");
 export const accessDenied = (message = 'Access Denied') => new S3Error(403, 'AccessDenied', message);
@@ -104,8 +123,11 @@ export const malformedXml = () =>
   );
 export const notImplemented = (what: string) =>
   new S3Error(501, 'NotImplemented', `${what} is not implemented by Coffer`);
-export const preconditionFailed = () =>
-  new S3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+/** A condition that did not hold, named as S3 names it (`If-Match`, `x-amz-copy-source-If-Match`…). */
+export const preconditionFailed = (condition: string) =>
+  new S3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', {
+    details: { Condition: condition },
+  });
 export const conditionalRequestConflict = () =>
   new S3Error(
     409,

@@ -21,9 +21,9 @@ export async function getMarker(
   requireScope(caller, 'files:read');
   const partNumber = readPartNumber(request.headers, query);
   const marker = await markerShown(services, caller, target.key.slice(0, -1));
-  if (!marker) throw noSuchKey();
+  if (!marker) throw noSuchKey(target.key);
   const versionId = query.get('versionId');
-  if (versionId !== null && versionId !== 'null') throw noSuchVersion();
+  if (versionId !== null && versionId !== 'null') throw noSuchVersion(target.key, versionId);
   checkConditions(request.headers, { etag: EMPTY_ETAG, modified: marker.created_at });
   rangeOf(request.headers.range, 0);
   // A marker is an object written whole: its one part is itself.

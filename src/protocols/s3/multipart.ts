@@ -21,12 +21,17 @@ import { parseS3Xml } from './xml.ts';
  */
 export type MultipartServices = Pick<Services, 'multipart' | 'folders' | 'db'>;
 
-/** Runs `work` with Coffer's refusals of an unknown, finished or foreign upload in S3's words. */
-async function onUpload<T>(work: () => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on upload `uploadId` with Coffer's refusals of an unknown, finished or foreign upload
+ * in S3's words.
+ */
+async function onUpload<T>(uploadId: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (isDomainError(error, 'NOT_FOUND') || isDomainError(error, 'INVALID_STATE')) throw noSuchUpload();
+    if (isDomainError(error, 'NOT_FOUND') || isDomainError(error, 'INVALID_STATE')) {
+      throw noSuchUpload(uploadId);
+    }
     // A part list that does not match what was uploaded, in S3's words.
     if (isDomainError(error, 'VALIDATION_ERROR') && String(error.details?.field ?? '').startsWith('parts')) {
       const code =
@@ -112,7 +117,8 @@ export const uploadPart = (
   partNumber: number,
   body: Readable,
   size: number,
-) => onUpload(() => services.multipart.writePart(caller, uploadId, partNumber, body, size, { key }));
+) =>
+  onUpload(uploadId, () => services.multipart.writePart(caller, uploadId, partNumber, body, size, { key }));
 
 /** The parts a CompleteMultipartUpload lists, from its XML body. */
 export function completedParts(xml: string): { part_number: number; etag: string }[] {
@@ -174,7 +180,7 @@ export async function completeUpload(
   guard?: WriteGuard,
 ) {
   const { key, uploadId } = upload;
-  const { file, contentId, superseded } = await onUpload(() =>
+  const { file, contentId, superseded } = await onUpload(uploadId, () =>
     services.multipart.finish(caller, uploadId, parts, { guard, key }),
   );
   // An upload over a key made new content of its file, whose id is that version's.
@@ -186,7 +192,7 @@ export async function completeUpload(
 }
 
 export const abortUpload = (services: MultipartServices, caller: Caller, { key, uploadId }: UploadRef) =>
-  onUpload(() => services.multipart.abort(caller, uploadId, key));
+  onUpload(uploadId, () => services.multipart.abort(caller, uploadId, key));
 
 /** ListParts: the uploaded parts after `marker`, at most `maxParts` of them. */
 export async function listParts(
@@ -196,8 +202,8 @@ export async function listParts(
   marker: number,
   maxParts: number,
 ) {
-  const described = await onUpload(() => services.multipart.describe(caller, uploadId, key));
-  if (described.status !== 'open') throw noSuchUpload();
+  const described = await onUpload(uploadId, () => services.multipart.describe(caller, uploadId, key));
+  if (described.status !== 'open') throw noSuchUpload(uploadId);
   const after = described.parts.filter((part) => part.part_number > marker);
   // max-parts=0 asks for an empty page, not truncated, as the other listings answer a limit of 0.
   return { parts: after.slice(0, maxParts), truncated: maxParts > 0 && after.length > maxParts };

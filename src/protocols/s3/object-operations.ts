@@ -60,7 +60,10 @@ export function objectOperations(services: Services): Record<string, Operation> 
     const file = await fileAt(services, caller, target.key, atKey);
     // HeadObject answers a file still being checked with its headers, as S3 does: only its bytes wait.
     if (request.method !== 'HEAD') requireReadable(file);
-    const content = await contentOf(services, caller, file, query.get('versionId'));
+    const content = await contentOf(services, caller, file, {
+      key: target.key,
+      versionId: query.get('versionId'),
+    });
     checkConditions(request.headers, content);
     // A part is read as the range it spans; a part of no bytes has none.
     const part = partNumber === undefined ? undefined : await partOf(services.store, content, partNumber);

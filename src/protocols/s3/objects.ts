@@ -53,7 +53,7 @@ export async function fileAt(
   atKey?: { file: FileRow | undefined },
 ): Promise<FileRow> {
   const file = await shownAt(services, caller, key, atKey);
-  if (!file) throw noSuchKey();
+  if (!file) throw noSuchKey(key);
   return file;
 }
 

@@ -120,8 +120,45 @@ function operationOf(method: string, target: Target, query: URLSearchParams): st
 /** What an error names as its Resource: the bucket and key as the path has them, without the mount. */
 const resourceOf = (request: FastifyRequest) => request.url.split('?')[0]!.slice(MOUNT.length) || '/';
 
+/** What a refusal of a thing that is not there names, by its code, as S3 names it. */
+const NAMED: Record<string, (target: Target, query: URLSearchParams) => Record<string, string | undefined>> =
+  {
+    NoSuchBucket: (target) => ({ BucketName: target.bucket }),
+    NoSuchKey: (target) => ({ Key: target.key }),
+    NoSuchVersion: (target, query) => ({ Key: target.key, VersionId: query.get('versionId') ?? undefined }),
+    NoSuchUpload: (_target, query) => ({ UploadId: query.get('uploadId') ?? undefined }),
+  };
+
+/**
+ * `error`, naming what it refuses as S3 does; what it was raised without (a refusal from deeper down,
+ * which knows no key) is the request's: its bucket, key, `versionId` or `uploadId`.
+ */
+function namedAfterRequest(request: FastifyRequest, error: S3Error): S3Error {
+  const named = NAMED[error.code];
+  if (!named) return error;
+  const [path, rawQuery = ''] = request.url.split('?') as [string, string?];
+  let target: Target;
+  try {
+    target = targetOf(path);
+  } catch {
+    return error;
+  }
+  const names = named(target, new URLSearchParams(rawQuery));
+  const details: Record<string, string> = {};
+  for (const [name, value] of Object.entries(names)) {
+    const given = error.details[name] ?? value;
+    if (given !== undefined) details[name] = given;
+  }
+  if (Object.keys(details).every((name) => name in error.details)) return error;
+  return new S3Error(error.status, error.code, error.message, {
+    details: { ...details, ...error.details },
+    headers: error.headers,
+  });
+}
+
 /**
  * An S3 error answer: the error document (none for HEAD), its status and headers (the ids: s3RequestIds).
+ * The elements of the error's own (`BucketName`, `Key`, `Condition`…) follow its message, as in S3.
  * The checksums of an object whose read failed once its headers were set go: the error document is
  * not its bytes, and an SDK would check the document against them rather than read the error.
  */
@@ -138,10 +175,10 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
       {
         Code: error.code,
         Message: error.message,
+        ...error.details,
         Resource: resource,
         RequestId: request.id,
         HostId: hostIdOf(request.id),
-        ...error.details,
       },
       false,
     ),
@@ -218,7 +255,7 @@ export function s3Routes(deps: {
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
     // The caller's own is served whatever its name (a project's may take a prefix S3 reserves).
     if (target.bucket !== undefined && target.bucket !== project.bucket) {
-      throw isS3BucketName(target.bucket) ? noSuchBucket() : invalidBucketName(target.bucket);
+      throw isS3BucketName(target.bucket) ? noSuchBucket(target.bucket) : invalidBucketName(target.bucket);
     }
     return { auth, caller: { principal, project } satisfies Caller, atKey };
   }
@@ -228,7 +265,7 @@ export function s3Routes(deps: {
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
     app.setErrorHandler((error, request, reply) =>
-      sendS3Error(request, reply, asS3Error(request, error), resourceOf(request)),
+      sendS3Error(request, reply, namedAfterRequest(request, asS3Error(request, error)), resourceOf(request)),
     );
 
     // Each request counted by its S3 operation's name.

@@ -23,7 +23,7 @@ async function taggedAt(
     return {};
   }
   const file = await fileAt(services, caller, target.key);
-  const content = await contentOf(services, caller, file, versionId);
+  const content = await contentOf(services, caller, file, { key: target.key, versionId });
   return { file, versionId: content.versionId };
 }
 
