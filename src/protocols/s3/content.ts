@@ -9,6 +9,7 @@ import {
   type ObjectPart,
   type ObjectStore,
 } from '../../infra/storage/object-store.ts';
+import { isId } from '../../lib/ids.ts';
 import type { ContentChecksum, FileRow, HttpHeaders } from '../../modules/files/repo.ts';
 import { findVersion, newestVersionId } from '../../modules/versions/repo.ts';
 import {
@@ -53,6 +54,19 @@ const bytesOf = (
   checksum: row.client_checksum ?? undefined,
   sha256: row.checksum_sha256 ?? undefined,
 });
+
+/**
+ * Refuses a version id no version can have, as S3 does (400 InvalidArgument), before the object is
+ * looked for: one that is neither `null` nor of the form Coffer makes them in. The `versionId`
+ * parameter is named in the error, with its value; one in a copy's source (`inCopySource`) is not.
+ */
+export function checkVersionId(versionId: string | null, { inCopySource = false } = {}): void {
+  if (versionId === null || versionId === 'null' || isId('ver', versionId)) return;
+  throw invalidArgument(
+    versionId === '' ? 'Version id cannot be the empty string' : 'Invalid version id specified',
+    inCopySource ? undefined : { ArgumentName: 'versionId', ArgumentValue: versionId },
+  );
+}
 
 /**
  * The file's current content, or with `versionId` one of its versions (NoSuchVersion, naming `key`

@@ -5,7 +5,7 @@ import type { WriteGuard } from '../../modules/ingest/intake.ts';
 import { requireScope } from './call.ts';
 import { type ChecksumAlgorithm, checksumming } from './checksums.ts';
 import { checkConditions } from './conditions.ts';
-import { type Content, contentOf } from './content.ts';
+import { type Content, checkVersionId, contentOf } from './content.ts';
 import { copyToItself, invalidArgument, noSuchBucket, S3Error } from './errors.ts';
 import { fileAt, type ObjectServices, putObject, requireReadable } from './objects.ts';
 
@@ -45,6 +45,7 @@ export async function copySource(
   const header = headers['x-amz-copy-source'];
   if (typeof header !== 'string') throw invalidArgument('Copy Source must name one object');
   const named = copySourceOf(header);
+  checkVersionId(named.versionId, { inCopySource: true });
   if (named.bucket !== caller.project.bucket) throw noSuchBucket(named.bucket);
   const file = await fileAt(services, caller, named.key);
   requireReadable(file);

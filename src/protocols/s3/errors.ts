@@ -109,7 +109,8 @@ export const noSuchVersion = (key?: string, versionId?: string) =>
 /** A URL whose path cannot be percent-decoded. */
 export const invalidUri = () => new S3Error(400, 'InvalidURI', "Couldn't parse the specified URI.");
 export const accessDenied = (message = 'Access Denied') => new S3Error(403, 'AccessDenied', message);
-export const invalidArgument = (message: string) => new S3Error(400, 'InvalidArgument', message);
+export const invalidArgument = (message: string, details?: Record<string, string>) =>
+  new S3Error(400, 'InvalidArgument', message, { details });
 export const invalidRequest = (message: string) => new S3Error(400, 'InvalidRequest', message);
 export const copyToItself = () =>
   invalidRequest(

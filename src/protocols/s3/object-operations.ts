@@ -17,7 +17,7 @@ import {
 } from './call.ts';
 import { checksumElements, checksumHeader, requestedAlgorithm, storedChecksumHeaders } from './checksums.ts';
 import { checkConditions, guardOf, writeConditionOf } from './conditions.ts';
-import { contentOf, objectBody, partOf, rangeOf, readPartNumber } from './content.ts';
+import { checkVersionId, contentOf, objectBody, partOf, rangeOf, readPartNumber } from './content.ts';
 import { copyObject, copySource, metadataDirectiveOf } from './copy.ts';
 import { asS3Error, malformedXml } from './errors.ts';
 import {
@@ -96,8 +96,11 @@ export function objectOperations(services: Services): Record<string, Operation> 
     return Array.isArray(body) ? sendSlices(request, reply, body) : reply.send(body);
   }
 
-  const readKey = (call: S3Call) =>
-    isMarkerKey(call.target.key) ? getMarker(services, call) : getObject(call);
+  const readKey = async (call: S3Call) => {
+    requireScope(call.caller, 'files:read');
+    checkVersionId(call.query.get('versionId'));
+    return isMarkerKey(call.target.key) ? getMarker(services, call) : getObject(call);
+  };
 
   return {
     'GET object': readKey,
@@ -196,6 +199,8 @@ export function objectOperations(services: Services): Record<string, Operation> 
     'DELETE object': async ({ request, reply, caller, target, query }) => {
       requireScope(caller, 'files:delete');
       const versionId = query.get('versionId');
+      // DeleteObjects answers such an id of a key as a version it does not have, as S3 does.
+      checkVersionId(versionId);
       await deleteOne(caller, target.key, versionId, auditContext(request));
       if (versionId !== null) reply.header('x-amz-version-id', versionId);
       return reply.code(204).send();

@@ -1,7 +1,7 @@
 import type { FileRow } from '../../modules/files/repo.ts';
 import type { Services } from '../../services.ts';
 import { bodyOf, MAX_XML_BYTES, type Operation, readAll, requireScope, type S3Call, xml } from './call.ts';
-import { contentOf } from './content.ts';
+import { checkVersionId, contentOf } from './content.ts';
 import { noSuchKey, noSuchVersion, notImplemented } from './errors.ts';
 import { isMarkerKey } from './markers.ts';
 import { fileAt, markerShown, type ObjectServices } from './objects.ts';
@@ -17,6 +17,7 @@ async function taggedAt(
   { caller, target, query }: S3Call,
 ): Promise<{ file?: FileRow; versionId?: string }> {
   const versionId = query.get('versionId');
+  checkVersionId(versionId);
   if (isMarkerKey(target.key)) {
     if (!(await markerShown(services, caller, target.key.slice(0, -1)))) throw noSuchKey();
     if (versionId !== null && versionId !== 'null') throw noSuchVersion();

@@ -5,8 +5,11 @@ import {
   CopyObjectCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetObjectCommand,
   GetObjectTaggingCommand,
+  HeadObjectCommand,
+  ListObjectVersionsCommand,
   ListPartsCommand,
   PutObjectCommand,
   type PutObjectCommandInput,
@@ -304,5 +307,89 @@ describe('an error document of S3', () => {
         }),
       ),
     ).toMatchObject(failed('If-None-Match'));
+  });
+
+  it('refuses a version id no version can have with 400 InvalidArgument, naming it, before looking for the object', async () => {
+    for (const versioning_enabled of [true, false]) {
+      const { client, name } = await bucketWith({ versioning_enabled });
+      const label = `versioning ${versioning_enabled}`;
+      await client.send(putText(name, 'doc.txt'));
+      const invalid = (VersionId: string, message = 'Invalid version id specified') => ({
+        code: 'InvalidArgument',
+        status: 400,
+        elements: { Message: message, ArgumentName: 'versionId', ArgumentValue: VersionId },
+      });
+      // Neither `null` nor of the form of Coffer's ids (lower case is not), one S3 might make among them.
+      const malformed = [
+        'abc',
+        'ver_unknown',
+        'ver_01arz3ndektsv4rrffq69g5fav',
+        '3HL4kqtJlcpXroDTDmJ+rmSpXd3dIb',
+      ];
+      for (const VersionId of malformed) {
+        for (const Key of ['doc.txt', 'missing.txt', 'dir/']) {
+          expect(
+            await refusalOf(client, new GetObjectCommand({ Bucket: name, Key, VersionId })),
+            `${label}: GetObject ${Key} ${VersionId}`,
+          ).toMatchObject(invalid(VersionId));
+        }
+        expect(
+          await refusalOf(client, new GetObjectTaggingCommand({ Bucket: name, Key: 'doc.txt', VersionId })),
+          `${label}: GetObjectTagging ${VersionId}`,
+        ).toMatchObject(invalid(VersionId));
+        expect(
+          await refusalOf(client, new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId })),
+          `${label}: DeleteObject ${VersionId}`,
+        ).toMatchObject(invalid(VersionId));
+        // A HEAD has no document: its status says it.
+        expect(
+          await refusalOf(client, new HeadObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId })),
+          `${label}: HeadObject ${VersionId}`,
+        ).toMatchObject({ status: 400 });
+        // The version of a copy's source, CopyObject's and UploadPartCopy's.
+        const CopySource = `${name}/doc.txt?versionId=${encodeURIComponent(VersionId)}`;
+        const copySource = { code: 'InvalidArgument', elements: { Message: 'Invalid version id specified' } };
+        expect(
+          await refusalOf(client, new CopyObjectCommand({ Bucket: name, Key: 'copy.txt', CopySource })),
+          `${label}: CopyObject ${VersionId}`,
+        ).toMatchObject(copySource);
+        const { UploadId } = await client.send(
+          new CreateMultipartUploadCommand({ Bucket: name, Key: 'part.txt' }),
+        );
+        expect(
+          await refusalOf(
+            client,
+            new UploadPartCopyCommand({ Bucket: name, Key: 'part.txt', UploadId, PartNumber: 1, CopySource }),
+          ),
+          `${label}: UploadPartCopy ${VersionId}`,
+        ).toMatchObject(copySource);
+      }
+      expect(
+        await refusalOf(client, new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: '' })),
+        `${label}: an empty version id`,
+      ).toMatchObject(invalid('', 'Version id cannot be the empty string'));
+      // Nothing went, and `null` and the ids Coffer makes are still read.
+      const listed = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+      expect(
+        listed.Versions?.map((version) => version.Key),
+        label,
+      ).toEqual(['doc.txt']);
+      const [current] = listed.Versions!;
+      const read = await client.send(
+        new GetObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId: current!.VersionId }),
+      );
+      expect(await read.Body?.transformToString(), label).toBe('text');
+      // DeleteObjects answers such an id of a key as a version the key does not have, as S3 does.
+      const many = await client.send(
+        new DeleteObjectsCommand({
+          Bucket: name,
+          Delete: { Objects: [{ Key: 'doc.txt', VersionId: 'abc' }] },
+        }),
+      );
+      expect(
+        many.Errors?.map((error) => [error.Key, error.VersionId, error.Code]),
+        label,
+      ).toEqual([['doc.txt', 'abc', 'NoSuchVersion']]);
+    }
   });
 });
