@@ -210,10 +210,16 @@ export function s3Routes(deps: {
   const operations = s3Operations(services, region);
 
   /**
-   * Checks the signature, then that the credential may use this bucket; answers the caller, and the
-   * file at `fileKey` when it came with the credential (see resolveS3Credential).
+   * Checks the signature, then that the credential may use this bucket (or, `creating` it, create
+   * it); answers the caller, and the file at `fileKey` when it came with the credential (see
+   * resolveS3Credential).
    */
-  async function authorize(request: FastifyRequest, target: Target, reply: FastifyReply, fileKey?: string) {
+  async function authorize(
+    request: FastifyRequest,
+    target: Target,
+    reply: FastifyReply,
+    { fileKey, creating = false }: { fileKey?: string; creating?: boolean } = {},
+  ) {
     const [path, query = ''] = request.url.split('?') as [string, string?];
     let resolved: ResolvedS3Credential | undefined;
     const lookup = async (accessKeyId: string, sessionToken: string | undefined) => {
@@ -255,7 +261,11 @@ export function s3Routes(deps: {
     // Another project's bucket is as unknown as a missing one: ids of other tenants are never confirmed.
     // The caller's own is served whatever its name (a project's may take a prefix S3 reserves).
     if (target.bucket !== undefined && target.bucket !== project.bucket) {
-      throw isS3BucketName(target.bucket) ? noSuchBucket(target.bucket) : invalidBucketName(target.bucket);
+      if (!isS3BucketName(target.bucket)) throw invalidBucketName(target.bucket);
+      // Buckets are projects, made through the REST API: no credential may create one, as S3 refuses
+      // a caller without that permission, whether a project has the name or not.
+      if (creating) throw accessDenied('Buckets are Coffer projects: they are not created through S3');
+      throw noSuchBucket(target.bucket);
     }
     return { auth, caller: { principal, project } satisfies Caller, atKey };
   }
@@ -301,7 +311,10 @@ export function s3Routes(deps: {
       const handler = operations[operation];
       // A read of an object looks its file up with the credential: one round trip where neither is cached.
       const reads = operation === 'GET object' || operation === 'HEAD object';
-      const { auth, caller, atKey } = await authorize(request, target, reply, reads ? target.key : undefined);
+      const { auth, caller, atKey } = await authorize(request, target, reply, {
+        fileKey: reads ? target.key : undefined,
+        creating: operation === 'PUT bucket',
+      });
       if (!handler) throw notImplemented(`The operation ${operation}`);
       return handler({ request, reply, caller, auth, target: target as Required<Target>, query, atKey });
     };

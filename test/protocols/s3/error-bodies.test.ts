@@ -3,6 +3,7 @@ import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CopyObjectCommand,
+  CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -391,5 +392,27 @@ describe('an error document of S3', () => {
         label,
       ).toEqual([['doc.txt', 'abc', 'NoSuchVersion']]);
     }
+  });
+
+  it('refuses a CreateBucket of any bucket but the caller’s with 403 AccessDenied, whether another project has it or not', async () => {
+    const { client, name } = await bucketWith();
+    const other = await bucketWith();
+    await client.send(new CreateBucketCommand({ Bucket: name }));
+    for (const Bucket of [`${name}-new`, other.name]) {
+      const refused = await refusalOf(client, new CreateBucketCommand({ Bucket }));
+      expect(refused, Bucket).toMatchObject({ code: 'AccessDenied', status: 403 });
+      expect(refused.elements.Message, Bucket).toBe(
+        'Buckets are Coffer projects: they are not created through S3',
+      );
+    }
+    // A name S3 never takes is still invalid.
+    expect(await refusalOf(client, new CreateBucketCommand({ Bucket: 'Not_A_Bucket' }))).toMatchObject({
+      code: 'InvalidBucketName',
+      status: 400,
+    });
+    // The other project's bucket is untouched, and still its own only.
+    await other.client.send(putText(other.name, 'a.txt'));
+    const read = await refusalOf(client, new GetObjectCommand({ Bucket: other.name, Key: 'a.txt' }));
+    expect(read).toMatchObject({ code: 'NoSuchBucket', status: 404 });
   });
 });
