@@ -325,7 +325,7 @@ describe('the S3 endpoint', () => {
     );
     expect(part.CopySourceVersionId).toBe(old.VersionId);
     expect(part.CopyPartResult?.ETag).toBe(`"${md5('words')}"`);
-    const unknown = `${name}/doc.txt?versionId=ver_none`;
+    const unknown = `${name}/doc.txt?versionId=ver_01ARZ3NDEKTSV4RRFFQ69G5FAV`;
     expect(
       await refusal(client.send(new CopyObjectCommand({ Bucket: name, Key: 'x.txt', CopySource: unknown }))),
     ).toEqual({ code: 'NoSuchVersion', status: 404 });

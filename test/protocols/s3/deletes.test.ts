@@ -10,6 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
 import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
 
+/** A version id of the form Coffer makes them in that no version has. */
+const UNKNOWN = 'ver_01ARZ3NDEKTSV4RRFFQ69G5FAV';
+
 // Deletes through the S3 endpoint, as the current AWS SDK for JavaScript sends them: of objects, of keys
 // Coffer cannot hold, of one version by its id; every result is checked through Coffer's own REST API too.
 let coffer: TestCoffer;
@@ -143,7 +146,7 @@ describe('the S3 endpoint', () => {
     ]);
 
     // An unknown id, and the same id again, answer NoSuchVersion. Nothing goes.
-    for (const VersionId of ['ver_unknown', second!]) {
+    for (const VersionId of [UNKNOWN, second!]) {
       expect(
         await refusal(client.send(new DeleteObjectCommand({ Bucket: name, Key: 'doc.txt', VersionId }))),
       ).toEqual({ code: 'NoSuchVersion', status: 404 });
@@ -157,14 +160,14 @@ describe('the S3 endpoint', () => {
         Delete: {
           Objects: [
             { Key: 'doc.txt', VersionId: first },
-            { Key: 'doc.txt', VersionId: 'ver_unknown' },
+            { Key: 'doc.txt', VersionId: UNKNOWN },
           ],
         },
       }),
     );
     expect(many.Deleted).toEqual([{ Key: 'doc.txt', VersionId: first }]);
     expect(many.Errors?.map((error) => [error.Key, error.VersionId, error.Code])).toEqual([
-      ['doc.txt', 'ver_unknown', 'NoSuchVersion'],
+      ['doc.txt', UNKNOWN, 'NoSuchVersion'],
     ]);
     expect(await idsOf()).toEqual([third]);
     expect(
@@ -194,7 +197,7 @@ describe('the S3 endpoint', () => {
     }
     expect(
       await refusal(
-        client.send(new DeleteObjectCommand({ Bucket: name, Key: 'kept.txt', VersionId: 'ver_unknown' })),
+        client.send(new DeleteObjectCommand({ Bucket: name, Key: 'kept.txt', VersionId: UNKNOWN })),
       ),
     ).toEqual({ code: 'NoSuchVersion', status: 404 });
     await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'gone.txt', VersionId: 'null' }));

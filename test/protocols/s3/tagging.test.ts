@@ -189,9 +189,14 @@ describe('GetObjectTagging, PutObjectTagging and DeleteObjectTagging', () => {
     expect(answered.VersionId).toBe(first.VersionId);
     expect(await tagsOf(b.project, 'kept.txt')).toEqual(['v=2']);
     expect(await getTags(b, 'kept.txt')).toEqual([{ Key: 'v', Value: '2' }]);
-    expect(await refusal(getTags(b, 'kept.txt', 'ver_nosuchversion'))).toMatchObject({
+    expect(await refusal(getTags(b, 'kept.txt', 'ver_01ARZ3NDEKTSV4RRFFQ69G5FAV'))).toMatchObject({
       code: 'NoSuchVersion',
       status: 404,
+    });
+    // One no version can have, as on GetObject.
+    expect(await refusal(getTags(b, 'kept.txt', 'ver_nosuchversion'))).toMatchObject({
+      code: 'InvalidArgument',
+      status: 400,
     });
     expect(await refusal(getTags(b, 'missing.txt'))).toMatchObject({ code: 'NoSuchKey', status: 404 });
     expect(await refusal(putTags(b, 'missing.txt', []))).toMatchObject({ code: 'NoSuchKey', status: 404 });
