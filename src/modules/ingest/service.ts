@@ -359,8 +359,9 @@ export function createIngestService(deps: IngestDeps) {
      * sees there now. None: the bytes are a new file. One made after this write began (a newer write,
      * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes removed.
      * A ready one made before: the bytes become its new content (a new version where the project
-     * keeps them), in this write's place in time. One not ready yet takes no new content: the bytes are
-     * a file of their own, which the key shows over it.
+     * keeps them), in this write's place in time, and the request's `tags`, when given, become its tags.
+     * One not ready yet takes no new content: the bytes are a file of their own, which the key shows
+     * over it.
      */
     async writeAtKey(
       caller: Caller,
@@ -384,7 +385,13 @@ export function createIngestService(deps: IngestDeps) {
               httpHeaders: request.http_headers,
             };
             const outcome = await commitStoredContent(q, caller.project, holder, content, sealed);
-            return { kind: 'content', outcome };
+            // Tags are the file's: those the write names replace its own as the write is kept (an
+            // upload token's merged in, as on any of its uploads), with its content.
+            if (request.tags === undefined || outcome.status === 'superseded')
+              return { kind: 'content', outcome };
+            const tags = normalizeTags([...request.tags, ...(token?.tags ?? [])]);
+            const tagged = await files.updateFile(q, caller.project.id, holder.id, { tags });
+            return { kind: 'content', outcome: { ...outcome, file: tagged! } };
           }
           return { kind: 'file', file: await recordFile(q, caller, request, planned, sealed) };
         }),

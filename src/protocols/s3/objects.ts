@@ -18,7 +18,6 @@ import {
 } from './errors.ts';
 import { EMPTY_ETAG, etagOf } from './etag.ts';
 import { placeIfAny, placeOf } from './keys.ts';
-import { setFileTags } from './tags.ts';
 
 /** The folder marker S3 shows at `path/` (its creation time); an upload token reads only its own files. */
 export function markerShown(
@@ -104,7 +103,7 @@ export async function putObject(
       exact_folder: true,
       metadata,
       http_headers,
-      // A new file is made with them (an upload token's merged in, as on any of its uploads).
+      // The file's, new or there (an upload token's merged in, as on any of its uploads).
       tags: request.tags,
     },
     request.body,
@@ -116,11 +115,6 @@ export async function putObject(
   if (written.kind === 'overtaken') return { etag: written.etag };
   if (written.kind === 'content') {
     const { outcome } = written;
-    // The tags are the file's, not its content's: set as the write is kept, even while its bytes wait
-    // for their scan.
-    if (request.tags && outcome.status !== 'superseded') {
-      await setFileTags(services, caller, outcome.file.id, request.tags, outcome.file.tags);
-    }
     return {
       // The stored bytes' ETag, also while they wait for their scan and the file shows the content before.
       etag: outcome.etag,

@@ -17,7 +17,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Sha256 } from '../../../src/protocols/s3/canonical.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { type Bucket, newS3Credential, s3EndpointOf } from '../../support/s3-endpoint.ts';
@@ -541,6 +541,21 @@ describe('who may change tags', () => {
     expect(held.status, JSON.stringify(held.body)).toBe(200);
     await deleteTags(b);
     expect(await tagsOf(b.project, 'scoped.txt')).toEqual([]);
+  });
+
+  it('records the tags a PutObject over a file names with its content, in one transaction', async () => {
+    const b = await bucketWith();
+    await put(b, 'whole.txt', 'v=1', 'first');
+    // No tag change of its own, which could fail once the content is kept, takes part in the write.
+    const setTags = vi.spyOn(coffer.services.files, 'setTags').mockRejectedValue(new Error('no tag change'));
+    try {
+      await put(b, 'whole.txt', 'v=2', 'second');
+    } finally {
+      setTags.mockRestore();
+    }
+    expect(await tagsOf(b.project, 'whole.txt')).toEqual(['v=2']);
+    const got = await b.client.send(new GetObjectCommand({ Bucket: b.name, Key: 'whole.txt' }));
+    expect(await got.Body!.transformToString()).toBe('second');
   });
 
   it("an upload token's credentials tag their own files only, the token's tags kept", async () => {
