@@ -25,6 +25,7 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/ingest/**/*.test.ts',
         'test/protocols/s3/checksums.test.ts',
         'test/protocols/s3/clients.test.ts',
+        'test/protocols/s3/boto3.test.ts',
         'test/protocols/s3/side-effects.test.ts',
         'test/protocols/s3/access.test.ts',
         'test/protocols/s3/coffer-rules.test.ts',

@@ -1,77 +1,22 @@
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { opaqueBytes, sha256 } from '../../support/files.ts';
 import { drain } from '../../support/pipeline.ts';
+import { clients, run, type Setup, s3ClientsOf } from '../../support/s3-clients.ts';
 
-// The S3 clients users already run, as Debian ships them (.ci/s3-clients.sh installs them in CI and
-// names them in COFFER_TEST_*): each uploads, lists, syncs and deletes through /s3, large files in
+// The S3 command-line clients users already run, as Debian ships them (see clients in
+// test/support/s3-clients.ts): each uploads, lists, syncs and deletes through /s3, large files in
 // parts, and every result is checked through Coffer's REST API.
-const run = promisify(execFile);
-const clients = {
-  aws: process.env.COFFER_TEST_AWS,
-  rclone: process.env.COFFER_TEST_RCLONE,
-  s3cmd: process.env.COFFER_TEST_S3CMD,
-  python: process.env.COFFER_TEST_PYTHON_BOTO3,
-};
-
 let coffer: TestCoffer;
 beforeAll(async () => {
   coffer = await startCoffer();
 });
 afterAll(() => coffer.close());
+const { setup, filesOf } = s3ClientsOf(() => coffer);
 
 const MiB = 1024 * 1024;
-
-interface Setup {
-  project: TestProject;
-  bucket: string;
-  accessKeyId: string;
-  secret: string;
-  endpoint: string;
-  dir: string;
-}
-
-async function setup(settings?: Parameters<TestCoffer['newProject']>[0]): Promise<Setup> {
-  const project = await coffer.newProject(settings);
-  const created = await coffer.call('POST', `/v1/projects/${project.id}/s3-credentials`, {
-    token: ADMIN_KEY,
-    body: { name: 'clients', scopes: ['files:read', 'files:upload', 'files:delete'] },
-  });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
-  return {
-    project,
-    bucket: (await project.call('GET', '')).body.bucket,
-    accessKeyId: created.body.access_key_id,
-    secret: created.body.secret_access_key,
-    endpoint: `${coffer.url}/s3`,
-    dir: mkdtempSync(join(tmpdir(), 'coffer-s3-client-')),
-  };
-}
-
-/** The project's ready files by S3 key (folder path and name), as the REST API shows them. */
-async function filesOf(
-  project: TestProject,
-): Promise<Map<string, { size_bytes: number; checksum_sha256: string }>> {
-  // Bytes assembled by a store that does not hash them (S3) get their checksum from a digest job.
-  await drain(coffer.services.pipeline);
-  const paths = new Map<string, string>();
-  const pathOf = async (folderId: string) => {
-    if (!paths.has(folderId))
-      paths.set(folderId, (await project.call('GET', `/folders/${folderId}`)).body.path);
-    return paths.get(folderId)!;
-  };
-  const found = new Map<string, { size_bytes: number; checksum_sha256: string }>();
-  for (const file of (await project.call('GET', '/files?limit=100')).body.items) {
-    if (file.status !== 'ready') continue;
-    found.set(file.folder_id ? `${await pathOf(file.folder_id)}/${file.filename}` : file.filename, file);
-  }
-  return found;
-}
 
 /**
  * What a client process sees: nothing of this machine's environment but PATH (a CA bundle variable,
@@ -349,104 +294,5 @@ describe.skipIf(!clients.s3cmd)('s3cmd', () => {
     expect(sha256(readFileSync(back))).toBe(sha256(tree['sub/deep/large.bin']!));
     await s3cmd('del', '--recursive', '--force', `s3://${s.bucket}/sc/`);
     expect([...(await filesOf(s.project)).keys()].filter((key) => key.startsWith('sc/'))).toEqual([]);
-  });
-});
-
-describe.skipIf(!clients.python)('boto3', () => {
-  it('uploads with upload_file (in parts past its threshold), lists, downloads and presigns', async () => {
-    const s = await setup();
-    const data = opaqueBytes(9 * MiB + 1, 'big');
-    writeFileSync(join(s.dir, 'big.bin'), data);
-    const script = `
-import sys, boto3, urllib.request
-from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
-endpoint, key, secret, bucket, path, out = sys.argv[1:7]
-s3 = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
-                  region_name='us-east-1', config=Config(signature_version='s3v4'))
-config = TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
-s3.upload_file(path, bucket, 'py/big.bin', Config=config)
-s3.put_object(Bucket=bucket, Key='py/small.txt', Body=b'small', Metadata={'from': 'boto3'})
-print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket=bucket, Prefix='py/')['Contents']))
-s3.download_file(bucket, 'py/big.bin', out, Config=config)
-url = s3.generate_presigned_url('get_object', Params={'Bucket': bucket, 'Key': 'py/small.txt'}, ExpiresIn=60)
-print(urllib.request.urlopen(url).read().decode())
-print(s3.head_object(Bucket=bucket, Key='py/small.txt')['Metadata'])
-`;
-    const out = join(s.dir, 'back.bin');
-    const { stdout } = await run(clients.python!, [
-      '-c',
-      script,
-      s.endpoint,
-      s.accessKeyId,
-      s.secret,
-      s.bucket,
-      join(s.dir, 'big.bin'),
-      out,
-    ]);
-    expect(stdout.split('\n')).toEqual(["['py/big.bin', 'py/small.txt']", 'small', "{'from': 'boto3'}", '']);
-    expect(sha256(readFileSync(out))).toBe(sha256(data));
-    expect((await filesOf(s.project)).get('py/big.bin')).toMatchObject({
-      size_bytes: data.length,
-      checksum_sha256: sha256(data),
-    });
-  });
-
-  it('empties a versioned bucket with object_versions.delete(), every version of every key', async () => {
-    const s = await setup({ versioning_enabled: true });
-    const script = `
-import sys, boto3
-from botocore.config import Config
-endpoint, key, secret, bucket = sys.argv[1:5]
-s3 = boto3.resource('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
-                    region_name='us-east-1', config=Config(signature_version='s3v4'))
-b = s3.Bucket(bucket)
-for body in (b'one', b'two', b'three'):
-    b.put_object(Key='kept/a.txt', Body=body)
-b.put_object(Key='b.txt', Body=b'only')
-print(len(list(b.object_versions.all())))
-b.object_versions.delete()
-print(len(list(b.object_versions.all())), len(list(b.objects.all())))
-`;
-    const { stdout } = await run(clients.python!, [
-      '-c',
-      script,
-      s.endpoint,
-      s.accessKeyId,
-      s.secret,
-      s.bucket,
-    ]);
-    expect(stdout.split('\n')).toEqual(['4', '0 0', '']);
-    expect([...(await filesOf(s.project)).keys()]).toEqual([]);
-  });
-
-  it("answers a form upload of generate_presigned_post as not served, in S3's XML", async () => {
-    const s = await setup();
-    const script = `
-import sys, json, boto3
-from botocore.config import Config
-endpoint, key, secret, bucket = sys.argv[1:5]
-s3 = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
-                  region_name='us-east-1', config=Config(signature_version='s3v4', s3={'addressing_style': 'path'}))
-print(json.dumps(s3.generate_presigned_post(bucket, 'form/posted.txt', ExpiresIn=300)))
-`;
-    const { stdout } = await run(clients.python!, [
-      '-c',
-      script,
-      s.endpoint,
-      s.accessKeyId,
-      s.secret,
-      s.bucket,
-    ]);
-    const post: { url: string; fields: Record<string, string> } = JSON.parse(stdout);
-    // As a browser sends the form: its fields, then the file.
-    const form = new FormData();
-    for (const [name, value] of Object.entries(post.fields)) form.append(name, value);
-    form.append('file', new Blob(['posted']), 'posted.txt');
-    const answer = await fetch(post.url, { method: 'POST', body: form });
-    expect(answer.status).toBe(501);
-    expect(answer.headers.get('content-type')).toMatch(/^application\/xml/);
-    expect(await answer.text()).toContain('<Code>NotImplemented</Code>');
-    expect([...(await filesOf(s.project)).keys()]).toEqual([]);
   });
 });
