@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openPglite, openPostgres, quoteIdent } from '../../src/infra/db.ts';
 import { migrate } from '../../src/infra/migrate.ts';
 import { loadMigrations } from '../../src/infra/migrations/index.ts';
-import { bucketBase } from '../../src/modules/projects/bucket.ts';
+import { bucketBase, isReservedBucketName } from '../../src/modules/projects/bucket.ts';
 import { findProjectByBucket } from '../../src/modules/projects/repo.ts';
 import { backend, namespace } from '../support/backends.ts';
 import { ADMIN_KEY, expectStatus, startCoffer, type TestCoffer } from '../support/coffer.ts';
@@ -64,6 +64,10 @@ describe('the bucket of a project', () => {
     // Never as S3 reserves: a reserved prefix is dropped, a reserved suffix gets a suffix of its own.
     const prefixed = await create({ name: `sthree ${unique()}` });
     expect(prefixed.body.bucket).toMatch(/^b[0-9a-f]{10}$/);
+    // Each prefix dropped, however many follow one another.
+    for (const name of ['amzn-s3-demo sthree x', 'sthree sthree x', 'xn sthree']) {
+      expect(isReservedBucketName(bucketBase(name)), name).toBe(false);
+    }
     const suffixed = await create({ name: `${unique()} s3alias` });
     expect(suffixed.body.bucket).toMatch(/^b[0-9a-f]{10}-s3alias-[a-z0-9]{6}$/);
     expect(bucketBase(`${'x'.repeat(62)}-yz`)).toBe('x'.repeat(62));

@@ -136,6 +136,20 @@ export async function lockFile(
 }
 
 /**
+ * The file at a key a write takes as its new content's, locked as lockFile locks it, while it is still
+ * there and ready to take some; undefined once deleted (a DeleteObject that committed since the key
+ * was read) or not ready (being scanned): then the write makes a file of its own.
+ */
+export async function lockReadyFile(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+): Promise<files.FileRow | undefined> {
+  const file = await files.findFile(q, projectId, fileId, true);
+  return file && file.deleted_at === null && file.status === 'ready' ? file : undefined;
+}
+
+/**
  * Content whose scan passed (`processing`) becomes the current content of `file` (locked, not
  * deleted), unless a newer write to the file was committed first (contents of a file are scanned at
  * once, in any order): then it fails (`superseded`) and its bytes are collected, as at a confirm it
@@ -198,21 +212,20 @@ export async function commitNewContent(
 
 /**
  * Bytes a write stored (`sealed`, with the checksum their client sent, if any) recorded as new
- * content of `file` and committed (see commitNewContent), in the caller's transaction: a PUT over a
- * file, or a write of a new file at a key that `file` took while its bytes were stored.
+ * content of `locked` and committed (see commitNewContent), in the caller's transaction: a write at
+ * the key of a file (lockReadyFile), or a multipart upload merged into it. The file is locked first,
+ * as every commit of new content locks it: recording the content takes a key share of the file row,
+ * and a second write holding one too would wait for this one's lock while this one waits for its (a
+ * deadlock); the quota lock then comes after it too.
  */
 export async function commitStoredContent(
   q: Queryable,
   project: Project,
-  file: files.FileRow,
+  locked: files.FileRow,
   content: NewContent,
   sealed: Sealed,
 ): Promise<ContentOutcome> {
-  // The file first, as every commit of new content locks it: recording the content takes a key share
-  // of the file row, and a second write holding one too would wait for this one's lock while this one
-  // waits for its (a deadlock); the quota lock then comes after it too.
-  const locked = await lockFile(q, file.project_id, file.id);
-  await recordNewContent(q, project.id, file.id, { ...content, checksum: sealed.checksum });
+  await recordNewContent(q, project.id, locked.id, { ...content, checksum: sealed.checksum });
   // A write a newer one overtook is not kept, so it is not held to the quota either.
   return commitNewContent(q, project, locked, content.id, sealed, () => admitBytes(q, project, content.size));
 }

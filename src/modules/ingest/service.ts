@@ -22,7 +22,7 @@ import { consumeToken, findToken } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { commitFile, followCommit } from './commit.ts';
 import { createContentIngest } from './content.ts';
-import { type ContentOutcome, commitStoredContent } from './content-commit.ts';
+import { type ContentOutcome, commitStoredContent, lockReadyFile } from './content-commit.ts';
 import {
   type ByteSource,
   createIntake,
@@ -357,11 +357,11 @@ export function createIngestService(deps: IngestDeps) {
      * writeFile at a key that shows one file (an S3 key), where what the write makes is decided as it
      * commits: `holder` answers, with the key held until the transaction ends, the file the caller
      * sees there now. None: the bytes are a new file. One made after this write began (a newer write,
-     * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes removed.
+     * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes retired.
      * A ready one made before: the bytes become its new content (a new version where the project
      * keeps them), in this write's place in time, and the request's `tags`, when given, become its tags.
-     * One not ready yet takes no new content: the bytes are a file of their own, which the key shows
-     * over it.
+     * One not ready yet (being scanned), or deleted since it was read, takes no new content: the bytes
+     * are a file of their own, which the key shows over it.
      */
     async writeAtKey(
       caller: Caller,
@@ -374,9 +374,14 @@ export function createIngestService(deps: IngestDeps) {
         db.tx(async (q): Promise<KeyWrite> => {
           await hooks.guard?.(q);
           const holder = await hooks.holder(q);
-          // Ids are in creation order, the order in which a key shows its files.
-          if (holder && holder.id > planned.fileId) return { kind: 'overtaken', etag: sealed.etag };
-          if (holder?.status === 'ready') {
+          // Ids are in creation order, the order in which a key shows its files. Overtaken, its bytes
+          // are retired with the transaction, to be collected, as no record holds them.
+          if (holder && holder.id > planned.fileId) {
+            await files.retireObject(q, caller.project.id, planned.storageKey);
+            return { kind: 'overtaken', etag: sealed.etag };
+          }
+          const locked = holder && (await lockReadyFile(q, caller.project.id, holder.id));
+          if (locked) {
             // Planned as a new file's, checked as one: as on any write, the token's metadata wins.
             const content = {
               ...planned,
@@ -384,19 +389,18 @@ export function createIngestService(deps: IngestDeps) {
               metadata: request.metadata && { ...request.metadata, ...token?.metadata },
               httpHeaders: request.http_headers,
             };
-            const outcome = await commitStoredContent(q, caller.project, holder, content, sealed);
+            const outcome = await commitStoredContent(q, caller.project, locked, content, sealed);
             // Tags are the file's: those the write names replace its own as the write is kept (an
             // upload token's merged in, as on any of its uploads), with its content.
             if (request.tags === undefined || outcome.status === 'superseded')
               return { kind: 'content', outcome };
             const tags = normalizeTags([...request.tags, ...(token?.tags ?? [])]);
-            const tagged = await files.updateFile(q, caller.project.id, holder.id, { tags });
+            const tagged = await files.updateFile(q, caller.project.id, locked.id, { tags });
             return { kind: 'content', outcome: { ...outcome, file: tagged! } };
           }
           return { kind: 'file', file: await recordFile(q, caller, request, planned, sealed) };
         }),
       );
-      if (written.kind === 'overtaken') await store.delete(planned.storageKey).catch(() => undefined);
       if (written.kind === 'file') countWrittenFile();
       return written;
     },

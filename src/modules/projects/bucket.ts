@@ -14,10 +14,11 @@ const SUFFIX_LENGTH = 6;
 const RESERVED_PREFIXES = ['xn--', 'sthree-', 'amzn-s3-demo-'];
 const RESERVED_SUFFIXES = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
 
+const reservedPrefixOf = (name: string) => RESERVED_PREFIXES.find((prefix) => name.startsWith(prefix));
+
 /** Whether `name` starts or ends as S3 reserves for its own buckets and aliases (a client may refuse it). */
 export const isReservedBucketName = (name: string) =>
-  RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix)) ||
-  RESERVED_SUFFIXES.some((suffix) => name.endsWith(suffix));
+  reservedPrefixOf(name) !== undefined || RESERVED_SUFFIXES.some((suffix) => name.endsWith(suffix));
 
 /** Whether `name` has the shape of a project's bucket (one made before reserved names were refused included). */
 export const isBucketName = (name: string) => BUCKET.test(name);
@@ -53,10 +54,11 @@ export function bucketBase(projectName: string): string {
     .replace(/^-+|-+$/g, '')
     .slice(0, MAX_LENGTH)
     .replace(/-+$/, '');
-  const unreserved = RESERVED_PREFIXES.reduce(
-    (name, prefix) => (name.startsWith(prefix) ? name.slice(prefix.length) : name),
-    base,
-  );
+  let unreserved = base;
+  // Until none is left: one dropped may uncover another (`amzn-s3-demo-sthree-x`).
+  for (let prefix = reservedPrefixOf(unreserved); prefix; prefix = reservedPrefixOf(unreserved)) {
+    unreserved = unreserved.slice(prefix.length);
+  }
   return unreserved === '' ? 'project' : unreserved;
 }
 

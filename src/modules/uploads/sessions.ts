@@ -11,6 +11,7 @@ import {
   commitContentParts,
   commitStoredContent,
   failContent,
+  lockReadyFile,
 } from '../ingest/content-commit.ts';
 import type { WriteGuard } from '../ingest/intake.ts';
 import type { Project } from '../projects/schemas.ts';
@@ -115,7 +116,8 @@ export function createSessionLifecycle(deps: {
   }
 
   /**
-   * Makes the object a session assembled for its new file new content of `holder`, the file an older
+   * Makes the object a session assembled for its new file new content of `holder` (locked, see
+   * lockReadyFile), the file an older
    * write recorded at the upload's key since the upload began, so that the key keeps one file, as had
    * the upload been made over it: the metadata and headers it was created with (its metadata only
    * when it was given some) go with the content. The session's own file fails (`merged`) and, its
@@ -188,7 +190,8 @@ export function createSessionLifecycle(deps: {
           if (now && now.id > session.file_id) {
             return { file: await supersede(q, session, sealed), superseded: true, contentId: null };
           }
-          if (now?.status === 'ready') return contentSettled(await merge(q, session, project, now, sealed));
+          const into = now && (await lockReadyFile(q, project.id, now.id));
+          if (into) return contentSettled(await merge(q, session, project, into, sealed));
           const size = session.size_deferred ? sealed.size : undefined;
           const file = await commitFile(q, project, session.file_id, sealed, size);
           return { file, superseded: false, contentId: null };

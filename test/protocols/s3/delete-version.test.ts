@@ -97,6 +97,33 @@ describe('deleting an object version by its id', () => {
     ]);
   });
 
+  it('keeps an object a restore shares in use while versions holding it go, usage exact', async () => {
+    const { project, Bucket, client } = await versioned('one', 'twotwo');
+    const [file] = (await project.call('GET', '/files')).body.items;
+    const [, first] = await versionIds(client, Bucket);
+    // The restore is a third version holding the first one's object.
+    expect((await project.call('POST', `/files/${file.id}/versions/${first}/restore`)).status).toBe(200);
+    const [third, second] = await versionIds(client, Bucket);
+    await client.send(new DeleteObjectCommand({ Bucket, Key, VersionId: third }));
+    expect(await shown(client, Bucket)).toMatchObject({ got: 'twotwo' });
+    expect((await project.call('GET', '/usage')).body.storage.used_bytes).toBe(3 + 6);
+    await client.send(new DeleteObjectCommand({ Bucket, Key, VersionId: second }));
+    expect(await shown(client, Bucket)).toMatchObject({ got: 'one' });
+    expect((await project.call('GET', '/usage')).body.storage.used_bytes).toBe(3);
+    // Only the second version's object is retired: the first's is the file's again.
+    const [row] = await coffer.services.db.query<{ storage_key: string }>(
+      'SELECT storage_key FROM files WHERE id = $1',
+      [file.id],
+    );
+    const retired = await coffer.services.db.query<{ storage_key: string }>(
+      'SELECT storage_key FROM retired_objects WHERE project_id = $1',
+      [project.id],
+    );
+    expect(retired.map((object) => object.storage_key)).not.toContain(row!.storage_key);
+    expect(retired).toHaveLength(1);
+    expect(await coffer.services.usage.reconcile()).toMatchObject({ files: 0, bytes: 0 });
+  });
+
   it('deletes the object with its last version, and empties a bucket version by version', async () => {
     const { project, Bucket, client } = await versioned('one', 'two');
     const ids = await versionIds(client, Bucket);

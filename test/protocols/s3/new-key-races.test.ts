@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
@@ -10,6 +11,9 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Caller } from '../../../src/domain/principal.ts';
+import { visibleAt } from '../../../src/modules/files/service.ts';
+import { backend } from '../../support/backends.ts';
 import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
 import { type Bucket, md5, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
 
@@ -96,6 +100,38 @@ describe('the S3 endpoint', () => {
     }
   }
 
+  it.runIf(backend === 'postgres')(
+    'makes a file of a PutObject whose key showed a file deleted before the write could lock it',
+    async () => {
+      const b = await bucketWith();
+      await b.client.send(new PutObjectCommand({ Bucket: b.name, Key: 'd.txt', Body: 'old' }));
+      const project = (await coffer.services.projects.getProject(b.project.id))!;
+      const caller: Caller = {
+        project,
+        principal: { kind: 'api_key', keyId: 'key_test', projectId: project.id, scopes: ['files:upload'] },
+      };
+      const bytes = Buffer.from('new');
+      const written = await coffer.services.ingest.writeAtKey(
+        caller,
+        { filename: 'd.txt', content_type: 'text/plain', size_bytes: bytes.length, exact_folder: true },
+        Readable.from([bytes]),
+        {
+          holder: async (q) => {
+            const held = await visibleAt(q, caller, 'd.txt');
+            // A DeleteObject, which holds no key, commits between the key's read and the file's lock.
+            await coffer.services.db.query(
+              "UPDATE files SET status = 'deleted', deleted_at = now() WHERE id = $1",
+              [held!.id],
+            );
+            return held;
+          },
+        },
+      );
+      expect(written.kind).toBe('file');
+      expect(await shownOf(b, 'd.txt')).toMatchObject({ got: 'new' });
+    },
+  );
+
   for (const versioning_enabled of [false, true]) {
     const bucketing = versioning_enabled ? 'keeping versions' : 'keeping none';
     it(`keeps one file at a key where a PutObject overtook the upload of a new file there (${bucketing})`, async () => {
@@ -155,6 +191,11 @@ describe('the S3 endpoint', () => {
         project.id,
       ]);
       expect(files).toEqual([{ status: 'ready' }]);
+      // The older write's bytes, recorded nowhere, are retired with its transaction, to be collected.
+      const retired = await coffer.services.db.query('SELECT 1 FROM retired_objects WHERE project_id = $1', [
+        project.id,
+      ]);
+      expect(retired).toHaveLength(1);
       expect((await project.call('GET', '/usage')).body.storage).toMatchObject({
         used_bytes: 'newer'.length,
         reserved_bytes: 0,
