@@ -3,7 +3,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Caller } from '../../src/domain/principal.ts';
 import type { FileRow } from '../../src/modules/files/repo.ts';
-import type { UploadRequest } from '../../src/modules/ingest/service.ts';
+import type { UploadRequest } from '../../src/modules/ingest/intake.ts';
 import type { Scope } from '../../src/modules/projects/schemas.ts';
 import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
 import { sha256, upload } from '../support/files.ts';

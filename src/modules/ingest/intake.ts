@@ -5,10 +5,11 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { Metrics } from '../../infra/metrics.ts';
 import type { ObjectInfo, ObjectStore } from '../../infra/storage/object-store.ts';
-import type { ContentChecksum } from '../files/repo.ts';
+import type { ContentChecksum, HttpHeaders } from '../files/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import { findToken, type UploadTokenRow } from '../uploads/token-repo.ts';
+import type { SizeField, TypeField } from './rules.ts';
 
 /** What the upload core is built from. */
 export interface IngestDeps {
@@ -18,6 +19,27 @@ export interface IngestDeps {
   folders: FolderService;
   schemas: MetadataSchemaService;
   metrics?: Metrics;
+}
+
+/** What a client declares about a file it is about to upload, by whatever protocol. */
+export interface UploadRequest {
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  /** The request field the size came in, for errors. */
+  size_field?: SizeField;
+  /** The request field the content type came in, for errors. */
+  type_field?: TypeField;
+  folder_id?: string | null;
+  /**
+   * Whether `folder_id` is where the file must go (an S3 key names its folder): an upload token bound
+   * to another folder is then refused, where otherwise its folder simply applies.
+   */
+  exact_folder?: boolean;
+  metadata?: Record<string, unknown>;
+  /** Headers S3 stores with the content (see HttpHeaders). */
+  http_headers?: HttpHeaders;
+  tags?: string[];
 }
 
 /** The object a new upload will have: decided, and made in the store, before its file is recorded. */

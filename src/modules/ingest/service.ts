@@ -1,4 +1,3 @@
-import type { Readable } from 'node:stream';
 import {
   type DomainError,
   fileTooLarge,
@@ -11,7 +10,7 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
 import type { ObjectInfo } from '../../infra/storage/object-store.ts';
 import { failpoint } from '../../lib/failpoints.ts';
-import { idBeside, newId } from '../../lib/ids.ts';
+import { newId } from '../../lib/ids.ts';
 import { normalizeMimeType } from '../../lib/mime.ts';
 import { recordEvents } from '../events/repo.ts';
 import * as files from '../files/repo.ts';
@@ -22,57 +21,16 @@ import { consumeToken, findToken } from '../uploads/token-repo.ts';
 import { enforceQuotas } from '../usage/service.ts';
 import { commitFile, followCommit } from './commit.ts';
 import { createContentIngest } from './content.ts';
-import { type ContentOutcome, commitStoredContent, lockReadyFile } from './content-commit.ts';
 import {
   type ByteSource,
   createIntake,
   type IngestDeps,
   type PlannedObject,
   type Sealed,
-  type WriteGuard,
-  type WrittenBody,
+  type UploadRequest,
 } from './intake.ts';
-import {
-  checkProjectRules,
-  checkSingleUploadSize,
-  checkTokenRules,
-  newObjectKey,
-  pastProjectSize,
-  pastTokenSize,
-  type SizeField,
-  type TypeField,
-} from './rules.ts';
-import { restrictsTypes, screenHead } from './sniff.ts';
-
-/** What a client declares about a file it is about to upload, by whatever protocol. */
-export interface UploadRequest {
-  filename: string;
-  content_type: string;
-  size_bytes: number;
-  /** The request field the size came in, for errors. */
-  size_field?: SizeField;
-  /** The request field the content type came in, for errors. */
-  type_field?: TypeField;
-  folder_id?: string | null;
-  /**
-   * Whether `folder_id` is where the file must go (an S3 key names its folder): an upload token bound
-   * to another folder is then refused, where otherwise its folder simply applies.
-   */
-  exact_folder?: boolean;
-  metadata?: Record<string, unknown>;
-  /** Headers S3 stores with the content (see HttpHeaders). */
-  http_headers?: files.HttpHeaders;
-  tags?: string[];
-}
-
-/**
- * What a write at an S3 key made (see writeAtKey): a new file; new content of the file there; or
- * nothing, a newer write having taken the key first.
- */
-export type KeyWrite =
-  | { kind: 'file'; file: files.FileRow }
-  | { kind: 'content'; outcome: ContentOutcome }
-  | { kind: 'overtaken'; etag: string };
+import { checkProjectRules, checkTokenRules, newObjectKey, pastProjectSize, pastTokenSize } from './rules.ts';
+import { createServerWrites } from './server-writes.ts';
 
 /**
  * The upload core: every way in (REST single and multipart uploads, new versions, restore, and the
@@ -84,7 +42,7 @@ export type KeyWrite =
 export function createIngestService(deps: IngestDeps) {
   const { config, db, store, folders, schemas, metrics } = deps;
   const intake = createIntake(deps);
-  const { tokenOf, fromSource, keepingOnCommit } = intake;
+  const { tokenOf, fromSource } = intake;
 
   /**
    * Every rule an upload must pass, in the documented order: the request's own shape, then the
@@ -215,31 +173,6 @@ export function createIngestService(deps: IngestDeps) {
     return object;
   }
 
-  /**
-   * The first half of a server-side write of a new file: its rules checked, then `body` stored (the
-   * file's planned object, sealed). Answers the plan, the caller's upload token and the sealed bytes.
-   */
-  async function storeNewFile(caller: Caller, request: UploadRequest, body: WrittenBody) {
-    checkSingleUploadSize(request.size_bytes);
-    const planned = plan(caller, request, undefined);
-    const { token } = await admit(db, caller, request, planned);
-    const bytes = restrictsTypes(caller.project, token)
-      ? await screenHead(body, planned.contentType, request.filename, request.type_field)
-      : body;
-    const object = await store.write(planned.storageKey, bytes, {
-      size: request.size_bytes,
-      contentType: planned.contentType,
-    });
-    // Read to its end now: a checksum its client sent is verified.
-    return { planned, token, sealed: { ...object, checksum: body.checksum } };
-  }
-
-  /** A new file written in one request: its upload initiated and completed at once. */
-  function countWrittenFile(): void {
-    metrics?.uploads.inc({ outcome: 'initiated' });
-    metrics?.uploads.inc({ outcome: 'completed' });
-  }
-
   return {
     /**
      * The most bytes an upload of `caller` may hold: the upload token's and the project's size
@@ -327,100 +260,7 @@ export function createIngestService(deps: IngestDeps) {
       return confirmed;
     },
 
-    /**
-     * The server-side way in: `body` (exactly `request.size_bytes` bytes) becomes a new file in one
-     * request. The rules are checked before a byte is stored; the file is recorded and committed in
-     * one transaction once the object is sealed, and the object is removed when that transaction fails.
-     * `guard` runs first in that transaction; `record` adds an adapter's own record of the upload to it.
-     * A checksum the body verified is kept with the file's content.
-     */
-    async writeFile(
-      caller: Caller,
-      request: UploadRequest,
-      body: WrittenBody,
-      hooks: { guard?: WriteGuard; record?: (q: Queryable, file: files.FileRow) => Promise<void> } = {},
-    ): Promise<files.FileRow> {
-      const { planned, sealed } = await storeNewFile(caller, request, body);
-      const file = await keepingOnCommit(planned.storageKey, () =>
-        db.tx(async (q) => {
-          await hooks.guard?.(q);
-          const committed = await recordFile(q, caller, request, planned, sealed);
-          await hooks.record?.(q, committed);
-          return committed;
-        }),
-      );
-      countWrittenFile();
-      return file;
-    },
-
-    /**
-     * writeFile at a key that shows one file (an S3 key), where what the write makes is decided as it
-     * commits: `holder` answers, with the key held until the transaction ends, the file the caller
-     * sees there now. None: the bytes are a new file. One made after this write began (a newer write,
-     * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes retired.
-     * A ready one made before: the bytes become its new content (a new version where the project
-     * keeps them), in this write's place in time, and the request's `tags`, when given, become its tags.
-     * One not ready yet (being scanned), or deleted since it was read, takes no new content: the bytes
-     * are a file of their own, which the key shows over it.
-     */
-    async writeAtKey(
-      caller: Caller,
-      request: UploadRequest,
-      body: WrittenBody,
-      hooks: { guard?: WriteGuard; holder: (q: Queryable) => Promise<files.FileRow | undefined> },
-    ): Promise<KeyWrite> {
-      const { planned, token, sealed } = await storeNewFile(caller, request, body);
-      const written = await keepingOnCommit(planned.storageKey, () =>
-        db.tx(async (q): Promise<KeyWrite> => {
-          await hooks.guard?.(q);
-          const holder = await hooks.holder(q);
-          // Ids are in creation order, the order in which a key shows its files. Overtaken, its bytes
-          // are retired with the transaction, to be collected, as no record holds them.
-          if (holder && holder.id > planned.fileId) {
-            await files.retireObject(q, caller.project.id, planned.storageKey);
-            return { kind: 'overtaken', etag: sealed.etag };
-          }
-          const locked = holder && (await lockReadyFile(q, caller.project.id, holder.id));
-          if (locked) {
-            // Planned as a new file's, checked as one: as on any write, the token's metadata wins.
-            const content = {
-              ...planned,
-              id: idBeside('ver', planned.fileId),
-              metadata: request.metadata && { ...request.metadata, ...token?.metadata },
-              httpHeaders: request.http_headers,
-            };
-            const outcome = await commitStoredContent(q, caller.project, locked, content, sealed);
-            // Tags are the file's: those the write names replace its own as the write is kept (an
-            // upload token's merged in, as on any of its uploads), with its content.
-            if (request.tags === undefined || outcome.status === 'superseded')
-              return { kind: 'content', outcome };
-            const tags = normalizeTags([...request.tags, ...(token?.tags ?? [])]);
-            const tagged = await files.updateFile(q, caller.project.id, locked.id, { tags });
-            return { kind: 'content', outcome: { ...outcome, file: tagged! } };
-          }
-          return { kind: 'file', file: await recordFile(q, caller, request, planned, sealed) };
-        }),
-      );
-      if (written.kind === 'file') countWrittenFile();
-      return written;
-    },
-
-    /**
-     * The head of a stream the server receives itself, checked against the declared type where the
-     * caller's token or project limits types (see `screenHead`); the stream as it was otherwise.
-     */
-    async screen(
-      caller: Caller,
-      contentType: string,
-      filename: string,
-      body: Readable,
-      typeField?: TypeField,
-    ): Promise<Readable> {
-      return restrictsTypes(caller.project, await tokenOf(db, caller))
-        ? screenHead(body, contentType, filename, typeField)
-        : body;
-    },
-
+    ...createServerWrites(deps, intake, { plan, admit, recordFile }),
     ...createContentIngest(deps, intake),
   };
 }

@@ -20,9 +20,9 @@ import * as files from '../files/repo.ts';
 import { urlLifetimeSeconds, visibleAt, visibleFile } from '../files/service.ts';
 import type { ContentRequest } from '../ingest/content.ts';
 import { findContent } from '../ingest/content-repo.ts';
-import type { ByteSource, WriteGuard } from '../ingest/intake.ts';
+import type { ByteSource, UploadRequest, WriteGuard } from '../ingest/intake.ts';
 import type { TypeField } from '../ingest/rules.ts';
-import type { IngestService, UploadRequest } from '../ingest/service.ts';
+import type { IngestService } from '../ingest/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { createMultipartReaper } from './multipart-reaper.ts';
 import {

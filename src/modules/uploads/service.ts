@@ -1,8 +1,9 @@
 import type { Caller } from '../../domain/principal.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import * as files from '../files/repo.ts';
+import type { UploadRequest } from '../ingest/intake.ts';
 import { checkSingleUploadSize } from '../ingest/rules.ts';
-import type { IngestService, UploadRequest } from '../ingest/service.ts';
+import type { IngestService } from '../ingest/service.ts';
 
 /** The REST two-step upload: a presigned PUT URL at initiate, then confirm; both through the upload core. */
 export function createUploadService(deps: { store: ObjectStore; ingest: IngestService }) {

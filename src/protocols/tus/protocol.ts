@@ -1,7 +1,7 @@
 import { badRequest, type ErrorCode, fileTooLarge } from '../../domain/errors.ts';
 import { HttpError } from '../../http/errors.ts';
 import { isUnder } from '../../http/mount.ts';
-import type { UploadRequest } from '../../modules/ingest/service.ts';
+import type { UploadRequest } from '../../modules/ingest/intake.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 
 /** Where the endpoint is mounted on the API port. */
