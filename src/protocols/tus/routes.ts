@@ -6,6 +6,7 @@ import type { Caller } from '../../domain/principal.ts';
 import { authenticate } from '../../http/auth.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { Services } from '../../services.ts';
+import type { Body } from './append.ts';
 import {
   headerNumber,
   MOUNT,
@@ -17,7 +18,8 @@ import {
   unsupportedVersion,
   uploadLengthOf,
 } from './protocol.ts';
-import { type Body, createTusUploads, type UploadState } from './uploads.ts';
+import type { UploadState } from './state.ts';
+import { createTusUploads } from './uploads.ts';
 
 const header = (request: FastifyRequest, name: string) => {
   const value = request.headers[name];

@@ -1,7 +1,7 @@
-import type { Db } from '../../infra/db.ts';
+import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
 import { retireObject } from '../../modules/files/repo.ts';
-import { takeEndedTails } from './upload-repo.ts';
+import { type TailPiece, takeEndedTails } from './upload-repo.ts';
 
 const BATCH = 100;
 
@@ -21,3 +21,11 @@ export async function collectEndedTails(db: Db, store: ObjectStore): Promise<boo
   }
   return taken.length > 0;
 }
+
+/** Waiting bytes that went into a part: collected after the grace period, and removed now if possible. */
+export async function retire(q: Queryable, projectId: string, tail: TailPiece[]) {
+  for (const piece of tail) await retireObject(q, projectId, piece.key);
+}
+export const dropTail = async (store: ObjectStore, tail: TailPiece[]) => {
+  for (const piece of tail) await store.delete(piece.key).catch(() => undefined);
+};
