@@ -1,7 +1,8 @@
 import type * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { auth, b64, tusHeaders, upload } from '../../support/tus-endpoint.ts';
+import { Exchange } from '../../support/exchange.ts';
+import { auth, b64, offsetStream, tusHeaders, upload } from '../../support/tus-endpoint.ts';
 
 // The tus 1.0 protocol as Coffer's endpoint speaks it: discovery (OPTIONS), its version named on every
 // answer, X-HTTP-Method-Override, and the requests it refuses.
@@ -124,6 +125,24 @@ describe('tus 1.0 endpoint', () => {
         'The body of a tus request is Content-Type: application/offset+octet-stream',
       );
     }
+  });
+
+  it('answers a PATCH waiting for 100 Continue that it refuses with the refusal alone, its body never asked for', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '1000',
+        'upload-metadata': `filename ${b64('e.bin')}`,
+      }),
+    });
+    const path = new URL(created.headers.get('location')!).pathname;
+    const patch = new Exchange(a.url, 'PATCH', path, {
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '5' }),
+      'content-length': '995',
+      expect: '100-continue',
+    });
+    const answer = await patch.next();
+    patch.close();
+    expect(answer.status).toBe(409);
   });
 
   it('takes PATCH and DELETE as POST with X-HTTP-Method-Override', async () => {

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_OBJECT_BYTES } from '../../../src/modules/projects/schemas.ts';
 import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { b64, tusEndpointOf, tusHeaders } from '../../support/tus-endpoint.ts';
+import { Exchange } from '../../support/exchange.ts';
+import { sleep } from '../../support/processes.ts';
+import { b64, MiB, offsetStream, tusEndpointOf, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // The size limits the tus endpoint holds an upload to, and how its 413 names them: the largest object,
 // the upload's length, the project's and the upload token's ceilings.
@@ -92,6 +94,44 @@ describe('tus 1.0 endpoint', () => {
     const overLimit = await patchUpload(deferred, 0, Buffer.alloc(11), limited.key);
     expect(overLimit.status).toBe(413);
     expect(overLimit.body.error.details).toEqual({ ...pastLength(10), limit_source: 'project' });
+  });
+
+  it('reads through the body of a PATCH it refused mid-way: a request sent after it on its connection is answered', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': String(64 * 1024),
+        'upload-metadata': `filename ${b64('c.bin')}`,
+      }),
+    });
+    const path = new URL(created.headers.get('location')!).pathname;
+    const patch = new Exchange(a.url, 'PATCH', path, {
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': '0' }),
+      'transfer-encoding': 'chunked',
+    });
+    // A chunk of 8 MiB, past the upload's length: refused once the length is passed, mid-chunk.
+    const chunk = 8 * MiB;
+    await patch.write(Buffer.concat([Buffer.from(`${chunk.toString(16)}\r\n`), Buffer.alloc(MiB)]));
+    const refused = await patch.next();
+    expect(refused.status).toBe(413);
+    expect(refused.headers.connection).toBe('keep-alive');
+    // The rest of the body, more than the server buffers, then a HEAD on the same connection, as a
+    // keep-alive client sends its next request: left unread, the rest would hold the HEAD forever.
+    const head = Object.entries({ host: 'coffer', ...tusHeaders(project.key) }).map(
+      ([name, value]) => `${name}: ${value}\r\n`,
+    );
+    void patch
+      .write(
+        Buffer.concat([
+          Buffer.alloc(chunk - MiB),
+          Buffer.from(`\r\n0\r\n\r\nHEAD ${path} HTTP/1.1\r\n${head.join('')}\r\n`),
+        ]),
+      )
+      .catch(() => undefined);
+    const unanswered = sleep(10_000).then(() => ({ status: 0, headers: {} as Record<string, string> }));
+    const next = await Promise.race([patch.next(), unanswered]);
+    patch.close();
+    expect(next.status).toBe(200);
+    expect(next.headers['upload-offset']).toBe('0');
   });
 
   it('names the limit that binds a deferred upload as a known length names it: the token’s or the project’s', async () => {
