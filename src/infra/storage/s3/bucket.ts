@@ -77,10 +77,11 @@ export function connectBucket(options: S3StoreOptions): S3Bucket {
     // Retries of throttling, 5xx, timeouts and network errors: every call Coffer makes may be repeated
     // (a create that was retried leaves an upload that seal and delete find by its key).
     maxAttempts: 3,
+    // A store that does not connect, or is silent (nothing sent or received) for `timeoutMs`, fails the
+    // attempt. No deadline on the whole request: a body streamed from a slow client takes as long as
+    // its client does, and the store is not silent while it arrives.
     requestHandler: new NodeHttpHandler({
       connectionTimeout: timeoutMs,
-      requestTimeout: timeoutMs,
-      throwOnRequestTimeout: true,
       socketTimeout: timeoutMs,
       httpAgent: new HttpAgent(agent),
       httpsAgent: new HttpsAgent(agent),
