@@ -2,7 +2,7 @@ import { fileTooLarge, validationError } from '../../domain/errors.ts';
 import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import { randomUlid } from '../../lib/ids.ts';
 import { mimeAllowed, parseMimeList } from '../../lib/mime.ts';
-import { extensionMatches } from '../files/rules.ts';
+import { extensionMatches, normalizeTags } from '../files/rules.ts';
 import type { Project } from '../projects/schemas.ts';
 import type { UploadTokenRow } from '../uploads/token-repo.ts';
 
@@ -37,6 +37,14 @@ export function pastProjectSize(project: Project, size: number, sizeField: strin
   return max_file_size_bytes !== null && size > max_file_size_bytes
     ? fileTooLarge(max_file_size_bytes, 'project', sizeField)
     : undefined;
+}
+
+/** `tags` with an upload token's own merged in (its constraint (e)), duplicates removed. */
+export function withTokenTags(
+  tags: readonly string[],
+  token: Pick<UploadTokenRow, 'tags'> | undefined,
+): string[] {
+  return normalizeTags([...tags, ...(token?.tags ?? [])]);
 }
 
 /** An upload token's constraints on the bytes (a)–(b): its size ceiling (413) and MIME allowlist (422). */

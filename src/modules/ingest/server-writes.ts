@@ -3,7 +3,6 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Queryable } from '../../infra/db.ts';
 import { idBeside } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
-import { normalizeTags } from '../files/rules.ts';
 import type { UploadTokenRow } from '../uploads/token-repo.ts';
 import { type ContentOutcome, commitStoredContent, lockReadyFile } from './content-commit.ts';
 import type {
@@ -15,7 +14,7 @@ import type {
   WriteGuard,
   WrittenBody,
 } from './intake.ts';
-import { checkSingleUploadSize, type TypeField } from './rules.ts';
+import { checkSingleUploadSize, type TypeField, withTokenTags } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
 /**
@@ -147,7 +146,7 @@ export function createServerWrites(deps: IngestDeps, intake: Intake, steps: NewF
             // upload token's merged in, as on any of its uploads), with its content.
             if (request.tags === undefined || outcome.status === 'superseded')
               return { kind: 'content', outcome };
-            const tags = normalizeTags([...request.tags, ...(token?.tags ?? [])]);
+            const tags = withTokenTags(request.tags, token);
             const tagged = await files.updateFile(q, caller.project.id, locked.id, { tags });
             return { kind: 'content', outcome: { ...outcome, file: tagged! } };
           }

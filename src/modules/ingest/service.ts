@@ -29,7 +29,14 @@ import {
   type Sealed,
   type UploadRequest,
 } from './intake.ts';
-import { checkProjectRules, checkTokenRules, newObjectKey, pastProjectSize, pastTokenSize } from './rules.ts';
+import {
+  checkProjectRules,
+  checkTokenRules,
+  newObjectKey,
+  pastProjectSize,
+  pastTokenSize,
+  withTokenTags,
+} from './rules.ts';
 import { createServerWrites } from './server-writes.ts';
 
 /**
@@ -64,7 +71,7 @@ export function createIngestService(deps: IngestDeps) {
       }
       folderId = token.folder_id;
       metadata = { ...metadata, ...token.metadata };
-      tags = normalizeTags([...tags, ...(token.tags ?? [])]);
+      tags = withTokenTags(tags, token);
     }
 
     checkProjectRules(
