@@ -41,6 +41,8 @@ if (process.env.COFFER_TEST_DATABASE_URL) {
         'test/protocols/s3/racing-writes.test.ts',
         'test/protocols/s3/reads.test.ts',
         'test/protocols/s3/request-ids.test.ts',
+        'test/protocols/s3/scanned-keys.test.ts',
+        'test/protocols/s3/stranded-completions.test.ts',
         'test/protocols/s3/versions.test.ts',
         'test/protocols/s3/writes.test.ts',
         'test/protocols/tus/**/*.test.ts',

@@ -136,17 +136,17 @@ export async function lockFile(
 }
 
 /**
- * The file at a key a write takes as its new content's, locked as lockFile locks it, while it is still
- * there and ready to take some; undefined once deleted (a DeleteObject that committed since the key
- * was read) or not ready (being scanned): then the write makes a file of its own.
+ * Gives the file new content was committed to `tags`, the file's tags as a write at its key names them,
+ * unless a newer write overtook that write (it is not kept); none given: the file keeps its own.
  */
-export async function lockReadyFile(
+export async function tagWrittenFile(
   q: Queryable,
-  projectId: string,
-  fileId: string,
-): Promise<files.FileRow | undefined> {
-  const file = await files.findFile(q, projectId, fileId, true);
-  return file && file.deleted_at === null && file.status === 'ready' ? file : undefined;
+  outcome: ContentOutcome,
+  tags: string[] | undefined,
+): Promise<ContentOutcome> {
+  if (tags === undefined || outcome.status === 'superseded') return outcome;
+  const file = await files.updateFile(q, outcome.file.project_id, outcome.file.id, { tags });
+  return { ...outcome, file: file! };
 }
 
 /**
@@ -213,7 +213,7 @@ export async function commitNewContent(
 /**
  * Bytes a write stored (`sealed`, with the checksum their client sent, if any) recorded as new
  * content of `locked` and committed (see commitNewContent), in the caller's transaction: a write at
- * the key of a file (lockReadyFile), or a multipart upload merged into it. The file is locked first,
+ * the key of a file (claimKey), or a multipart upload merged into it. The file is locked first,
  * as every commit of new content locks it: recording the content takes a key share of the file row,
  * and a second write holding one too would wait for this one's lock while this one waits for its (a
  * deadlock); the quota lock then comes after it too.

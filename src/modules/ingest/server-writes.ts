@@ -4,7 +4,7 @@ import type { Queryable } from '../../infra/db.ts';
 import { idBeside } from '../../lib/ids.ts';
 import * as files from '../files/repo.ts';
 import type { UploadTokenRow } from '../uploads/token-repo.ts';
-import { type ContentOutcome, commitStoredContent, lockReadyFile } from './content-commit.ts';
+import { type ContentOutcome, commitStoredContent, tagWrittenFile } from './content-commit.ts';
 import type {
   IngestDeps,
   Intake,
@@ -14,6 +14,7 @@ import type {
   WriteGuard,
   WrittenBody,
 } from './intake.ts';
+import { claimKey } from './key-claim.ts';
 import { checkSingleUploadSize, type TypeField, withTokenTags } from './rules.ts';
 import { restrictsTypes, screenHead } from './sniff.ts';
 
@@ -108,12 +109,10 @@ export function createServerWrites(deps: IngestDeps, intake: Intake, steps: NewF
     /**
      * writeFile at a key that shows one file (an S3 key), where what the write makes is decided as it
      * commits: `holder` answers, with the key held until the transaction ends, the file the caller
-     * sees there now. None: the bytes are a new file. One made after this write began (a newer write,
-     * committed first): this one is overtaken and not kept (S3's last writer wins), its bytes retired.
-     * A ready one made before: the bytes become its new content (a new version where the project
-     * keeps them), in this write's place in time, and the request's `tags`, when given, become its tags.
-     * One not ready yet (being scanned), or deleted since it was read, takes no new content: the bytes
-     * are a file of their own, which the key shows over it.
+     * sees there now, which claimKey weighs. Overtaken by a newer write: not kept, its bytes retired.
+     * Into an older ready file: the bytes become its new content (a new version where the project
+     * keeps them), in this write's place in time, and the request's `tags`, when given, become its
+     * tags. Otherwise the bytes are a new file.
      */
     async writeAtKey(
       caller: Caller,
@@ -125,15 +124,13 @@ export function createServerWrites(deps: IngestDeps, intake: Intake, steps: NewF
       const written = await keepingOnCommit(planned.storageKey, () =>
         db.tx(async (q): Promise<KeyWrite> => {
           await hooks.guard?.(q);
-          const holder = await hooks.holder(q);
-          // Ids are in creation order, the order in which a key shows its files. Overtaken, its bytes
-          // are retired with the transaction, to be collected, as no record holds them.
-          if (holder && holder.id > planned.fileId) {
+          const claim = await claimKey(q, caller.project, await hooks.holder(q), planned.fileId);
+          // Overtaken, its bytes are retired with the transaction, to be collected, as no record holds them.
+          if (claim.kind === 'overtaken') {
             await files.retireObject(q, caller.project.id, planned.storageKey);
             return { kind: 'overtaken', etag: sealed.etag };
           }
-          const locked = holder && (await lockReadyFile(q, caller.project.id, holder.id));
-          if (locked) {
+          if (claim.kind === 'into') {
             // Planned as a new file's, checked as one: as on any write, the token's metadata wins.
             const content = {
               ...planned,
@@ -141,14 +138,11 @@ export function createServerWrites(deps: IngestDeps, intake: Intake, steps: NewF
               metadata: request.metadata && { ...request.metadata, ...token?.metadata },
               httpHeaders: request.http_headers,
             };
-            const outcome = await commitStoredContent(q, caller.project, locked, content, sealed);
-            // Tags are the file's: those the write names replace its own as the write is kept (an
-            // upload token's merged in, as on any of its uploads), with its content.
-            if (request.tags === undefined || outcome.status === 'superseded')
-              return { kind: 'content', outcome };
-            const tags = withTokenTags(request.tags, token);
-            const tagged = await files.updateFile(q, caller.project.id, locked.id, { tags });
-            return { kind: 'content', outcome: { ...outcome, file: tagged! } };
+            const outcome = await commitStoredContent(q, caller.project, claim.file, content, sealed);
+            // Tags are the file's: those the write names replace its own (an upload token's merged in,
+            // as on any of its uploads), with its content.
+            const tags = request.tags && withTokenTags(request.tags, token);
+            return { kind: 'content', outcome: await tagWrittenFile(q, outcome, tags) };
           }
           return { kind: 'file', file: await recordFile(q, caller, request, planned, sealed) };
         }),

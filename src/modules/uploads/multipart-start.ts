@@ -17,9 +17,10 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
 
   /**
    * The bytes of a multipart upload: the store's upload, made before the file is recorded, and its
-   * session recorded with it. `sizeLimit` marks a deferred size (the session holds the limit, not a total).
+   * session recorded with it. `sizeLimit` marks a deferred size (the session holds the limit, not a
+   * total); `tags`, the tags its writer named (see SessionRow).
    */
-  function partsSource(expiresAt: Date, sizeLimit?: number): ByteSource<string, string> {
+  function partsSource(expiresAt: Date, sizeLimit?: number, tags?: string[]): ByteSource<string, string> {
     return {
       make: (planned) =>
         store.createMultipart(planned.storageKey, {
@@ -40,6 +41,7 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
           total_size_bytes: sizeLimit ?? planned.size,
           size_deferred: sizeLimit !== undefined,
           expires_at: expiresAt,
+          tags: tags ?? null,
         });
         return id;
       },
@@ -70,15 +72,17 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
     /**
      * A multipart upload whose size is known only at completion (S3's CreateMultipartUpload): the
      * file is declared with 0 bytes, its parts held to the caller's size limit as they arrive, and
-     * its size, with the quota, settled when it completes.
+     * its size, with the quota, settled when it completes. Its tags are the session's too, for the
+     * file it may end in instead of its own.
      */
     async startDeferred(caller: Caller, request: Omit<UploadRequest, 'size_bytes'>) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
       const limit = await ingest.sizeLimit(caller);
+      const tags = request.tags && (await ingest.writtenTags(caller, request.tags));
       const { file, extra: uploadId } = await ingest.declare(
         caller,
         { ...request, size_bytes: 0 },
-        partsSource(expiresAt, limit),
+        partsSource(expiresAt, limit, tags),
         { uploadExpiresAt: expiresAt },
       );
       return { uploadId: uploadId!, file };
@@ -86,20 +90,23 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
 
     /**
      * startDeferred for new content of a ready file (an S3 multipart upload to a key that holds one):
-     * the file keeps its content until the upload completes, then gets the new one as a PUT would give it.
+     * the file keeps its content until the upload completes, then gets the new one as a PUT would give
+     * it, and `tags`, when given, with it.
      */
     async startContentDeferred(
       caller: Caller,
       file: files.FileRow,
       request: Omit<ContentRequest, 'size_bytes'>,
+      tags?: string[],
     ) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
       const limit = await ingest.sizeLimit(caller);
+      const written = tags && (await ingest.writtenTags(caller, tags));
       const { extra: uploadId } = await ingest.declareContentParts(
         caller,
         file,
         request,
-        partsSource(expiresAt, limit),
+        partsSource(expiresAt, limit, written),
         expiresAt,
       );
       return { uploadId: uploadId! };

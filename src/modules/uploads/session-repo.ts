@@ -20,10 +20,15 @@ export interface SessionRow {
   expires_at: Date;
   /** Whether the complete that claimed it holds a condition on what the upload replaces. */
   conditional: boolean;
+  /**
+   * The tags its writer named (an upload token's merged in), which the file the upload ends in takes
+   * with its content when that is not the upload's own new file (new content, or a merge: see settle).
+   */
+  tags: string[] | null;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at, conditional';
+  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at, conditional, tags';
 
 export async function insertSession(
   q: Queryable,
@@ -31,8 +36,8 @@ export async function insertSession(
 ): Promise<void> {
   await q.query(
     `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes,
-       size_deferred, expires_at, content_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+       size_deferred, expires_at, content_id, tags)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     [
       session.id,
       session.project_id,
@@ -43,6 +48,7 @@ export async function insertSession(
       session.size_deferred,
       session.expires_at,
       session.content_id,
+      session.tags,
     ],
   );
 }
@@ -57,36 +63,6 @@ export async function findSession(
     [projectId, id],
   );
   return row;
-}
-
-/**
- * Records the tags an upload's file is to have once it completes (S3's CreateMultipartUpload with
- * `x-amz-tagging`, applied by the protocol as it completes), Coffer's form.
- */
-export async function setSessionTags(
-  q: Queryable,
-  projectId: string,
-  id: string,
-  tags: string[],
-): Promise<void> {
-  await q.query('UPDATE multipart_sessions SET tags = $3 WHERE project_id = $1 AND id = $2', [
-    projectId,
-    id,
-    tags,
-  ]);
-}
-
-/** The tags setSessionTags recorded for an upload; undefined when none were. */
-export async function sessionTags(
-  q: Queryable,
-  projectId: string,
-  id: string,
-): Promise<string[] | undefined> {
-  const [row] = await q.query<{ tags: string[] | null }>(
-    'SELECT tags FROM multipart_sessions WHERE project_id = $1 AND id = $2',
-    [projectId, id],
-  );
-  return row?.tags ?? undefined;
 }
 
 /** A session and its file, undefined when gone. */

@@ -11,9 +11,10 @@ import {
   commitContentParts,
   commitStoredContent,
   failContent,
-  lockReadyFile,
+  tagWrittenFile,
 } from '../ingest/content-commit.ts';
 import type { WriteGuard } from '../ingest/intake.ts';
+import { claimKey } from '../ingest/key-claim.ts';
 import type { Project } from '../projects/schemas.ts';
 import { markReleased, renewCompleting, type SessionRow, setSessionStatus } from './session-repo.ts';
 
@@ -44,8 +45,12 @@ async function failNewFile(
   return file;
 }
 
-/** A completion that made new content: the file, with the ETag of the bytes just completed. */
-function contentSettled(outcome: ContentOutcome) {
+/**
+ * A completion that made new content: the file, with the ETag of the bytes just completed, and the
+ * tags the session's writer named, as a PutObject over the file gives them.
+ */
+async function contentSettled(q: Queryable, session: SessionRow, made: ContentOutcome) {
+  const outcome = await tagWrittenFile(q, made, session.tags ?? undefined);
   // The ETag of the bytes just completed, which S3 answers even while they wait for their scan.
   return {
     file: { ...outcome.file, etag: outcome.etag },
@@ -117,8 +122,7 @@ export function createSessionLifecycle(deps: {
 
   /**
    * Makes the object a session assembled for its new file new content of `holder` (locked, see
-   * lockReadyFile), the file an older
-   * write recorded at the upload's key since the upload began, so that the key keeps one file, as had
+   * claimKey), the file an older write recorded at the upload's key since the upload began, so that the key keeps one file, as had
    * the upload been made over it: the metadata and headers it was created with (its metadata only
    * when it was given some) go with the content. The session's own file fails (`merged`) and, its
    * object now the content's, holds no bytes.
@@ -160,9 +164,10 @@ export function createSessionLifecycle(deps: {
      * refuses, the session ends `aborted` too, and the object is collected. `superseded`: the new
      * content was not kept, a newer write to the file having committed first. `holder`, for the new
      * file of an upload at an S3 key: the file the key shows the caller now, read with the key held
-     * (see writeAtKey): a newer one supersedes the upload; an older one recorded since the upload
-     * began takes the object as its new content, and the session's own file fails (`merged`).
-     * `contentId`: the new content the object became, if any.
+     * and weighed by claimKey: a newer one supersedes the upload; an older ready one recorded since
+     * the upload began takes the object as its new content, and the session's own file fails
+     * (`merged`). New content takes the tags the session's writer named, if any, in the same
+     * transaction. `contentId`: the new content the object became, if any.
      */
     async settle(
       session: SessionRow,
@@ -183,15 +188,15 @@ export function createSessionLifecycle(deps: {
           }
           if (session.content_id !== null) {
             const outcome = await commitContentParts(q, project, session.file_id, session.content_id, sealed);
-            return contentSettled(outcome);
+            return contentSettled(q, session, outcome);
           }
-          const now = await holder?.(q);
-          // Ids are in creation order, the order in which a key shows its files.
-          if (now && now.id > session.file_id) {
+          const claim = await claimKey(q, project, await holder?.(q), session.file_id);
+          if (claim.kind === 'overtaken') {
             return { file: await supersede(q, session, sealed), superseded: true, contentId: null };
           }
-          const into = now && (await lockReadyFile(q, project.id, now.id));
-          if (into) return contentSettled(await merge(q, session, project, into, sealed));
+          if (claim.kind === 'into') {
+            return contentSettled(q, session, await merge(q, session, project, claim.file, sealed));
+          }
           const size = session.size_deferred ? sealed.size : undefined;
           const file = await commitFile(q, project, session.file_id, sealed, size);
           return { file, superseded: false, contentId: null };

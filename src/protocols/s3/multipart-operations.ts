@@ -29,7 +29,6 @@ import {
   createUpload,
   listParts,
   listUploads,
-  tagsOnCompletion,
   type UploadRef,
   uploadPart,
 } from './multipart.ts';
@@ -102,7 +101,6 @@ export function multipartOperations(services: Services): Record<string, Operatio
         if (!done) throw error;
         return done;
       };
-      // The tags its CreateMultipartUpload sent are set by the completion, not by a complete sent again.
       const { file, versionId } = await guardOf(
         services,
         caller,
@@ -110,10 +108,6 @@ export function multipartOperations(services: Services): Record<string, Operatio
         writeConditionOf(request.headers),
       )
         .then((guard) => completeUpload(services, caller, upload, parts, guard))
-        .then(async (completed) => {
-          await tagsOnCompletion(services, caller, upload, completed);
-          return completed;
-        })
         .catch(again);
       reply.header('x-coffer-file-id', file.id);
       if (versionId) reply.header('x-amz-version-id', versionId);

@@ -2,16 +2,14 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDomainError } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
-import type { FileRow, HttpHeaders } from '../../modules/files/repo.ts';
+import type { HttpHeaders } from '../../modules/files/repo.ts';
 import type { WriteGuard } from '../../modules/ingest/intake.ts';
-import { sessionTags, setSessionTags } from '../../modules/uploads/session-repo.ts';
 import type { Services } from '../../services.ts';
 import { partNumberOf } from './content.ts';
 import { invalidArgument, malformedXml, noSuchUpload, S3Error } from './errors.ts';
 import { placeOf } from './keys.ts';
 import { markerResume, type Rolled, rollUp, successor } from './listing.ts';
 import { folderFor, replaceableAt, writtenVersion } from './objects.ts';
-import { setFileTags } from './tags.ts';
 import { parseS3Xml } from './xml.ts';
 
 /**
@@ -48,8 +46,8 @@ async function onUpload<T>(uploadId: string, work: () => Promise<T>): Promise<T>
 
 /**
  * CreateMultipartUpload: an upload making a new file at `key`, or new content of the file there.
- * `tags` (Coffer's form), when given, are the file's once the upload completes (see tagsOnCompletion):
- * a new file is made with them.
+ * `tags` (Coffer's form), when given, are the file's once the upload completes, in the transaction
+ * of its content: a new file is made with them.
  */
 export async function createUpload(
   services: MultipartServices,
@@ -70,11 +68,12 @@ export async function createUpload(
   // Over a key that holds a file, the upload makes new content of it, as a PutObject there does.
   const existing = await replaceableAt(services, caller, key);
   const { uploadId } = existing
-    ? await services.multipart.startContentDeferred(caller, existing, {
-        content_type: request.contentType,
-        metadata,
-        http_headers,
-      })
+    ? await services.multipart.startContentDeferred(
+        caller,
+        existing,
+        { content_type: request.contentType, metadata, http_headers },
+        request.tags,
+      )
     : await services.multipart.startDeferred(caller, {
         filename: place.filename,
         content_type: request.contentType,
@@ -84,24 +83,7 @@ export async function createUpload(
         http_headers,
         tags: request.tags,
       });
-  if (request.tags) await setSessionTags(services.db, caller.project.id, uploadId, request.tags);
   return uploadId;
-}
-
-/**
- * Gives the file a completed upload made or updated the tags its CreateMultipartUpload sent, if any,
- * unless a newer write at its key overtook it: new content of a file, or a new file that became new
- * content of one recorded at its key since, sets that file's tags as a PutObject over it would.
- */
-export async function tagsOnCompletion(
-  services: MultipartServices & Pick<Services, 'files'>,
-  caller: Caller,
-  { uploadId }: UploadRef,
-  { file, superseded }: { file: FileRow; superseded: boolean },
-): Promise<void> {
-  if (superseded) return;
-  const tags = await sessionTags(services.db, caller.project.id, uploadId);
-  if (tags) await setFileTags(services, caller, file.id, tags, file.tags);
 }
 
 /** An upload as S3 names it: its key and its id (an upload of another key is none). */

@@ -1,8 +1,5 @@
 import type { Caller } from '../../domain/principal.ts';
-import type { Queryable } from '../../infra/db.ts';
 import { MAX_TAG_LENGTH, normalizeTags } from '../../modules/files/rules.ts';
-import { withTokenTags } from '../../modules/ingest/rules.ts';
-import { findToken } from '../../modules/uploads/token-repo.ts';
 import type { Services } from '../../services.ts';
 import { invalidArgument, malformedXml, S3Error } from './errors.ts';
 import { parseTaggingXml } from './xml.ts';
@@ -176,28 +173,15 @@ export function tagsOfDocument(body: Buffer): string[] {
 }
 
 /**
- * The tags a write of `caller` gives a file: `tags`, with an upload token's own merged in, as on
- * every upload of the token: they are among its constraints, which its S3 credentials carry.
- */
-async function callerTags(q: Queryable, caller: Caller, tags: string[]): Promise<string[]> {
-  if (caller.principal.kind !== 'upload_token') return tags;
-  return withTokenTags(tags, await findToken(q, caller.principal.tokenId));
-}
-
-/**
- * Sets the tags of the file `fileId` to `tags` (Coffer's form, an upload token's merged in: see
- * callerTags) through the files service the REST API's tag endpoints use, so that their rules hold
- * alike. `current`: the file's tags as just recorded, when known; nothing is written when they are
- * those already.
+ * Sets the tags of the file `fileId` to `tags` (Coffer's form), an upload token's merged in as on every
+ * upload of the token (they are among its constraints, which its S3 credentials carry), through the
+ * files service the REST API's tag endpoints use, so that their rules hold alike.
  */
 export async function setFileTags(
-  services: Pick<Services, 'db' | 'files'>,
+  services: Pick<Services, 'ingest' | 'files'>,
   caller: Caller,
   fileId: string,
   tags: string[],
-  current?: readonly string[],
 ): Promise<void> {
-  const wanted = await callerTags(services.db, caller, tags);
-  if (current?.length === wanted.length && current.every((tag, index) => tag === wanted[index])) return;
-  await services.files.setTags(caller, fileId, wanted, 'replace');
+  await services.files.setTags(caller, fileId, await services.ingest.writtenTags(caller, tags), 'replace');
 }
