@@ -18,9 +18,12 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
   /**
    * The bytes of a multipart upload: the store's upload, made before the file is recorded, and its
    * session recorded with it. `sizeLimit` marks a deferred size (the session holds the limit, not a
-   * total); `tags`, the tags its writer named (see SessionRow).
+   * total); `tags` and `keyed`, as SessionRow has them.
    */
-  function partsSource(expiresAt: Date, sizeLimit?: number, tags?: string[]): ByteSource<string, string> {
+  function partsSource(
+    expiresAt: Date,
+    { sizeLimit, tags, keyed = false }: { sizeLimit?: number; tags?: string[]; keyed?: boolean } = {},
+  ): ByteSource<string, string> {
     return {
       make: (planned) =>
         store.createMultipart(planned.storageKey, {
@@ -42,6 +45,7 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
           size_deferred: sizeLimit !== undefined,
           expires_at: expiresAt,
           tags: tags ?? null,
+          keyed,
         });
         return id;
       },
@@ -73,16 +77,16 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
      * A multipart upload whose size is known only at completion (S3's CreateMultipartUpload): the
      * file is declared with 0 bytes, its parts held to the caller's size limit as they arrive, and
      * its size, with the quota, settled when it completes. Its tags are the session's too, for the
-     * file it may end in instead of its own.
+     * file it may end in instead of its own. `keyed`: made at an S3 key (see SessionRow).
      */
-    async startDeferred(caller: Caller, request: Omit<UploadRequest, 'size_bytes'>) {
+    async startDeferred(caller: Caller, request: Omit<UploadRequest, 'size_bytes'>, { keyed = false } = {}) {
       const expiresAt = new Date(Date.now() + config.multipartExpirySeconds * 1000);
       const limit = await ingest.sizeLimit(caller);
       const tags = request.tags && (await ingest.writtenTags(caller, request.tags));
       const { file, extra: uploadId } = await ingest.declare(
         caller,
         { ...request, size_bytes: 0 },
-        partsSource(expiresAt, limit, tags),
+        partsSource(expiresAt, { sizeLimit: limit, tags, keyed }),
         { uploadExpiresAt: expiresAt },
       );
       return { uploadId: uploadId!, file };
@@ -106,7 +110,7 @@ export function createMultipartStart(deps: { config: Config; store: ObjectStore;
         caller,
         file,
         request,
-        partsSource(expiresAt, limit, written),
+        partsSource(expiresAt, { sizeLimit: limit, tags: written }),
         expiresAt,
       );
       return { uploadId: uploadId! };

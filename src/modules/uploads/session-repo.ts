@@ -25,10 +25,12 @@ export interface SessionRow {
    * with its content when that is not the upload's own new file (new content, or a merge: see settle).
    */
   tags: string[] | null;
+  /** Whether it makes a new file at an S3 key, which its completion keeps to one file (see settle). */
+  keyed: boolean;
 }
 
 const COLUMNS =
-  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at, conditional, tags';
+  'id, project_id, file_id, content_id, store_upload_id, storage_key, total_size_bytes, size_deferred, status, expires_at, conditional, tags, keyed';
 
 export async function insertSession(
   q: Queryable,
@@ -36,8 +38,8 @@ export async function insertSession(
 ): Promise<void> {
   await q.query(
     `INSERT INTO multipart_sessions (id, project_id, file_id, store_upload_id, storage_key, total_size_bytes,
-       size_deferred, expires_at, content_id, tags)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+       size_deferred, expires_at, content_id, tags, keyed)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
     [
       session.id,
       session.project_id,
@@ -49,6 +51,7 @@ export async function insertSession(
       session.expires_at,
       session.content_id,
       session.tags,
+      session.keyed,
     ],
   );
 }

@@ -74,15 +74,19 @@ export async function createUpload(
         { content_type: request.contentType, metadata, http_headers },
         request.tags,
       )
-    : await services.multipart.startDeferred(caller, {
-        filename: place.filename,
-        content_type: request.contentType,
-        folder_id: await folderFor(services, caller, place.folderPath),
-        exact_folder: true,
-        metadata,
-        http_headers,
-        tags: request.tags,
-      });
+    : await services.multipart.startDeferred(
+        caller,
+        {
+          filename: place.filename,
+          content_type: request.contentType,
+          folder_id: await folderFor(services, caller, place.folderPath),
+          exact_folder: true,
+          metadata,
+          http_headers,
+          tags: request.tags,
+        },
+        { keyed: true },
+      );
   return uploadId;
 }
 

@@ -1,8 +1,10 @@
 import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
+  DeleteObjectCommand,
   GetObjectCommand,
   GetObjectTaggingCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
@@ -13,7 +15,7 @@ import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpo
 
 // A CompleteMultipartUpload whose process lost the store's answer once the object was assembled
 // (as a crash there would): the reaper settles the upload, and it ends as the complete would have
-// ended it, the tags its CreateMultipartUpload named included.
+// ended it, the tags its CreateMultipartUpload named included, the key still holding one file.
 let coffer: TestCoffer;
 beforeAll(async () => {
   coffer = await startCoffer();
@@ -23,7 +25,7 @@ const { bucketWith } = s3EndpointOf(() => coffer);
 
 describe('the S3 endpoint', () => {
   /** A multipart upload of `body` at `key`, tagged `tagging`, whose complete is left to the reaper. */
-  async function strand({ client, name }: Bucket, Key: string, body: string, Tagging: string) {
+  async function strand({ client, name }: Bucket, Key: string, body: string, Tagging?: string) {
     const { UploadId } = await client.send(
       new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain', Tagging }),
     );
@@ -55,6 +57,7 @@ describe('the S3 endpoint', () => {
       "UPDATE multipart_sessions SET completing_since = now() - interval '2 hours' WHERE id = $1",
       [UploadId],
     );
+    return UploadId!;
   }
 
   for (const versioning_enabled of [false, true]) {
@@ -76,4 +79,29 @@ describe('the S3 endpoint', () => {
       ]);
     });
   }
+
+  it('keeps a key to one file when a write there overtook a new file the reaper settles', async () => {
+    const bucket = await bucketWith();
+    const { client, name, project } = bucket;
+    const uploadId = await strand(bucket, 'n.txt', 'stranded parts');
+    const put = await client.send(new PutObjectCommand({ Bucket: name, Key: 'n.txt', Body: 'newer' }));
+    await coffer.services.multipart.reap();
+
+    const [session] = await coffer.services.db.query<{ status: string; file_id: string }>(
+      'SELECT status, file_id FROM multipart_sessions WHERE id = $1',
+      [uploadId],
+    );
+    expect(session!.status).toBe('completed');
+    expect((await project.call('GET', `/files/${session!.file_id}`)).body).toMatchObject({
+      status: 'failed',
+      failure_reason: 'superseded',
+    });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
+    expect((listed.Contents ?? []).map((object) => [object.Key, object.ETag])).toEqual([['n.txt', put.ETag]]);
+    await client.send(new DeleteObjectCommand({ Bucket: name, Key: 'n.txt' }));
+    expect(await refusal(client.send(new GetObjectCommand({ Bucket: name, Key: 'n.txt' })))).toEqual({
+      code: 'NoSuchKey',
+      status: 404,
+    });
+  });
 });
