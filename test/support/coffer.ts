@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { serveMetrics } from '../../src/infra/metrics.ts';
@@ -168,3 +168,51 @@ export async function startCoffer(
     },
   };
 }
+
+/**
+ * What `current` answers when a property is read, named before it exists: a server or bucket that a
+ * `beforeAll` makes, given to the tests of a file before that hook has run.
+ */
+function readThrough<T extends object>(current: () => T | undefined): T {
+  const made = () => {
+    const value = current();
+    if (value === undefined) throw new Error('read before the beforeAll that makes it ran');
+    return value;
+  };
+  return new Proxy({} as T, {
+    get: (_, key) => Reflect.get(made(), key),
+    set: (_, key, value) => Reflect.set(made(), key, value),
+    has: (_, key) => Reflect.has(made(), key),
+    ownKeys: () => Reflect.ownKeys(made()),
+    getOwnPropertyDescriptor: (_, key) => {
+      const descriptor = Reflect.getOwnPropertyDescriptor(made(), key);
+      return descriptor && { ...descriptor, configurable: true };
+    },
+  });
+}
+
+/**
+ * What `make` makes in the `beforeAll` of the file or `describe` this is called in; `undo`, if given,
+ * runs on it in the `afterAll`.
+ */
+export function madeBeforeAll<T extends object>(make: () => Promise<T>, undo?: (made: T) => unknown): T {
+  let made: T | undefined;
+  beforeAll(async () => {
+    made = await make();
+  });
+  if (undo)
+    afterAll(async () => {
+      if (made) await undo(made);
+    });
+  return readThrough(() => made);
+}
+
+/**
+ * A Coffer for the tests of the file or `describe` this is called in: started in its `beforeAll`,
+ * closed in its `afterAll`.
+ */
+export const cofferForSuite = (...args: Parameters<typeof startCoffer>): TestCoffer =>
+  madeBeforeAll(
+    () => startCoffer(...args),
+    (coffer) => coffer.close(),
+  );

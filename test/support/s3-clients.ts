@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
-import { ADMIN_KEY, type TestCoffer, type TestProject } from './coffer.ts';
+import { ADMIN_KEY, cofferForSuite, type TestCoffer, type TestProject } from './coffer.ts';
 import { drain } from './pipeline.ts';
 
 /** Runs a program, answering its output once it exits 0. */
@@ -72,4 +72,13 @@ export function s3ClientsOf(coffer: () => TestCoffer) {
   }
 
   return { setup, filesOf };
+}
+
+/**
+ * A Coffer for the tests of the file this is called in (started in its `beforeAll`, closed in its
+ * `afterAll`), and the helpers that set real S3 clients on it.
+ */
+export function s3ClientsSuite() {
+  const coffer = cofferForSuite();
+  return { coffer, ...s3ClientsOf(() => coffer) };
 }

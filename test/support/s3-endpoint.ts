@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { S3Client, type S3ClientConfig, S3ServiceException } from '@aws-sdk/client-s3';
-import { ADMIN_KEY, type TestCoffer, type TestProject } from './coffer.ts';
+import { ADMIN_KEY, cofferForSuite, type TestCoffer, type TestProject } from './coffer.ts';
 
 /** A long-lived S3 credential of `projectId` with `scopes`, made with the admin key. */
 export async function newS3Credential(
@@ -42,18 +42,26 @@ export const md5 = (data: Buffer | string) => createHash('md5').update(data).dig
 export const text = async (body: unknown) =>
   Buffer.from(await (body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
 
-/** The S3 error an SDK call was refused with. */
-export async function refusal(
+/** The S3 error an SDK call was refused with, and its message. */
+export async function refusalWithMessage(
   promise: Promise<unknown>,
-): Promise<{ code: string; status: number | undefined }> {
+): Promise<{ code: string; status: number | undefined; message: string }> {
   try {
     await promise;
   } catch (error) {
     if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode };
+      return { code: error.name, status: error.$metadata.httpStatusCode, message: error.message };
     throw error;
   }
   throw new Error('the request was not refused');
+}
+
+/** The S3 error an SDK call was refused with. */
+export async function refusal(
+  promise: Promise<unknown>,
+): Promise<{ code: string; status: number | undefined }> {
+  const { code, status } = await refusalWithMessage(promise);
+  return { code, status };
 }
 
 export interface Bucket {
@@ -123,4 +131,13 @@ export function s3EndpointOf(coffer: () => TestCoffer) {
   }
 
   return { clientFor, bucketWith, cutInAfterNextWrite };
+}
+
+/**
+ * A Coffer with `env` for the tests of the file this is called in (started in its `beforeAll`, closed in
+ * its `afterAll`), and the helpers of its S3 endpoint.
+ */
+export function s3EndpointSuite(env?: Record<string, string>) {
+  const coffer = cofferForSuite(env);
+  return { coffer, ...s3EndpointOf(() => coffer) };
 }

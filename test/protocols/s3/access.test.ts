@@ -13,27 +13,19 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../../src/lib/secrets.ts';
-import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { ADMIN_KEY, madeBeforeAll } from '../../support/coffer.ts';
 import { PNG } from '../../support/pipeline.ts';
-import { type Bucket, refusal, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { refusal, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The S3 endpoint's bucket and who may reach it, as the current AWS SDK for JavaScript talks to it: the
 // project as its bucket, what a credential may do and see, presigned URLs, and temporary credentials
 // minted from upload tokens; every result is checked through Coffer's own REST API too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, clientFor } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, clientFor } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('serves the project as its bucket', async () => {
     const { client, name } = bucket;

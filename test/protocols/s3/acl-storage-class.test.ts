@@ -7,46 +7,23 @@ import {
   ListMultipartUploadsCommand,
   PutObjectCommand,
   type S3Client,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { refusalWithMessage as refusal, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // Coffer's bucket is as an S3 bucket whose ACLs are disabled (Object Ownership "bucket owner
 // enforced") and that keeps every object in the STANDARD class: writes asking otherwise are refused.
-let coffer: TestCoffer;
+const { bucketWith } = s3EndpointSuite();
 let client: S3Client;
 let name: string;
 /** The bucket owner's canonical id, as ListBuckets names it. */
 let owner: string;
 beforeAll(async () => {
-  coffer = await startCoffer();
-  const project = await coffer.newProject();
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  name = (await project.call('GET', '')).body.bucket;
-  client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
+  ({ client, name } = await bucketWith());
   owner = (await client.send(new ListBucketsCommand({}))).Owner!.ID!;
   await client.send(new PutObjectCommand({ Bucket: name, Key: 'source.txt', Body: 'source' }));
 });
-afterAll(() => coffer.close());
-
-/** The S3 error an SDK call was refused with. */
-async function refusal(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { code: error.name, status: error.$metadata.httpStatusCode, message: error.message };
-    throw error;
-  }
-  throw new Error('the request was not refused');
-}
 
 /** PutObject, CopyObject and CreateMultipartUpload (aborted again) of `Key`, each with `ask`. */
 const writes = (Key: string, ask: object) => [

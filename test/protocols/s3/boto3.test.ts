@@ -1,18 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
 import { opaqueBytes, sha256 } from '../../support/files.ts';
-import { clients, run, type Setup, s3ClientsOf } from '../../support/s3-clients.ts';
+import { clients, run, type Setup, s3ClientsSuite } from '../../support/s3-clients.ts';
 
 // boto3, as Debian ships it (see clients in test/support/s3-clients.ts), through /s3: transfers in
 // parts, presigned URLs, versions, every result checked through Coffer's REST API.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { setup, filesOf } = s3ClientsOf(() => coffer);
+const { setup, filesOf } = s3ClientsSuite();
 
 const MiB = 1024 * 1024;
 

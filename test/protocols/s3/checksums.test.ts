@@ -10,51 +10,29 @@ import {
   HeadObjectCommand,
   PutObjectCommand,
   type S3Client,
-  type S3ClientConfig,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { storage } from '../../support/backends.ts';
-import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { type Bucket as S3Bucket, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The checksums GetObject and HeadObject answer under x-amz-checksum-mode: ENABLED, as the AWS SDK
 // for JavaScript asks for them (GetObject by default) and validates a download against them.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
+const s3 = s3EndpointSuite();
+const { coffer, clientFor } = s3;
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-
-interface Bucket {
-  project: TestProject;
-  name: string;
-  client: S3Client;
+interface Bucket extends S3Bucket {
   /** A client that sends a checksum only where S3 requires one (never on a PutObject). */
   unsummed: S3Client;
 }
 
 async function bucketWith(settings: Record<string, unknown> = {}): Promise<Bucket> {
-  const project = await coffer.newProject(settings);
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  const { bucket } = (await project.call('GET', '')).body;
-  const client = (config: Partial<S3ClientConfig> = {}) =>
-    s3ClientOf(coffer, credential, { maxAttempts: 1, logger: quiet, ...config });
-  return {
-    project,
-    name: bucket,
-    client: client(),
-    unsummed: client({ requestChecksumCalculation: 'WHEN_REQUIRED' }),
-  };
+  const bucket = await s3.bucketWith(settings);
+  const unsummed = clientFor(...bucket.keys, undefined, { requestChecksumCalculation: 'WHEN_REQUIRED' });
+  return { ...bucket, unsummed };
 }
 
 const base64Crc32 = (data: Buffer) => {

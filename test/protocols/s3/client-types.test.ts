@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { cofferForSuite } from '../../support/coffer.ts';
 import { newS3Credential } from '../../support/s3-endpoint.ts';
 
 // The S3 clients name each file's type by its extension from the system's tables before sending it:
@@ -16,11 +16,7 @@ const run = promisify(execFile);
 const aws = process.env.COFFER_TEST_AWS;
 const rclone = process.env.COFFER_TEST_RCLONE;
 
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
+const coffer = cofferForSuite();
 
 /** Files whose types Debian's mime.types, shared-mime-info or Python name otherwise than mime-db. */
 const NAMES = [

@@ -1,20 +1,15 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import type { TestProject } from '../../support/coffer.ts';
 import { opaqueBytes, sha256 } from '../../support/files.ts';
 import { drain } from '../../support/pipeline.ts';
-import { clients, run, type Setup, s3ClientsOf } from '../../support/s3-clients.ts';
+import { clients, run, type Setup, s3ClientsSuite } from '../../support/s3-clients.ts';
 
 // The S3 command-line clients users already run, as Debian ships them (see clients in
 // test/support/s3-clients.ts): each uploads, lists, syncs and deletes through /s3, large files in
 // parts, and every result is checked through Coffer's REST API.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { setup, filesOf } = s3ClientsOf(() => coffer);
+const { coffer, setup, filesOf } = s3ClientsSuite();
 
 const MiB = 1024 * 1024;
 

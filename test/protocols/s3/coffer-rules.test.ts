@@ -11,19 +11,14 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { ADMIN_KEY } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
-import { md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Coffer's rules through the S3 endpoint, as the current AWS SDK for JavaScript meets them: allowed
 // types, the size limit and the quota, scanning before reading, and a credential's rate limit.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it("keeps Coffer's rules: allowed types, quotas, and scanning before reading", async () => {

@@ -8,21 +8,15 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../../src/infra/storage/object-store.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
-import { md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Conditional writes through the S3 endpoint, as the current AWS SDK for JavaScript sends them:
 // If-None-Match and If-Match on PutObject, CompleteMultipartUpload and CopyObject, checked again as the
 // write is recorded, and while new content waits for its scan.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, cutInAfterNextWrite } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, cutInAfterNextWrite } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it('honours conditional PutObjects: If-None-Match: * and If-Match, checked again as the write is recorded', async () => {

@@ -5,39 +5,17 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   PutObjectCommand,
-  type S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import type { TestProject } from '../../support/coffer.ts';
+import { type Bucket, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The Content-Type of an object, as S3 keeps it: the value its write sent, parameters and case
 // included, answered by GetObject and HeadObject, copied with the object, kept by each version. The
 // file's `content_type` in the REST API stays the bare type Coffer's rules read.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-
-interface Bucket {
-  project: TestProject;
-  name: string;
-  client: S3Client;
-}
-
-async function bucketWith(settings: Record<string, unknown> = {}): Promise<Bucket> {
-  const project = await coffer.newProject(settings);
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  const { bucket } = (await project.call('GET', '')).body;
-  return { project, name: bucket, client: s3ClientOf(coffer, credential, { maxAttempts: 1 }) };
-}
+const { bucketWith } = s3EndpointSuite();
 
 /** The Content-Type GetObject and HeadObject answer for `Key` (or its version), which must agree. */
 async function typeOf(

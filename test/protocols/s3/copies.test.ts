@@ -16,18 +16,12 @@ import {
   UploadPartCopyCommand,
   type UploadPartCopyCommandInput,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { md5, newS3Credential, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it, type MockInstance, vi } from 'vitest';
+import { md5, newS3Credential, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Copies through the S3 endpoint, as the current AWS SDK for JavaScript sends them: CopyObject under its
 // metadata directive, onto itself and of an old version, and UploadPartCopy into a multipart upload.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, clientFor } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, clientFor } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it('closes the source read of a CopyObject refused before its bytes are read', async () => {

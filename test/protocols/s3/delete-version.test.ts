@@ -8,18 +8,13 @@ import {
   PutObjectCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { ADMIN_KEY } from '../../support/coffer.ts';
+import { type Bucket, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // DeleteObject of a version by its id, as S3 does it in a versioned bucket: an earlier version goes
 // for good; the current one goes and the one before it becomes current, or, the last, the object goes.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 const Key = 'doc.txt';
 

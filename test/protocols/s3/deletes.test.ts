@@ -6,27 +6,19 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { ADMIN_KEY, madeBeforeAll } from '../../support/coffer.ts';
+import { refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 /** A version id of the form Coffer makes them in that no version has. */
 const UNKNOWN = 'ver_01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 // Deletes through the S3 endpoint, as the current AWS SDK for JavaScript sends them: of objects, of keys
 // Coffer cannot hold, of one version by its id; every result is checked through Coffer's own REST API too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('deletes objects: the file is deleted in Coffer, a missing key is no error', async () => {
     const { client, name, project } = bucket;

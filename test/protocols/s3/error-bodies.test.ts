@@ -19,34 +19,13 @@ import {
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The error documents of what a request names that is not there, and of a condition that did not
 // hold: each names it in the element S3 adds (BucketName, Key, UploadId, VersionId, Condition), after
 // the message, and the AWS SDK still reads the refusal by its code.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-
-interface Bucket {
-  name: string;
-  client: S3Client;
-}
-
-async function bucketWith(settings: Record<string, unknown> = {}): Promise<Bucket> {
-  const project = await coffer.newProject(settings);
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  const { bucket } = (await project.call('GET', '')).body;
-  return { name: bucket, client: s3ClientOf(coffer, credential, { maxAttempts: 1 }) };
-}
+const { bucketWith } = s3EndpointSuite();
 
 interface Refusal {
   /** The code the SDK read, its status, and the elements of the error document it came with. */

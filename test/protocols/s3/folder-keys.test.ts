@@ -7,19 +7,13 @@ import {
   ListObjectVersionsCommand,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { backend } from '../../support/backends.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { type Bucket, md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Folder keys, zero-byte keys ending in /, through the S3 endpoint as the current AWS SDK for JavaScript
 // sends them: Coffer's folders as S3 objects, listed, read and deleted, and written under conditions.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it('holds a PutObject of a folder key to its conditions, the marker its ETag the empty MD5', async () => {

@@ -7,9 +7,8 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { newS3Credential, s3ClientOf } from '../../support/s3-endpoint.ts';
+import { describe, it } from 'vitest';
+import { s3EndpointSuite } from '../../support/s3-endpoint.ts';
 import { BucketModel } from './listing-model.ts';
 import {
   checkListMultipartUploads,
@@ -26,12 +25,8 @@ const RUNS = Number(process.env.COFFER_LISTING_RUNS ?? 40);
 const SEED = Number(process.env.COFFER_LISTING_SEED ?? 20_260_311);
 const PATH = process.env.COFFER_LISTING_PATH;
 
-let coffer: TestCoffer;
-beforeAll(async () => {
-  // Thousands of requests a minute from one address: no rate limit in the way.
-  coffer = await startCoffer({ COFFER_RATE_LIMIT_IP_PER_MINUTE: '0' });
-});
-afterAll(() => coffer.close());
+// Thousands of requests a minute from one address: no rate limit in the way.
+const { bucketWith } = s3EndpointSuite({ COFFER_RATE_LIMIT_IP_PER_MINUTE: '0' });
 
 /**
  * Characters that order differently in UTF-8 and UTF-16 and roll up at a delimiter: ASCII, 2-byte
@@ -180,14 +175,7 @@ async function bucketOf({
   paths,
   ops,
 }: BucketCase): Promise<{ client: S3Client; name: string; model: BucketModel }> {
-  const project = await coffer.newProject({ versioning_enabled: versioned });
-  const credential = await newS3Credential(coffer, project.id, [
-    'files:read',
-    'files:upload',
-    'files:delete',
-  ]);
-  const { bucket } = (await project.call('GET', '')).body;
-  const client = s3ClientOf(coffer, credential, { maxAttempts: 1 });
+  const { client, name: bucket } = await bucketWith({ versioning_enabled: versioned });
   const model = new BucketModel(versioned);
   for (const each of ops) await apply(client, bucket, model, paths, each);
   return { client, name: bucket, model };

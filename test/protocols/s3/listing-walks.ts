@@ -12,15 +12,7 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { expect } from 'vitest';
-import {
-  type BucketModel,
-  compareKeys,
-  type ObjectItem,
-  type Query,
-  sortKeyOf,
-  type UploadItem,
-  type VersionItem,
-} from './listing-model.ts';
+import { type BucketModel, compareKeys, type ObjectItem, type Query, sortKeyOf } from './listing-model.ts';
 
 /** A listing asked for: its prefix and delimiter, page size, encoding and where it starts. */
 export interface Listing extends Query {
@@ -214,13 +206,58 @@ export async function checkListObjects(
   expect(items, label).toEqual(maxKeys === 0 ? [] : expected);
 }
 
-interface VersionMarkers {
+/** Where a listing of versions or of uploads, which repeat a key, goes on: a key and the id there. */
+interface KeyIdMarkers {
   keyMarker: string;
-  versionIdMarker?: string;
+  idMarker?: string;
+}
+
+/** A page of versions or uploads as answered: its rows (keys decoded), prefixes and next markers. */
+interface KeyIdAnswer<Row> {
+  rows: Row[];
+  prefixes: { Prefix?: string }[] | undefined;
+  truncated: boolean | undefined;
+  nextKeyMarker: string | undefined;
+  nextIdMarker: string | undefined;
+}
+
+/** A listing of versions or of uploads from its markers, by its next key marker and next id marker. */
+async function checkKeyIdListing<Row extends { key: string; id: string }>(
+  name: string,
+  listing: Listing,
+  listed: (start?: { marker: string }) => (Row | { prefix: string })[],
+  send: (next: KeyIdMarkers | undefined, where: string) => Promise<KeyIdAnswer<Row>>,
+) {
+  const { maxKeys, url } = listing;
+  const decode = decoderOf(url);
+  const { at, marker, expected } = markedStart(listing, listed(), (text) => listed({ marker: text }));
+  const first =
+    marker === undefined ? undefined : { keyMarker: marker, idMarker: at && 'id' in at ? at.id : undefined };
+  const label = labelOf(name, listing);
+  const items = await walk<Row | { prefix: string }, KeyIdMarkers>(
+    label,
+    maxKeys,
+    expected.length,
+    first,
+    async (next, where) => {
+      const answer = await send(next, where);
+      const prefixes = (answer.prefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
+      const following =
+        answer.nextKeyMarker === undefined
+          ? undefined
+          : { keyMarker: decode(answer.nextKeyMarker), idMarker: answer.nextIdMarker };
+      return {
+        items: inKeyOrder(where, answer.rows, prefixes),
+        truncated: truncatedOf(where, answer.truncated),
+        next: following,
+      };
+    },
+  );
+  expect(items, label).toEqual(maxKeys === 0 ? [] : expected);
 }
 
 /** ListObjectVersions from its markers, by NextKeyMarker and NextVersionIdMarker. */
-export async function checkListObjectVersions(
+export function checkListObjectVersions(
   client: S3Client,
   bucket: string,
   model: BucketModel,
@@ -228,19 +265,10 @@ export async function checkListObjectVersions(
 ) {
   const { prefix, delimiter, maxKeys, url } = listing;
   const decode = decoderOf(url);
-  const { at, marker, expected } = markedStart(listing, model.versions(listing), (text) =>
-    model.versions(listing, { marker: text }),
-  );
-  const first =
-    marker === undefined
-      ? undefined
-      : { keyMarker: marker, versionIdMarker: at && 'id' in at ? at.id : undefined };
-  const label = labelOf('ListObjectVersions', listing);
-  const items = await walk<VersionItem, VersionMarkers>(
-    label,
-    maxKeys,
-    expected.length,
-    first,
+  return checkKeyIdListing(
+    'ListObjectVersions',
+    listing,
+    (start) => model.versions(listing, start),
     async (next, where) => {
       const answer = await client.send(
         new ListObjectVersionsCommand({
@@ -250,39 +278,29 @@ export async function checkListObjectVersions(
           MaxKeys: maxKeys,
           EncodingType: url ? 'url' : undefined,
           KeyMarker: next?.keyMarker,
-          VersionIdMarker: next?.versionIdMarker,
+          VersionIdMarker: next?.idMarker,
         }),
       );
       // Deleting a key leaves no delete marker in Coffer.
       expect(answer.DeleteMarkers ?? [], `${where}: DeleteMarkers`).toEqual([]);
-      const rows = (answer.Versions ?? []).map((v) => ({
-        key: decode(v.Key!),
-        id: v.VersionId!,
-        latest: v.IsLatest!,
-        size: v.Size!,
-      }));
-      const prefixes = (answer.CommonPrefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
-      const following =
-        answer.NextKeyMarker === undefined
-          ? undefined
-          : { keyMarker: decode(answer.NextKeyMarker), versionIdMarker: answer.NextVersionIdMarker };
       return {
-        items: inKeyOrder(where, rows, prefixes),
-        truncated: truncatedOf(where, answer.IsTruncated),
-        next: following,
+        rows: (answer.Versions ?? []).map((v) => ({
+          key: decode(v.Key!),
+          id: v.VersionId!,
+          latest: v.IsLatest!,
+          size: v.Size!,
+        })),
+        prefixes: answer.CommonPrefixes,
+        truncated: answer.IsTruncated,
+        nextKeyMarker: answer.NextKeyMarker,
+        nextIdMarker: answer.NextVersionIdMarker,
       };
     },
   );
-  expect(items, label).toEqual(maxKeys === 0 ? [] : expected);
-}
-
-interface UploadMarkers {
-  keyMarker: string;
-  uploadIdMarker?: string;
 }
 
 /** ListMultipartUploads from its markers, by NextKeyMarker and NextUploadIdMarker. */
-export async function checkListMultipartUploads(
+export function checkListMultipartUploads(
   client: S3Client,
   bucket: string,
   model: BucketModel,
@@ -290,20 +308,11 @@ export async function checkListMultipartUploads(
 ) {
   const { prefix, delimiter, maxKeys, url } = listing;
   const decode = decoderOf(url);
-  const { at, marker, expected } = markedStart(listing, model.openUploads(listing), (text) =>
-    model.openUploads(listing, { marker: text }),
-  );
-  const first =
-    marker === undefined
-      ? undefined
-      : { keyMarker: marker, uploadIdMarker: at && 'id' in at ? at.id : undefined };
-  const label = labelOf('ListMultipartUploads', listing);
-  const items = await walk<UploadItem, UploadMarkers>(
-    label,
-    maxKeys,
-    expected.length,
-    first,
-    async (next, where) => {
+  return checkKeyIdListing(
+    'ListMultipartUploads',
+    listing,
+    (start) => model.openUploads(listing, start),
+    async (next) => {
       const answer = await client.send(
         new ListMultipartUploadsCommand({
           Bucket: bucket,
@@ -312,21 +321,16 @@ export async function checkListMultipartUploads(
           MaxUploads: maxKeys,
           EncodingType: url ? 'url' : undefined,
           KeyMarker: next?.keyMarker,
-          UploadIdMarker: next?.uploadIdMarker,
+          UploadIdMarker: next?.idMarker,
         }),
       );
-      const rows = (answer.Uploads ?? []).map((u) => ({ key: decode(u.Key!), id: u.UploadId! }));
-      const prefixes = (answer.CommonPrefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
-      const following =
-        answer.NextKeyMarker === undefined
-          ? undefined
-          : { keyMarker: decode(answer.NextKeyMarker), uploadIdMarker: answer.NextUploadIdMarker };
       return {
-        items: inKeyOrder(where, rows, prefixes),
-        truncated: truncatedOf(where, answer.IsTruncated),
-        next: following,
+        rows: (answer.Uploads ?? []).map((u) => ({ key: decode(u.Key!), id: u.UploadId! })),
+        prefixes: answer.CommonPrefixes,
+        truncated: answer.IsTruncated,
+        nextKeyMarker: answer.NextKeyMarker,
+        nextIdMarker: answer.NextUploadIdMarker,
       };
     },
   );
-  expect(items, label).toEqual(maxKeys === 0 ? [] : expected);
 }

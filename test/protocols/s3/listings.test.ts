@@ -13,19 +13,14 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, refusal, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { madeBeforeAll } from '../../support/coffer.ts';
+import { refusal, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The listings of the S3 endpoint, as the current AWS SDK for JavaScript asks for them: of objects (V1
 // and V2), of versions and of multipart uploads, in binary key order, rolled up at a delimiter, page by
 // page, URL-encoded when asked; their counts and markers read as S3 reads them.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, clientFor } = s3EndpointOf(() => coffer);
+const { bucketWith, clientFor } = s3EndpointSuite();
 
 /** A client signing with `keys` that gives each request's query `parameters`, as the SDK never sends them. */
 function clientSending(keys: [string, string], parameters: Record<string, string>): S3Client {
@@ -41,10 +36,7 @@ function clientSending(keys: [string, string], parameters: Record<string, string
 }
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('lists keys in binary order, rolled up at the delimiter, page by page', async () => {
     const { client, name } = await bucketWith();

@@ -11,19 +11,13 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Multipart uploads through the S3 endpoint, as the current AWS SDK for JavaScript sends them: parts,
 // completing and aborting, an upload named by its key and its id, a complete sent again; every result
 // is checked through Coffer's own REST API too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it("takes a multipart upload: parts, listing them, completing with S3's ETag; the size settles then", async () => {

@@ -10,22 +10,16 @@ import {
   type S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Caller } from '../../../src/domain/principal.ts';
 import { visibleAt } from '../../../src/modules/files/service.ts';
 import { backend } from '../../support/backends.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { type Bucket, md5, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Writes racing to make one new key of the S3 endpoint, as the current AWS SDK for JavaScript sends
 // them, in buckets keeping versions and keeping none: whichever records first, the key ends with one
 // file, the newest write's bytes current.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, cutInAfterNextWrite } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, cutInAfterNextWrite } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   /** A bucket's multipart upload of `parts` at `key`, its part uploaded; answers its completion. */

@@ -13,25 +13,17 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, refusal, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { madeBeforeAll } from '../../support/coffer.ts';
+import { md5, refusal, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The standard headers S3 stores with an object (Cache-Control, Content-Disposition, Content-Encoding,
 // Content-Language, Expires), through the S3 endpoint as the current AWS SDK for JavaScript sends and
 // reads them.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   describe('the standard headers S3 stores with an object', () => {
     const stored = {

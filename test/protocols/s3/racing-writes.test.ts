@@ -6,21 +6,15 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { backend } from '../../support/backends.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
-import { md5, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { md5, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Writes racing at one key of the S3 endpoint, as the current AWS SDK for JavaScript sends them: the last
 // writer wins; a write overtaken is answered as S3 answers it, but not kept, and its bytes count against
 // no quota.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, cutInAfterNextWrite } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, cutInAfterNextWrite } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it('answers 200 to a PutObject a newer one overtook, which is not kept: the last writer wins', async () => {

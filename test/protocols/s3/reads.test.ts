@@ -11,26 +11,18 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LocalObjectStore } from '../../../src/infra/storage/local/store.ts';
 import { storage } from '../../support/backends.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { madeBeforeAll } from '../../support/coffer.ts';
+import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Object reads through the S3 endpoint, as the current AWS SDK for JavaScript talks to it: whole, by
 // range and by part, under the conditions of a request.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('reads ranges and answers conditional requests', async () => {
     const { client, name } = bucket;

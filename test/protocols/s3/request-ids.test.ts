@@ -5,24 +5,16 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { madeBeforeAll, request } from '../../support/coffer.ts';
+import { s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // The names the S3 endpoint gives every answer, x-amz-request-id and x-amz-id-2, as the current AWS SDK
 // for JavaScript reads them; a path it cannot decode is answered by them too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('names every answer by x-amz-request-id and x-amz-id-2, as S3 does, an error document by them too', async () => {
     const { client, name } = bucket;

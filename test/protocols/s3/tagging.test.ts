@@ -17,21 +17,15 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Sha256 } from '../../../src/protocols/s3/canonical.ts';
-import { ADMIN_KEY, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { type Bucket, newS3Credential, s3EndpointOf } from '../../support/s3-endpoint.ts';
+import { ADMIN_KEY, type TestProject } from '../../support/coffer.ts';
+import { type Bucket, newS3Credential, s3EndpointSuite } from '../../support/s3-endpoint.ts';
 
 // S3 object tags are Coffer's tags of the file at the key: (Key, Value) is the tag `Key=Value`, or
 // `Key` when Value is empty. Every result is checked through the REST API: the file's `tags` and a
 // `?tags=` filter.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-
-const { clientFor, bucketWith, cutInAfterNextWrite } = s3EndpointOf(() => coffer);
+const { coffer, clientFor, bucketWith, cutInAfterNextWrite } = s3EndpointSuite();
 
 /** The S3 error a call was refused with, and its message. */
 async function refusal(promise: Promise<unknown>) {

@@ -12,19 +12,13 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { type Bucket, md5, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Versions through the S3 endpoint, as the current AWS SDK for JavaScript talks to it: what a write over
 // a key makes with versioning on and off, the version each write and read names, and a key's versions
 // listed; every result is checked through Coffer's own REST API too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 /** The statements `work` sends through the database outside transactions, with what it answers. */
 async function statementsOf<T>(work: () => Promise<T>): Promise<{ result: T; statements: string[] }> {

@@ -13,20 +13,15 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, md5, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { madeBeforeAll } from '../../support/coffer.ts';
+import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Object writes through the S3 endpoint, as the current AWS SDK for JavaScript talks to it (default
 // checksums: stream bodies go aws-chunked with a trailing CRC32): a PutObject stored as a Coffer file,
 // the checksums answered, the size S3 allows, the encryption and object locks Coffer does not keep;
 // every result is checked through Coffer's own REST API too.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith, clientFor } = s3EndpointOf(() => coffer);
+const { bucketWith, clientFor } = s3EndpointSuite();
 
 /**
  * The answer to a PUT of `url` that declares `length` bytes and sends only a few: what the server
@@ -52,10 +47,7 @@ function putDeclaring(url: string, length: number): Promise<{ status: number; bo
 }
 
 describe('the S3 endpoint', () => {
-  let bucket: Bucket;
-  beforeAll(async () => {
-    bucket = await bucketWith();
-  });
+  const bucket = madeBeforeAll(() => bucketWith());
 
   it('stores a streamed PutObject as a Coffer file: folders from the key, metadata, MD5 ETag', async () => {
     const { client, name, project } = bucket;
