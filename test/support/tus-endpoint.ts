@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import * as tus from 'tus-js-client';
 import { expect } from 'vitest';
-import { request, type TestCoffer, type TestProject } from './coffer.ts';
+import { cofferForSuite, madeBeforeAll, request, type TestCoffer, type TestProject } from './coffer.ts';
 
 export const MiB = 1024 * 1024;
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
-export const b64 = (text: string) => Buffer.from(text).toString('base64');
+export const b64 = (text: string | Buffer) => Buffer.from(text).toString('base64');
 
 /** Runs a tus-js-client upload to its end; answers its URL. */
 export function upload(data: Buffer, options: tus.UploadOptions): Promise<string> {
@@ -19,6 +19,13 @@ export function upload(data: Buffer, options: tus.UploadOptions): Promise<string
     });
     run.start();
   });
+}
+
+/** A new upload token of `project` with `body`'s constraints. */
+export async function uploadToken(project: TestProject, body: Record<string, unknown> = {}): Promise<string> {
+  const reply = await project.call('POST', '/upload-tokens', { body });
+  expect(reply.status).toBe(201);
+  return reply.body.token;
 }
 
 export const auth = (token: string) => ({ Authorization: `Bearer ${token}` });
@@ -120,4 +127,14 @@ export function tusEndpointOf(suite: () => { a: TestCoffer; project: TestProject
   }
 
   return { expectStored, fileIdOf, patchUpload, patchAt, created };
+}
+
+/**
+ * A Coffer with `env`, `a`, and a `project` on it for the tests of the file this is called in (made in
+ * its `beforeAll`, closed in its `afterAll`), and the helpers of its tus endpoint.
+ */
+export function tusEndpointSuite(env?: Record<string, string>) {
+  const a = cofferForSuite(env);
+  const project = madeBeforeAll(() => a.newProject());
+  return { a, project, ...tusEndpointOf(() => ({ a, project })) };
 }

@@ -1,18 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { b64, chunked, MiB, offsetStream, tusEndpointOf, tusHeaders } from '../../support/tus-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
+import { b64, chunked, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // Chunked bodies, without Content-Length, as tus-java-client and tus-android-client send them: stored
 // part by part at the size their end gives, the parts before a refusal or a failure kept.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
-const { expectStored, created } = tusEndpointOf(() => ({ a, project }));
+const { a, project, expectStored, created } = tusEndpointSuite();
 
 describe('tus 1.0 endpoint', () => {
   describe('tus uploads written from several nodes', () => {

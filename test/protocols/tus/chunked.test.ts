@@ -1,50 +1,36 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findUpload } from '../../../src/protocols/tus/upload-repo.ts';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { request } from '../../support/coffer.ts';
+import { sha256 } from '../../support/files.ts';
+import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
-const MiB = 1024 * 1024;
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
-const b64 = (text: string) => Buffer.from(text).toString('base64');
-
-let coffer: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  coffer = await startCoffer();
-  project = await coffer.newProject();
-});
-afterAll(async () => {
-  await coffer?.close();
-});
-
-const tusHeaders = (extra: Record<string, string> = {}) => ({
-  'tus-resumable': '1.0.0',
-  authorization: `Bearer ${project.key}`,
-  ...extra,
-});
-const offsetStream = { 'content-type': 'application/offset+octet-stream' };
+const { a: coffer, project } = tusEndpointSuite();
 
 async function created(length: number) {
   const reply = await request(`${coffer.url}/tus`, 'POST', {
-    headers: tusHeaders({ 'upload-length': String(length), 'upload-metadata': `filename ${b64('c.bin')}` }),
+    headers: tusHeaders(project.key, {
+      'upload-length': String(length),
+      'upload-metadata': `filename ${b64('c.bin')}`,
+    }),
   });
   expect(reply.status).toBe(201);
   return { url: reply.headers.get('location')!, fileId: reply.headers.get('x-coffer-file-id')! };
 }
 
 const offsetOf = async (url: string) =>
-  Number((await request(url, 'HEAD', { headers: tusHeaders() })).headers.get('upload-offset'));
+  Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
 
 /** A chunked PATCH (no Content-Length, after 100 Continue), its body written by the caller. */
 function openChunked(url: string, offset: number) {
   const sent = httpRequest(url, {
     method: 'PATCH',
     headers: {
-      ...tusHeaders({ ...offsetStream, 'upload-offset': String(offset) }),
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
       expect: '100-continue',
       'transfer-encoding': 'chunked',
     },
@@ -129,7 +115,7 @@ describe('tus chunked bodies', () => {
     const upload = await findUpload(coffer.services.db, project.id, id);
     const part = Math.ceil(length / 9000);
     expect(upload?.parts.map((stored) => stored.size)).toEqual([part, 40 * MiB - part]);
-    expect((await request(url, 'DELETE', { headers: tusHeaders() })).status).toBe(204);
+    expect((await request(url, 'DELETE', { headers: tusHeaders(project.key) })).status).toBe(204);
   });
 
   it('holds the upload while the store takes a part of a chunked body slowly, a HEAD meanwhile', async () => {

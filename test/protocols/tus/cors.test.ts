@@ -1,16 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { b64, tusHeaders } from '../../support/tus-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { b64, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // The tus endpoint from a browser: a preflight of /tus allows the tus request headers, and its answers
 // expose the tus headers.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
+const { a, project } = tusEndpointSuite();
 
 describe('tus from a browser (CORS)', () => {
   const origin = 'https://app.example.com';

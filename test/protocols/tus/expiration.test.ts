@@ -1,31 +1,17 @@
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
 import { sleep } from '../../support/processes.ts';
-
-const MiB = 1024 * 1024;
-const b64 = (text: string) => Buffer.from(text).toString('base64');
+import { b64, MiB, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // Uploads expire after 2 s without progress: a PATCH lasting longer shows whether its bytes count.
-let coffer: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  coffer = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
-  project = await coffer.newProject();
-});
-afterAll(() => coffer?.close());
-
-const tusHeaders = (extra: Record<string, string> = {}) => ({
-  'tus-resumable': '1.0.0',
-  authorization: `Bearer ${project.key}`,
-  ...extra,
-});
+const { a: coffer, project } = tusEndpointSuite({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
 
 async function create(length: number) {
   const reply = await request(`${coffer.url}/tus`, 'POST', {
-    headers: tusHeaders({
+    headers: tusHeaders(project.key, {
       'upload-length': String(length),
       'upload-metadata': `filename ${b64('slow.bin')}`,
     }),
@@ -42,7 +28,7 @@ function slowPatch(url: string, size: number, everyMs: number, before?: (sent: n
   const sent = httpRequest(url, {
     method: 'PATCH',
     headers: {
-      ...tusHeaders({ 'content-type': 'application/offset+octet-stream', 'upload-offset': '0' }),
+      ...tusHeaders(project.key, { 'content-type': 'application/offset+octet-stream', 'upload-offset': '0' }),
       'content-length': String(size),
     },
   });
@@ -75,7 +61,7 @@ describe('tus expiration', () => {
     // About 5 s for the whole body, more than twice the expiry; a HEAD from elsewhere meanwhile.
     const answer = await slowPatch(url, size, 250, async (sent) => {
       if (sent % (4 * MiB) !== 0 || sent === 0) return;
-      const head = await request(url, 'HEAD', { headers: tusHeaders() });
+      const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
       heads.push({ status: head.status, expires: Date.parse(head.headers.get('upload-expires')!) });
     });
     expect(answer.status, answer.body).toBe(204);
@@ -98,11 +84,12 @@ describe('tus expiration', () => {
     const { url } = await create(size);
     let terminated = 0;
     const answer = await slowPatch(url, size, 50, async (sent) => {
-      if (sent === 4 * MiB) terminated = (await request(url, 'DELETE', { headers: tusHeaders() })).status;
+      if (sent === 4 * MiB)
+        terminated = (await request(url, 'DELETE', { headers: tusHeaders(project.key) })).status;
     });
     expect(terminated).toBe(204);
     expect(answer.status, answer.body).toBe(410);
-    expect((await request(url, 'HEAD', { headers: tusHeaders() })).status).toBe(410);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
   });
 
   it('answers 410 to a PATCH whose bytes stopped past the expiry, its upload not revived when they resume', async () => {
@@ -113,6 +100,6 @@ describe('tus expiration', () => {
       if (sent === MiB) await sleep(3000);
     });
     expect(answer.status, answer.body).toBe(410);
-    expect((await request(url, 'HEAD', { headers: tusHeaders() })).status).toBe(410);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
   });
 });

@@ -1,18 +1,12 @@
 import * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
+import { b64, tusEndpointSuite } from '../../support/tus-endpoint.ts';
 
-const b64 = (bytes: string | Buffer) => Buffer.from(bytes).toString('base64');
 /** Bytes that are no UTF-8: Latin-1's "é", then a lone continuation byte. */
 const NOT_UTF8 = Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x80, 0x2e, 0x74, 0x78, 0x74]);
 
-let coffer: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  coffer = await startCoffer();
-  project = await coffer.newProject();
-});
-afterAll(() => coffer?.close());
+const { a: coffer, project } = tusEndpointSuite();
 
 const create = (metadata: string) =>
   request(`${coffer.url}/tus`, 'POST', {

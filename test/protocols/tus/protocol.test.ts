@@ -1,18 +1,12 @@
 import type * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
 import { Exchange } from '../../support/exchange.ts';
-import { auth, b64, offsetStream, tusHeaders, upload } from '../../support/tus-endpoint.ts';
+import { auth, b64, offsetStream, tusEndpointSuite, tusHeaders, upload } from '../../support/tus-endpoint.ts';
 
 // The tus 1.0 protocol as Coffer's endpoint speaks it: discovery (OPTIONS), its version named on every
 // answer, X-HTTP-Method-Override, and the requests it refuses.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
+const { a, project } = tusEndpointSuite();
 
 describe('tus 1.0 endpoint', () => {
   it('answers OPTIONS with its version, extensions and the caller’s size limit', async () => {

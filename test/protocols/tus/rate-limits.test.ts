@@ -1,18 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Reply, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
+import { cofferForSuite, type Reply, request } from '../../support/coffer.ts';
+import { b64, uploadToken } from '../../support/tus-endpoint.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
 const GiB = 1024 * MiB;
-const b64 = (text: string) => Buffer.from(text).toString('base64');
-
-async function uploadToken(project: TestProject): Promise<string> {
-  const reply = await project.call('POST', '/upload-tokens', { body: {} });
-  expect(reply.status).toBe(201);
-  return reply.body.token;
-}
 
 /** What one tus-js-client request was answered: its status and RateLimit headers. */
 interface Answer {
@@ -47,11 +41,7 @@ function upload(url: string, token: string, data: Buffer, chunkSize: number): Pr
 }
 
 describe('tus under the default rate limits', () => {
-  let coffer: TestCoffer;
-  beforeAll(async () => {
-    coffer = await startCoffer();
-  });
-  afterAll(() => coffer?.close());
+  const coffer = cofferForSuite();
 
   it('lets a 1 GiB upload in 5 MiB PATCHes through without a 429', async () => {
     // Every limit counts requests in a one-minute window, whatever their size: what a 1 GiB upload in
@@ -81,14 +71,10 @@ describe('tus under the default rate limits', () => {
 
 describe('tus past a rate limit', () => {
   const LIMIT = 3;
-  let coffer: TestCoffer;
-  beforeAll(async () => {
-    coffer = await startCoffer({
-      COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: String(LIMIT),
-      COFFER_RATE_LIMIT_UPLOAD_TOKEN_PER_MINUTE: String(LIMIT),
-    });
+  const coffer = cofferForSuite({
+    COFFER_RATE_LIMIT_API_KEY_PER_MINUTE: String(LIMIT),
+    COFFER_RATE_LIMIT_UPLOAD_TOKEN_PER_MINUTE: String(LIMIT),
   });
-  afterAll(() => coffer?.close());
 
   const create = (token: string, body?: Buffer) =>
     request(`${coffer.url}/tus`, 'POST', {

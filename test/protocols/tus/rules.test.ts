@@ -1,26 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { collectEndedTails } from '../../../src/protocols/tus/tails.ts';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { cofferForSuite, request } from '../../support/coffer.ts';
 import { drain, PNG } from '../../support/pipeline.ts';
 import { sleep } from '../../support/processes.ts';
+import { b64, tusHeaders, uploadToken } from '../../support/tus-endpoint.ts';
 
-const b64 = (text: string) => Buffer.from(text).toString('base64');
 const metadataHeader = (pairs: Record<string, string>) =>
   Object.entries(pairs)
     .map(([key, value]) => `${key} ${b64(value)}`)
     .join(',');
 
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
-});
-afterAll(() => coffer?.close());
-
-const tusHeaders = (token: string, extra: Record<string, string> = {}) => ({
-  'tus-resumable': '1.0.0',
-  authorization: `Bearer ${token}`,
-  ...extra,
-});
+const coffer = cofferForSuite({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
 
 function create(token: string, length: number, metadata: Record<string, string> = { filename: 'a.bin' }) {
   return request(`${coffer.url}/tus`, 'POST', {
@@ -39,12 +29,6 @@ function patch(url: string, token: string, offset: number, bytes: Buffer) {
     }),
     body: bytes,
   });
-}
-
-async function uploadToken(project: TestProject, body: Record<string, unknown>): Promise<string> {
-  const reply = await project.call('POST', '/upload-tokens', { body });
-  expect(reply.status).toBe(201);
-  return reply.body.token;
 }
 
 describe('tus uploads with an upload token', () => {

@@ -5,38 +5,27 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findFile } from '../../../src/modules/files/repo.ts';
 import { findSessionAndFile, grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
 import { findUpload, findUploadWithSession } from '../../../src/protocols/tus/upload-repo.ts';
 import { storage } from '../../support/backends.ts';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { cofferForSuite, request, startCoffer } from '../../support/coffer.ts';
 import {
   auth,
   b64,
   MiB,
   offsetStream,
-  tusEndpointOf,
+  tusEndpointSuite,
   tusHeaders,
   upload,
 } from '../../support/tus-endpoint.ts';
 
 // Two servers on one database and one object store: any node resumes any upload, a restarted one too;
 // of two PATCHes at one offset from two nodes one wins, and a PATCH stalled on one lets go for another.
-let a: TestCoffer;
-let b: TestCoffer;
-let project: TestProject;
 const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
-beforeAll(async () => {
-  a = await startCoffer(shared);
-  b = await startCoffer(shared);
-  project = await a.newProject();
-});
-afterAll(async () => {
-  await a?.close();
-  await b?.close();
-});
-const { expectStored, fileIdOf, patchAt, created } = tusEndpointOf(() => ({ a, project }));
+const { a, project, expectStored, fileIdOf, patchAt, created } = tusEndpointSuite(shared);
+const b = cofferForSuite(shared);
 
 describe('tus 1.0 endpoint', () => {
   it('resumes on another node an upload cut mid-way, in parts and a leftover below 5 MiB', async () => {

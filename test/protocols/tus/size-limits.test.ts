@@ -1,20 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_OBJECT_BYTES } from '../../../src/modules/projects/schemas.ts';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { request, type TestProject } from '../../support/coffer.ts';
 import { Exchange } from '../../support/exchange.ts';
 import { sleep } from '../../support/processes.ts';
-import { b64, MiB, offsetStream, tusEndpointOf, tusHeaders } from '../../support/tus-endpoint.ts';
+import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // The size limits the tus endpoint holds an upload to, and how its 413 names them: the largest object,
 // the upload's length, the project's and the upload token's ceilings.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
-const { patchUpload } = tusEndpointOf(() => ({ a, project }));
+const { a, project, patchUpload } = tusEndpointSuite();
 
 /** The details of a 413 for bytes past an upload's `length`. */
 const pastLength = (length: number) => ({

@@ -1,20 +1,13 @@
 import { request as httpRequest } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { storage } from '../../support/backends.ts';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
+import { request } from '../../support/coffer.ts';
 import { sleep } from '../../support/processes.ts';
-
-const MiB = 1024 * 1024;
+import { MiB, tusEndpointSuite } from '../../support/tus-endpoint.ts';
 
 // A PATCH from a slow link, through to an S3 backend that Coffer gives 1 s to answer: its bytes go on
 // to the store as they come, for longer than that, without the store ever being silent that long.
-let coffer: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  coffer = await startCoffer({ COFFER_S3_TIMEOUT_MS: '1000' });
-  project = await coffer.newProject();
-});
-afterAll(() => coffer?.close());
+const { a: coffer, project } = tusEndpointSuite({ COFFER_S3_TIMEOUT_MS: '1000' });
 
 describe.runIf(storage === 's3')('tus over a slow link', () => {
   it('stores a part whose bytes take longer to arrive than the store is given to answer', async () => {

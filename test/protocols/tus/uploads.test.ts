@@ -1,20 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import * as tus from 'tus-js-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { auth, b64, chunked, MiB, tusEndpointOf, tusHeaders, upload } from '../../support/tus-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { ADMIN_KEY, request } from '../../support/coffer.ts';
+import { auth, b64, chunked, MiB, tusEndpointSuite, tusHeaders, upload } from '../../support/tus-endpoint.ts';
 
 // Uploads through the tus endpoint, as tus-js-client and other clients send them: in one request, empty,
 // with their length deferred; terminated; seen only by the credential that made them; finished ones
 // deleted and their last PATCH sent again.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
-const { expectStored, fileIdOf, patchUpload } = tusEndpointOf(() => ({ a, project }));
+const { a, project, expectStored, fileIdOf, patchUpload } = tusEndpointSuite();
 
 /** Two finished uploads of the project: one sent in three PATCHes, one written with its creation. */
 async function finishedUploads() {
