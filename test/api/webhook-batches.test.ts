@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { claim } from '../../src/infra/jobs/index.ts';
 import {
   type ClaimedDelivery,
@@ -6,28 +6,13 @@ import {
   deliveriesQueue,
   recordAttempts,
 } from '../../src/modules/webhooks/delivery-repo.ts';
-import { startCoffer, type TestCoffer } from '../support/coffer.ts';
 import { initiate } from '../support/files.ts';
 import { sleep } from '../support/processes.ts';
-import { type Receiver, startReceiver } from '../support/receiver.ts';
-import { deliveriesOf, ENV, register, webhooksOf } from '../support/webhooks.ts';
+import { deliveriesOf, register, webhooksSuite } from '../support/webhooks.ts';
 
 // Webhook deliveries claimed and their outcomes recorded in batches: a backlog sent each delivery once,
 // each delivery of a batch its own outcome, nothing written for an attempt whose lease lapsed.
-let receiver: Receiver;
-/** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
-let coffer: TestCoffer;
-beforeAll(async () => {
-  receiver = await startReceiver();
-  coffer = await startCoffer(ENV, { webhookCa: receiver.ca });
-});
-afterAll(async () => {
-  await coffer?.close();
-  await receiver?.close();
-});
-const { newProject, leaveNothingPending, ownDispatcher, runFor } = webhooksOf(() => ({ coffer, receiver }));
-// No test leaves work behind for the next one's dispatcher runs.
-afterEach(leaveNothingPending);
+const { coffer, receiver, newProject, ownDispatcher, runFor } = webhooksSuite();
 
 describe('claims and outcomes in batches', () => {
   it('sends a backlog due at once, each delivery once, many claimed and recorded per statement', async () => {

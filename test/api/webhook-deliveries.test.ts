@@ -1,29 +1,16 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Queryable } from '../../src/infra/db.ts';
 import { eicarTestFile } from '../../src/infra/scanner/index.ts';
 import { recordEvents } from '../../src/modules/events/repo.ts';
-import { startCoffer, type TestCoffer, type TestProject } from '../support/coffer.ts';
+import type { TestProject } from '../support/coffer.ts';
 import { initiate, put, upload } from '../support/files.ts';
 import { PNG } from '../support/pipeline.ts';
-import { type Endpoint, type Receiver, startReceiver, verifySignature } from '../support/receiver.ts';
-import { deliveriesOf, ENV, EVENTS, expectSigned, register, webhooksOf } from '../support/webhooks.ts';
+import { type Endpoint, verifySignature } from '../support/receiver.ts';
+import { deliveriesOf, EVENTS, expectSigned, register, webhooksSuite } from '../support/webhooks.ts';
 
 // The deliveries of a project's events to its webhooks: which webhooks each event reaches, signed, in
 // the envelope, from REST calls and from the pipeline.
-let receiver: Receiver;
-/** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
-let coffer: TestCoffer;
-beforeAll(async () => {
-  receiver = await startReceiver();
-  coffer = await startCoffer(ENV, { webhookCa: receiver.ca });
-});
-afterAll(async () => {
-  await coffer?.close();
-  await receiver?.close();
-});
-const { newProject, leaveNothingPending, pump, runFor } = webhooksOf(() => ({ coffer, receiver }));
-// No test leaves work behind for the next one's dispatcher runs.
-afterEach(leaveNothingPending);
+const { coffer, receiver, newProject, pump, runFor } = webhooksSuite();
 
 function envelope(project: TestProject, event: string, data: Record<string, unknown>) {
   return {

@@ -1,31 +1,14 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createDispatcher } from '../../src/modules/webhooks/dispatcher.ts';
 import { secondDb } from '../support/backends.ts';
 import { startCoffer, type TestCoffer } from '../support/coffer.ts';
 import { initiate, put } from '../support/files.ts';
 import { sleep } from '../support/processes.ts';
-import { type Receiver, startReceiver } from '../support/receiver.ts';
-import { deliveriesOf, ENV, quiet, register, webhooksOf } from '../support/webhooks.ts';
+import { deliveriesOf, ENV, quiet, register, webhooksSuite } from '../support/webhooks.ts';
 
 // Webhook deliveries through restarts, lapsed leases and several dispatchers: every attempt sent once,
 // a hanging endpoint holding back no other.
-let receiver: Receiver;
-/** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
-let coffer: TestCoffer;
-beforeAll(async () => {
-  receiver = await startReceiver();
-  coffer = await startCoffer(ENV, { webhookCa: receiver.ca });
-});
-afterAll(async () => {
-  await coffer?.close();
-  await receiver?.close();
-});
-const { newProject, leaveNothingPending, ownDispatcher, pump, runFor } = webhooksOf(() => ({
-  coffer,
-  receiver,
-}));
-// No test leaves work behind for the next one's dispatcher runs.
-afterEach(leaveNothingPending);
+const { coffer, receiver, newProject, ownDispatcher, pump, runFor } = webhooksSuite();
 
 describe('durability and concurrency', () => {
   it('goes on after a restart from the attempt where it was', async () => {

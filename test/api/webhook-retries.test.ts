@@ -1,27 +1,12 @@
 import { createServer } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
 import { initiate } from '../support/files.ts';
 import { sleep } from '../support/processes.ts';
-import { type Receiver, startReceiver } from '../support/receiver.ts';
-import { deliveriesOf, ENV, expectError, expectSigned, register, webhooksOf } from '../support/webhooks.ts';
+import { deliveriesOf, expectError, expectSigned, register, webhooksSuite } from '../support/webhooks.ts';
 
 // The retries of a webhook delivery that fails, on the schedule, up to dead; redelivery; and what a
 // webhook deleted or deactivated meanwhile is sent no more.
-let receiver: Receiver;
-/** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
-let coffer: TestCoffer;
-beforeAll(async () => {
-  receiver = await startReceiver();
-  coffer = await startCoffer(ENV, { webhookCa: receiver.ca });
-});
-afterAll(async () => {
-  await coffer?.close();
-  await receiver?.close();
-});
-const { newProject, leaveNothingPending, pump, runFor } = webhooksOf(() => ({ coffer, receiver }));
-// No test leaves work behind for the next one's dispatcher runs.
-afterEach(leaveNothingPending);
+const { coffer, receiver, newProject, pump, runFor } = webhooksSuite();
 
 /** Waits until one delivery is due, sends it and records the outcome: exactly one attempt. */
 async function step(timeoutMs = 5000) {

@@ -1,26 +1,13 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyWith, startCoffer, type TestCoffer } from '../support/coffer.ts';
 import { initiate } from '../support/files.ts';
 import { sleep } from '../support/processes.ts';
-import { NON_PUBLIC_URLS, type Receiver, startReceiver } from '../support/receiver.ts';
-import { ENV, EVENTS, expectError, register, webhooksOf } from '../support/webhooks.ts';
+import { NON_PUBLIC_URLS } from '../support/receiver.ts';
+import { EVENTS, expectError, register, webhooksSuite } from '../support/webhooks.ts';
 
 // The webhooks of a project through the REST API: registered, listed, changed and deleted, by whom,
 // and the URLs refused, at registration and when a delivery connects (SSRF protection).
-let receiver: Receiver;
-/** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
-let coffer: TestCoffer;
-beforeAll(async () => {
-  receiver = await startReceiver();
-  coffer = await startCoffer(ENV, { webhookCa: receiver.ca });
-});
-afterAll(async () => {
-  await coffer?.close();
-  await receiver?.close();
-});
-const { newProject, leaveNothingPending } = webhooksOf(() => ({ coffer, receiver }));
-// No test leaves work behind for the next one's dispatcher runs.
-afterEach(leaveNothingPending);
+const { coffer, receiver, newProject } = webhooksSuite();
 
 const UNKNOWN_WEBHOOK = 'wh_01ARZ3NDEKTSV4RRFFQ69G5FAV';
 

@@ -1,15 +1,15 @@
 import { createHmac } from 'node:crypto';
 import pino from 'pino';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import type { Db } from '../../src/infra/db.ts';
 import {
   createDispatcher,
   type Dispatcher,
   type DispatcherOptions,
 } from '../../src/modules/webhooks/dispatcher.ts';
-import type { Reply, TestCoffer, TestProject } from './coffer.ts';
+import { madeBeforeAll, type Reply, startCoffer, type TestCoffer, type TestProject } from './coffer.ts';
 import { sleep } from './processes.ts';
-import type { Endpoint, Received, Receiver } from './receiver.ts';
+import { type Endpoint, type Received, type Receiver, startReceiver } from './receiver.ts';
 
 export const EVENTS = ['file.uploaded', 'file.ready', 'file.failed', 'file.quarantined', 'file.deleted'];
 /** Private networks allowed (the receiver is on loopback), short retry schedule and timeout. */
@@ -131,4 +131,20 @@ export function webhooksOf(suite: () => { coffer: TestCoffer; receiver: Receiver
   }
 
   return { newProject, leaveNothingPending, ownDispatcher, pump, runFor };
+}
+
+/**
+ * A receiver and a Coffer with `ENV` delivering to it, for the tests of the file this is called in
+ * (started in its `beforeAll`, closed in its `afterAll`), and the helpers of its webhooks; after each
+ * test, what it left pending is cancelled, so that no test leaves work for the next one's dispatcher.
+ */
+export function webhooksSuite() {
+  const receiver = madeBeforeAll(startReceiver, (made) => made.close());
+  const coffer = madeBeforeAll(
+    () => startCoffer(ENV, { webhookCa: receiver.ca }),
+    (made) => made.close(),
+  );
+  const helpers = webhooksOf(() => ({ coffer, receiver }));
+  afterEach(helpers.leaveNothingPending);
+  return { coffer, receiver, ...helpers };
 }
