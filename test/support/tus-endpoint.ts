@@ -110,7 +110,7 @@ export function tusEndpointOf(suite: () => { a: TestCoffer; project: TestProject
   const patchAt = (node: TestCoffer, path: string, offset: number, bytes: Buffer) =>
     patchUpload(`${node.url}${path}`, offset, bytes);
 
-  /** A new upload of `length` bytes, made on `a`: its path and its file. */
+  /** A new upload of `length` bytes, made on `a`: its URL, its path and its file. */
   async function created(length: number) {
     const { a, project } = suite();
     const reply = await request(`${a.url}/tus`, 'POST', {
@@ -120,8 +120,10 @@ export function tusEndpointOf(suite: () => { a: TestCoffer; project: TestProject
       }),
     });
     expect(reply.status).toBe(201);
+    const url = reply.headers.get('location')!;
     return {
-      path: new URL(reply.headers.get('location')!).pathname,
+      url,
+      path: new URL(url).pathname,
       fileId: reply.headers.get('x-coffer-file-id')!,
     };
   }

@@ -88,6 +88,31 @@ const decoderOf = (url: boolean) => (value: string) => (url ? decodeURIComponent
 
 const labelOf = (name: string, listing: Listing) => `${name} ${JSON.stringify(listing)}`;
 
+/** What every request of a listing sends: its bucket, prefix, delimiter and encoding. */
+const paramsOf = (bucket: string, { prefix, delimiter, url }: Listing) => ({
+  Bucket: bucket,
+  Prefix: prefix || undefined,
+  Delimiter: delimiter || undefined,
+  EncodingType: url ? ('url' as const) : undefined,
+});
+
+const prefixesOf = (common: { Prefix?: string }[] | undefined, decode: (value: string) => string) =>
+  (common ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
+
+/** The objects and common prefixes of a page of ListObjects or ListObjectsV2, their keys decoded. */
+function objectsOf(
+  answer: {
+    Contents?: { Key?: string; Size?: number; ETag?: string }[];
+    CommonPrefixes?: { Prefix?: string }[];
+  },
+  decode: (value: string) => string,
+) {
+  return {
+    rows: (answer.Contents ?? []).map((c) => ({ key: decode(c.Key!), size: c.Size!, etag: c.ETag! })),
+    prefixes: prefixesOf(answer.CommonPrefixes, decode),
+  };
+}
+
 /** Where a listing starts as a key marker, and what follows it, for the listings that take one. */
 function markedStart<Item extends { key: string } | { prefix: string }>(
   listing: Listing,
@@ -110,7 +135,7 @@ export async function checkListObjectsV2(
   model: BucketModel,
   listing: Listing,
 ) {
-  const { prefix, delimiter, maxKeys, url, start } = listing;
+  const { maxKeys, url, start } = listing;
   const decode = decoderOf(url);
   const whole = model.objects(listing);
   const after =
@@ -129,22 +154,14 @@ export async function checkListObjectsV2(
     async (token, where) => {
       const answer = await client.send(
         new ListObjectsV2Command({
-          Bucket: bucket,
-          Prefix: prefix || undefined,
-          Delimiter: delimiter || undefined,
+          ...paramsOf(bucket, listing),
           MaxKeys: maxKeys,
-          EncodingType: url ? 'url' : undefined,
           // Sent on every page, as the SDK's paginator does: the token wins over it.
           StartAfter: after,
           ContinuationToken: token,
         }),
       );
-      const rows = (answer.Contents ?? []).map((c) => ({
-        key: decode(c.Key!),
-        size: c.Size!,
-        etag: c.ETag!,
-      }));
-      const prefixes = (answer.CommonPrefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
+      const { rows, prefixes } = objectsOf(answer, decode);
       expect(answer.KeyCount, `${where}: KeyCount`).toBe(rows.length + prefixes.length);
       return {
         items: inKeyOrder(where, rows, prefixes),
@@ -163,7 +180,7 @@ export async function checkListObjects(
   model: BucketModel,
   listing: Listing,
 ) {
-  const { prefix, delimiter, maxKeys, url } = listing;
+  const { delimiter, maxKeys, url } = listing;
   const decode = decoderOf(url);
   const { marker, expected } = markedStart(listing, model.objects(listing), (text) =>
     model.objects(listing, { marker: text }),
@@ -177,20 +194,12 @@ export async function checkListObjects(
     async (next, where) => {
       const answer = await client.send(
         new ListObjectsCommand({
-          Bucket: bucket,
-          Prefix: prefix || undefined,
-          Delimiter: delimiter || undefined,
+          ...paramsOf(bucket, listing),
           MaxKeys: maxKeys,
-          EncodingType: url ? 'url' : undefined,
           Marker: next,
         }),
       );
-      const rows = (answer.Contents ?? []).map((c) => ({
-        key: decode(c.Key!),
-        size: c.Size!,
-        etag: c.ETag!,
-      }));
-      const prefixes = (answer.CommonPrefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
+      const { rows, prefixes } = objectsOf(answer, decode);
       const items = inKeyOrder(where, rows, prefixes);
       const truncated = truncatedOf(where, answer.IsTruncated);
       if (truncated && delimiter) {
@@ -241,7 +250,7 @@ async function checkKeyIdListing<Row extends { key: string; id: string }>(
     first,
     async (next, where) => {
       const answer = await send(next, where);
-      const prefixes = (answer.prefixes ?? []).map((p) => ({ prefix: decode(p.Prefix!) }));
+      const prefixes = prefixesOf(answer.prefixes, decode);
       const following =
         answer.nextKeyMarker === undefined
           ? undefined
@@ -263,7 +272,7 @@ export function checkListObjectVersions(
   model: BucketModel,
   listing: Listing,
 ) {
-  const { prefix, delimiter, maxKeys, url } = listing;
+  const { maxKeys, url } = listing;
   const decode = decoderOf(url);
   return checkKeyIdListing(
     'ListObjectVersions',
@@ -272,11 +281,8 @@ export function checkListObjectVersions(
     async (next, where) => {
       const answer = await client.send(
         new ListObjectVersionsCommand({
-          Bucket: bucket,
-          Prefix: prefix || undefined,
-          Delimiter: delimiter || undefined,
+          ...paramsOf(bucket, listing),
           MaxKeys: maxKeys,
-          EncodingType: url ? 'url' : undefined,
           KeyMarker: next?.keyMarker,
           VersionIdMarker: next?.idMarker,
         }),
@@ -306,7 +312,7 @@ export function checkListMultipartUploads(
   model: BucketModel,
   listing: Listing,
 ) {
-  const { prefix, delimiter, maxKeys, url } = listing;
+  const { maxKeys, url } = listing;
   const decode = decoderOf(url);
   return checkKeyIdListing(
     'ListMultipartUploads',
@@ -315,11 +321,8 @@ export function checkListMultipartUploads(
     async (next) => {
       const answer = await client.send(
         new ListMultipartUploadsCommand({
-          Bucket: bucket,
-          Prefix: prefix || undefined,
-          Delimiter: delimiter || undefined,
+          ...paramsOf(bucket, listing),
           MaxUploads: maxKeys,
-          EncodingType: url ? 'url' : undefined,
           KeyMarker: next?.keyMarker,
           UploadIdMarker: next?.idMarker,
         }),

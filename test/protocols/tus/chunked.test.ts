@@ -7,20 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { findUpload } from '../../../src/protocols/tus/upload-repo.ts';
 import { request } from '../../support/coffer.ts';
 import { sha256 } from '../../support/files.ts';
-import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
+import { MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
-const { a: coffer, project } = tusEndpointSuite();
-
-async function created(length: number) {
-  const reply = await request(`${coffer.url}/tus`, 'POST', {
-    headers: tusHeaders(project.key, {
-      'upload-length': String(length),
-      'upload-metadata': `filename ${b64('c.bin')}`,
-    }),
-  });
-  expect(reply.status).toBe(201);
-  return { url: reply.headers.get('location')!, fileId: reply.headers.get('x-coffer-file-id')! };
-}
+const { a: coffer, project, created } = tusEndpointSuite();
 
 const offsetOf = async (url: string) =>
   Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));

@@ -4,21 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { request } from '../../support/coffer.ts';
 import { drain } from '../../support/pipeline.ts';
 import { sleep } from '../../support/processes.ts';
-import { b64, MiB, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
+import { MiB, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
 // Uploads expire after 2 s without progress: a PATCH lasting longer shows whether its bytes count.
-const { a: coffer, project } = tusEndpointSuite({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
-
-async function create(length: number) {
-  const reply = await request(`${coffer.url}/tus`, 'POST', {
-    headers: tusHeaders(project.key, {
-      'upload-length': String(length),
-      'upload-metadata': `filename ${b64('slow.bin')}`,
-    }),
-  });
-  expect(reply.status).toBe(201);
-  return { url: reply.headers.get('location')!, fileId: reply.headers.get('x-coffer-file-id')! };
-}
+const { a: coffer, project, created: create } = tusEndpointSuite({ COFFER_MULTIPART_EXPIRY_SECONDS: '2' });
 
 /**
  * A PATCH at offset 0 whose body, `size` bytes, goes out one MiB every `everyMs`, as a slow link sends
