@@ -130,7 +130,15 @@ export function s3EndpointOf(coffer: () => TestCoffer) {
     };
   }
 
-  return { clientFor, bucketWith, cutInAfterNextWrite };
+  /** The entries of `project`'s audit log of `action`, as the admin reads them. */
+  async function auditOf(project: TestProject, action: string): Promise<unknown[]> {
+    const log = await coffer().call('GET', `/v1/projects/${project.id}/audit-log?action=${action}`, {
+      token: ADMIN_KEY,
+    });
+    return log.body.items;
+  }
+
+  return { clientFor, bucketWith, cutInAfterNextWrite, auditOf };
 }
 
 /**

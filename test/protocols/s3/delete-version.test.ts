@@ -14,7 +14,7 @@ import { type Bucket, refusal, s3EndpointSuite, text } from '../../support/s3-en
 
 // DeleteObject of a version by its id, as S3 does it in a versioned bucket: an earlier version goes
 // for good; the current one goes and the one before it becomes current, or, the last, the object goes.
-const { coffer, bucketWith } = s3EndpointSuite();
+const { coffer, bucketWith, auditOf } = s3EndpointSuite();
 
 const Key = 'doc.txt';
 
@@ -77,14 +77,7 @@ describe('deleting an object version by its id', () => {
     expect(retired).toHaveLength(1);
     const [file] = (await project.call('GET', '/files')).body.items;
     expect(file).toMatchObject({ size_bytes: 3, status: 'ready' });
-    const audit = await coffer.call(
-      'GET',
-      `/v1/projects/${project.id}/audit-log?action=file.version.delete`,
-      {
-        token: ADMIN_KEY,
-      },
-    );
-    expect(audit.body.items).toEqual([
+    expect(await auditOf(project, 'file.version.delete')).toEqual([
       expect.objectContaining({
         actor_type: 's3_credential',
         targets: { file_id: file.id, version_id: third },

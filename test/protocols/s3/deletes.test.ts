@@ -15,7 +15,7 @@ const UNKNOWN = 'ver_01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 // Deletes through the S3 endpoint, as the current AWS SDK for JavaScript sends them: of objects, of keys
 // Coffer cannot hold, of one version by its id; every result is checked through Coffer's own REST API too.
-const { coffer, bucketWith } = s3EndpointSuite();
+const { coffer, bucketWith, auditOf } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   const bucket = madeBeforeAll(() => bucketWith());
@@ -123,14 +123,7 @@ describe('the S3 endpoint', () => {
     expect(kept.map((version: { storage_key: string }) => version.storage_key)).not.toContain(
       retired[0]!.storage_key,
     );
-    const audit = await coffer.call(
-      'GET',
-      `/v1/projects/${project.id}/audit-log?action=file.version.delete`,
-      {
-        token: ADMIN_KEY,
-      },
-    );
-    expect(audit.body.items).toEqual([
+    expect(await auditOf(project, 'file.version.delete')).toEqual([
       expect.objectContaining({
         actor_type: 's3_credential',
         targets: { file_id: file.id, version_id: second },
