@@ -1,5 +1,18 @@
 import { createHash } from 'node:crypto';
-import { S3Client, type S3ClientConfig, S3ServiceException } from '@aws-sdk/client-s3';
+import {
+  CompleteMultipartUploadCommand,
+  type CompleteMultipartUploadCommandInput,
+  CreateMultipartUploadCommand,
+  type CreateMultipartUploadCommandInput,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  S3Client,
+  type S3ClientConfig,
+  S3ServiceException,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { StoreError } from '../../src/infra/storage/object-store.ts';
 import { ADMIN_KEY, cofferForSuite, type TestCoffer, type TestProject } from './coffer.ts';
 
 /** A long-lived S3 credential of `projectId` with `scopes`, made with the admin key. */
@@ -75,6 +88,24 @@ export interface Bucket {
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
 /**
+ * What S3 shows of `Key` in `bucket`: its bytes (or the error code of the GetObject), the ETags the
+ * bucket lists, and the version ids of its versions.
+ */
+export async function shownOf({ client, name }: Bucket, Key: string) {
+  const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
+  const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
+  const got = await client
+    .send(new GetObjectCommand({ Bucket: name, Key }))
+    .then(async (object) => (await text(object.Body)).toString())
+    .catch((error: unknown) => (error as S3ServiceException).name);
+  return {
+    got,
+    listed: (listed.Contents ?? []).map((object) => [object.Key, object.ETag]),
+    versions: (versions.Versions ?? []).map((version) => version.VersionId),
+  };
+}
+
+/**
  * The helpers of a suite that drives the S3 endpoint of `coffer`: the server the suite starts in its
  * `beforeAll`, read when a helper runs.
  */
@@ -130,6 +161,59 @@ export function s3EndpointOf(coffer: () => TestCoffer) {
     };
   }
 
+  /**
+   * A multipart upload of `body` at `Key` in one part whose CompleteMultipartUpload the store assembles,
+   * then loses the answer of and answers nothing more, as a crash there would leave it: the complete
+   * is refused 503 and the upload stays completing, for the reaper. `create` and `complete` add to
+   * those requests. Answers the upload's id.
+   */
+  async function strandCompletion(
+    { client, name }: Bucket,
+    Key: string,
+    {
+      body = 'parts',
+      create = {},
+      complete = {},
+    }: {
+      body?: string;
+      create?: Partial<CreateMultipartUploadCommandInput>;
+      complete?: Partial<CompleteMultipartUploadCommandInput>;
+    } = {},
+  ): Promise<string> {
+    const { UploadId } = await client.send(
+      new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain', ...create }),
+    );
+    const part = await client.send(
+      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: body }),
+    );
+    const { store } = coffer().services;
+    const { completeMultipart, head } = store;
+    store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
+      await completeMultipart.apply(store, args);
+      // From now on, not before: a store may look at the key itself while it assembles.
+      store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
+      throw new StoreError('Unavailable', 'The answer of the store was lost');
+    };
+    try {
+      const answer = client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: name,
+          Key,
+          UploadId,
+          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
+          ...complete,
+        }),
+      );
+      const refused = await refusal(answer);
+      if (refused.code !== 'ServiceUnavailable' || refused.status !== 503)
+        throw new Error(`the complete was answered ${JSON.stringify(refused)}`);
+    } finally {
+      store.completeMultipart = completeMultipart;
+      store.head = head;
+    }
+    return UploadId!;
+  }
+
   /** The entries of `project`'s audit log of `action`, as the admin reads them. */
   async function auditOf(project: TestProject, action: string): Promise<unknown[]> {
     const log = await coffer().call('GET', `/v1/projects/${project.id}/audit-log?action=${action}`, {
@@ -138,7 +222,7 @@ export function s3EndpointOf(coffer: () => TestCoffer) {
     return log.body.items;
   }
 
-  return { clientFor, bucketWith, cutInAfterNextWrite, auditOf };
+  return { clientFor, bucketWith, cutInAfterNextWrite, strandCompletion, auditOf };
 }
 
 /**

@@ -9,14 +9,13 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
-import { StoreError } from '../../../src/infra/storage/object-store.ts';
 import { drain } from '../../support/pipeline.ts';
 import { md5, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // Conditional writes through the S3 endpoint, as the current AWS SDK for JavaScript sends them:
 // If-None-Match and If-Match on PutObject, CompleteMultipartUpload and CopyObject, checked again as the
 // write is recorded, and while new content waits for its scan.
-const { coffer, bucketWith, cutInAfterNextWrite } = s3EndpointSuite();
+const { coffer, bucketWith, cutInAfterNextWrite, strandCompletion } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
   it('honours conditional PutObjects: If-None-Match: * and If-Match, checked again as the write is recorded', async () => {
@@ -189,44 +188,16 @@ describe('the S3 endpoint', () => {
   });
 
   it('aborts, in the reaper, a conditional CompleteMultipartUpload whose outcome was lost', async () => {
-    const { client, name, project } = await bucketWith();
-    const { db, store } = coffer.services;
+    const bucket = await bucketWith();
+    const { client, name, project } = bucket;
+    const { db } = coffer.services;
     const put = (Key: string, Body: string) =>
       client.send(new PutObjectCommand({ Bucket: name, Key, Body, ContentType: 'text/plain' }));
     const read = async (Key: string) =>
       (await text((await client.send(new GetObjectCommand({ Bucket: name, Key }))).Body)).toString();
     /** A conditional complete whose store assembles the object, then answers nothing more. */
-    const strand = async (Key: string, condition: { IfNoneMatch?: string; IfMatch?: string }) => {
-      const { UploadId } = await client.send(
-        new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain' }),
-      );
-      const part = await client.send(
-        new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: 'parts' }),
-      );
-      const { completeMultipart, head } = store;
-      store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
-        await completeMultipart.apply(store, args);
-        // From now on, not before: a store may look at the key itself while it assembles.
-        store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
-        throw new StoreError('Unavailable', 'The answer of the store was lost');
-      };
-      try {
-        const complete = client.send(
-          new CompleteMultipartUploadCommand({
-            Bucket: name,
-            Key,
-            UploadId,
-            MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
-            ...condition,
-          }),
-        );
-        expect(await refusal(complete)).toEqual({ code: 'ServiceUnavailable', status: 503 });
-      } finally {
-        store.completeMultipart = completeMultipart;
-        store.head = head;
-      }
-      return UploadId!;
-    };
+    const strand = (Key: string, complete: { IfNoneMatch?: string; IfMatch?: string }) =>
+      strandCompletion(bucket, Key, { complete });
 
     const created = await strand('new.txt', { IfNoneMatch: '*' });
     const existing = await put('old.txt', 'existing');

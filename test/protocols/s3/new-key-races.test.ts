@@ -3,18 +3,14 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  ListObjectVersionsCommand,
   PutObjectCommand,
-  type S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
 import type { Caller } from '../../../src/domain/principal.ts';
 import { visibleAt } from '../../../src/modules/files/service.ts';
 import { backend } from '../../support/backends.ts';
-import { type Bucket, md5, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
+import { type Bucket, md5, s3EndpointSuite, shownOf } from '../../support/s3-endpoint.ts';
 
 // Writes racing to make one new key of the S3 endpoint, as the current AWS SDK for JavaScript sends
 // them, in buckets keeping versions and keeping none: whichever records first, the key ends with one
@@ -37,21 +33,6 @@ describe('the S3 endpoint', () => {
           MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
         }),
       );
-  }
-
-  /** What S3 shows of `key` in `bucket`: its bytes, listed ETags and versions; one object, or none. */
-  async function shownOf({ client, name }: Bucket, Key: string) {
-    const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
-    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
-    const got = await client
-      .send(new GetObjectCommand({ Bucket: name, Key }))
-      .then(async (object) => (await text(object.Body)).toString())
-      .catch((error: unknown) => (error as S3ServiceException).name);
-    return {
-      got,
-      listed: (listed.Contents ?? []).map((object) => [object.Key, object.ETag]),
-      versions: (versions.Versions ?? []).map((version) => version.VersionId),
-    };
   }
 
   /**

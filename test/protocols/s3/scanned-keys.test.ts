@@ -2,43 +2,18 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  ListObjectVersionsCommand,
   PutObjectCommand,
-  type S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
+import { describe, expect, it } from 'vitest';
 import { drain, eventTypes } from '../../support/pipeline.ts';
-import { type Bucket, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { type Bucket, s3EndpointSuite, shownOf } from '../../support/s3-endpoint.ts';
 
 // Writes over a key whose file is still being scanned (never readable yet): S3 replaces an object a
 // PUT is sent over, so the key keeps one file, the newest write's, and deleting it leaves the key empty.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  /** What S3 shows of `key` in `bucket`: its bytes, listed ETags and versions. */
-  async function shownOf({ client, name }: Bucket, Key: string) {
-    const listed = await client.send(new ListObjectsV2Command({ Bucket: name }));
-    const versions = await client.send(new ListObjectVersionsCommand({ Bucket: name }));
-    const got = await client
-      .send(new GetObjectCommand({ Bucket: name, Key }))
-      .then(async (object) => (await text(object.Body)).toString())
-      .catch((error: unknown) => (error as S3ServiceException).name);
-    return {
-      got,
-      listed: (listed.Contents ?? []).map((object) => [object.Key, object.ETag]),
-      versions: (versions.Versions ?? []).map((version) => version.VersionId),
-    };
-  }
-
   /** The ids of the bucket's files, oldest first, deleted ones too. */
   const fileIds = async ({ project }: Bucket) =>
     (

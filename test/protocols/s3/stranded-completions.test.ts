@@ -1,63 +1,27 @@
 import {
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   GetObjectTaggingCommand,
   ListObjectsV2Command,
   PutObjectCommand,
-  UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreError } from '../../../src/infra/storage/object-store.ts';
-import { startCoffer, type TestCoffer } from '../../support/coffer.ts';
-import { type Bucket, refusal, s3EndpointOf, text } from '../../support/s3-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { type Bucket, refusal, s3EndpointSuite, text } from '../../support/s3-endpoint.ts';
 
 // A CompleteMultipartUpload whose process lost the store's answer once the object was assembled
 // (as a crash there would): the reaper settles the upload, and it ends as the complete would have
 // ended it, the tags its CreateMultipartUpload named included, the key still holding one file.
-let coffer: TestCoffer;
-beforeAll(async () => {
-  coffer = await startCoffer();
-});
-afterAll(() => coffer.close());
-const { bucketWith } = s3EndpointOf(() => coffer);
+const { coffer, bucketWith, strandCompletion } = s3EndpointSuite();
 
 describe('the S3 endpoint', () => {
-  /** A multipart upload of `body` at `key`, tagged `tagging`, whose complete is left to the reaper. */
-  async function strand({ client, name }: Bucket, Key: string, body: string, Tagging?: string) {
-    const { UploadId } = await client.send(
-      new CreateMultipartUploadCommand({ Bucket: name, Key, ContentType: 'text/plain', Tagging }),
-    );
-    const part = await client.send(
-      new UploadPartCommand({ Bucket: name, Key, UploadId, PartNumber: 1, Body: body }),
-    );
-    const { store } = coffer.services;
-    const { completeMultipart, head } = store;
-    store.completeMultipart = async (...args: Parameters<typeof store.completeMultipart>) => {
-      await completeMultipart.apply(store, args);
-      store.head = () => Promise.reject(new StoreError('Unavailable', 'The store did not answer'));
-      throw new StoreError('Unavailable', 'The answer of the store was lost');
-    };
-    try {
-      const complete = client.send(
-        new CompleteMultipartUploadCommand({
-          Bucket: name,
-          Key,
-          UploadId,
-          MultipartUpload: { Parts: [{ PartNumber: 1, ETag: part.ETag }] },
-        }),
-      );
-      expect(await refusal(complete)).toEqual({ code: 'ServiceUnavailable', status: 503 });
-    } finally {
-      store.completeMultipart = completeMultipart;
-      store.head = head;
-    }
+  /** A multipart upload of `body` at `Key`, tagged `Tagging`, whose completion is left to the reaper. */
+  async function strand(bucket: Bucket, Key: string, body: string, Tagging?: string) {
+    const uploadId = await strandCompletion(bucket, Key, { body, create: { Tagging } });
     await coffer.services.db.query(
       "UPDATE multipart_sessions SET completing_since = now() - interval '2 hours' WHERE id = $1",
-      [UploadId],
+      [uploadId],
     );
-    return UploadId!;
+    return uploadId;
   }
 
   for (const versioning_enabled of [false, true]) {
