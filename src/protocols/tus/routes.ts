@@ -60,21 +60,23 @@ export function tusResumable(request: FastifyRequest, reply: FastifyReply): void
   if (underMount(request.url)) reply.header('tus-resumable', TUS_VERSION);
 }
 
-/** POSTs under the mount whose X-HTTP-Method-Override names no HTTP method, with that value. */
+/** Requests under the mount whose X-HTTP-Method-Override names no HTTP method, with that value. */
 const unnamedOverrides = new WeakMap<IncomingMessage, string>();
 
 /**
- * X-HTTP-Method-Override of a POST under the mount (for clients behind proxies that pass only GET
- * and POST): the request becomes the method it names before the router sees it, as tusd does, on
- * every path of the endpoint. It then meets that method's route with that route's checks (OPTIONS
- * needs neither credential nor version), or the router's 404 where the endpoint has no such route.
- * A value that names no HTTP method leaves the POST, noted for POST /tus to refuse (a POST to an
- * upload is refused whatever it names).
+ * X-HTTP-Method-Override of a request under the mount (for clients behind proxies that pass only GET
+ * and POST), whatever its own method: tus 1.0.0 has it interpreted as the request's method. The
+ * request becomes the method it names before the router sees it, as tusd does, on every path of the
+ * endpoint. It then meets that method's route with that route's checks (OPTIONS needs neither
+ * credential nor version), or the router's 404 where the endpoint has no such route. A CORS
+ * preflight stays one (a browser never sends the header with it). A value that names no HTTP method
+ * leaves the request, noted for the endpoint to refuse.
  */
 export function overrideTusMethod(raw: IncomingMessage): void {
-  if (raw.method !== 'POST' || !underMount(raw.url ?? '')) return;
+  if (!underMount(raw.url ?? '')) return;
   const value = raw.headers['x-http-method-override']?.toString();
   if (value === undefined) return;
+  if (raw.method === 'OPTIONS' && raw.headers['access-control-request-method'] !== undefined) return;
   const method = value.trim().toUpperCase();
   if (METHODS.includes(method)) raw.method = method;
   else unnamedOverrides.set(raw, value);
@@ -113,6 +115,15 @@ export function tusRoutes(services: Services) {
     // A PATCH or POST answered before its body ended (refused mid-body, its upload ended meanwhile):
     // the rest of its bytes is read and dropped, or the connection would hold them, unread.
     app.addHook('onResponse', async (request) => dropUnreadBody(request.raw));
+    // An X-HTTP-Method-Override that names no method is refused rather than taken for the request's own.
+    app.addHook('preHandler', async (request) => {
+      const override = unnamedOverrides.get(request.raw);
+      if (override !== undefined) {
+        throw badRequest(`X-HTTP-Method-Override names no HTTP method: ${override}`, {
+          field: 'X-HTTP-Method-Override',
+        });
+      }
+    });
     // Not in the OpenAPI document: tus is its own protocol (tus.io), documented in the README.
     const common = { schema: { hide: true } };
     // Every request but OPTIONS names the protocol's version; another is refused before its credential.
@@ -137,12 +148,6 @@ export function tusRoutes(services: Services) {
     app.options(`${MOUNT}/:id`, { ...common, config: { access: 'public' } }, options);
 
     app.post(MOUNT, authenticated, async (request, reply) => {
-      const override = unnamedOverrides.get(request.raw);
-      if (override !== undefined) {
-        throw badRequest(`X-HTTP-Method-Override names no HTTP method: ${override}`, {
-          field: 'X-HTTP-Method-Override',
-        });
-      }
       const caller = callerOf(request);
       // Not served (TUS_EXTENSIONS): taken for a plain upload, each partial upload would become a file.
       if (header(request, 'upload-concat') !== undefined) {

@@ -71,6 +71,21 @@ describe('tus from a browser (CORS)', () => {
     }
   });
 
+  it('answers a preflight as one though it carries X-HTTP-Method-Override', async () => {
+    const preflight = await fetch(`${a.url}/tus/session_x`, {
+      method: 'OPTIONS',
+      headers: {
+        origin,
+        'access-control-request-method': 'PATCH',
+        'access-control-request-headers': 'tus-resumable,upload-offset',
+        'x-http-method-override': 'DELETE',
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-methods')).toContain('PATCH');
+    expect(list(preflight.headers.get('access-control-allow-headers'))).toContain('upload-offset');
+  });
+
   it('exposes the tus answer headers and answers tus’s own OPTIONS', async () => {
     const options = await fetch(`${a.url}/tus`, { method: 'OPTIONS', headers: { origin } });
     expect(options.status).toBe(204);

@@ -218,6 +218,50 @@ describe('tus 1.0 endpoint', () => {
     expect((await asPost(url, tusHeaders(fresh.key))).status).toBe(400);
   });
 
+  it('takes X-HTTP-Method-Override as the method of a request of any method, not of POST only', async () => {
+    const created = await request(`${a.url}/tus`, 'POST', {
+      headers: tusHeaders(project.key, {
+        'upload-length': '20',
+        'upload-metadata': `filename ${b64('m.bin')}`,
+      }),
+    });
+    const url = created.headers.get('location')!;
+    // A PUT standing in for PATCH, a GET for HEAD: neither method has a route of its own.
+    const patched = await request(url, 'PUT', {
+      headers: tusHeaders(project.key, {
+        ...offsetStream,
+        'upload-offset': '0',
+        'x-http-method-override': 'PATCH',
+      }),
+      body: Buffer.alloc(8, 1),
+    });
+    expect(patched.status).toBe(204);
+    expect(patched.headers.get('upload-offset')).toBe('8');
+    const head = await request(url, 'GET', {
+      headers: tusHeaders(project.key, { 'x-http-method-override': 'HEAD' }),
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('upload-offset')).toBe('8');
+    expect(head.headers.get('upload-length')).toBe('20');
+    // A PATCH naming no method is refused, its bytes not taken.
+    const unknown = await request(url, 'PATCH', {
+      headers: tusHeaders(project.key, {
+        ...offsetStream,
+        'upload-offset': '8',
+        'x-http-method-override': 'PTACH',
+      }),
+      body: Buffer.alloc(4, 2),
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.details).toEqual({ field: 'X-HTTP-Method-Override' });
+    // A HEAD standing in for DELETE terminates the upload.
+    const deleted = await request(url, 'HEAD', {
+      headers: tusHeaders(project.key, { 'x-http-method-override': 'DELETE' }),
+    });
+    expect(deleted.status).toBe(204);
+    expect((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).status).toBe(410);
+  });
+
   it('refuses with 400, creating nothing, an upload of the concatenation extension it does not serve', async () => {
     const fresh = await a.newProject();
     // tus-js-client's parallelUploads: partial uploads, then a final one naming them.
