@@ -56,7 +56,7 @@ it("frees each chunk's memory once written, not at the writer thread's next garb
     const id = nextId++;
     const settled = new Promise<WriterReply>((resolve) => {
       const listener = (reply: WriterReply) => {
-        if (reply.id !== id || reply.type === 'ack') return;
+        if (reply.type === 'returned' || reply.id !== id || reply.type === 'ack') return;
         thread.off('message', listener);
         resolve(reply);
       };

@@ -10,7 +10,8 @@ import { fileIdentity } from './file-identity.ts';
 export type WriterRequest =
   /** `algorithm` null: the bytes are only written (their digest is answered empty). */
   | { type: 'open'; id: number; fd: number; algorithm: 'sha256' | 'md5' | null }
-  | { type: 'chunks'; id: number; data: Uint8Array[] }
+  /** `loan`: the chunks (by index) whose memory goes back once written (see wanted-back.ts). */
+  | { type: 'chunks'; id: number; data: Uint8Array[]; loan?: { id: number; indices: number[] } }
   | { type: 'digest'; id: number; algorithm: 'sha256' | 'md5' }
   | { type: 'file'; id: number; path: string }
   | { type: 'end'; id: number }
@@ -21,6 +22,8 @@ export type WriterReply =
   | { type: 'hashed'; id: number; size: number; identity: string }
   | { type: 'done'; id: number; digest: string }
   | { type: 'aborted'; id: number }
+  /** The memory of a `chunks` message's loaned chunks, in their order. */
+  | { type: 'returned'; loan: number; data: ArrayBuffer[] }
   /** `code`: the system error's (ENOSPC…), so that the store can tell a full disk from other failures. */
   | { type: 'error'; id: number; message: string; code?: string };
 
@@ -73,6 +76,16 @@ function release(chunks: Uint8Array[]): void {
     const buffer = chunk.buffer as ArrayBuffer;
     if (!buffer.detached) buffer.transfer(0);
   }
+}
+
+/** The loaned chunks of a `chunks` message go back to the thread they came from, the others are freed. */
+function settle(message: Extract<WriterRequest, { type: 'chunks' }>): void {
+  const { loan } = message;
+  if (loan) {
+    const data = loan.indices.map((index) => message.data[index]!.buffer as ArrayBuffer);
+    port.postMessage({ type: 'returned', loan: loan.id, data } satisfies WriterReply, data);
+  }
+  release(message.data);
 }
 
 function handle(message: WriterRequest): void {
@@ -128,6 +141,6 @@ port.on('message', (message: WriterRequest) => {
       code: (error as NodeJS.ErrnoException).code,
     } satisfies WriterReply);
   } finally {
-    if (message.type === 'chunks') release(message.data);
+    if (message.type === 'chunks') settle(message);
   }
 });

@@ -1,6 +1,7 @@
 import { fdatasync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { giveBack, isWanted } from './wanted-back.ts';
 import type { WriterReply, WriterRequest } from './write-worker.ts';
 
 /** Bytes of one upload that may be on their way to the worker before reading pauses. */
@@ -62,6 +63,9 @@ export class WriterThread {
   #worker: Worker | undefined;
   #jobs = new Map<number, Job>();
   #nextId = 1;
+  /** The memory of chunks to be given back once written, by loan. */
+  #loans = new Map<number, ArrayBuffer[]>();
+  #nextLoan = 1;
 
   /** Uploads and digests under way. */
   get busy(): number {
@@ -88,6 +92,12 @@ export class WriterThread {
   }
 
   #receive(reply: WriterReply): void {
+    if (reply.type === 'returned') {
+      const originals = this.#loans.get(reply.loan) ?? [];
+      this.#loans.delete(reply.loan);
+      for (const [index, memory] of reply.data.entries()) giveBack(originals[index]!, memory);
+      return;
+    }
     const job = this.#jobs.get(reply.id);
     if (!job) return;
     if (reply.type === 'hashed') {
@@ -187,11 +197,16 @@ export class WriterThread {
       job.inFlight += batched;
       batch = [];
       batched = 0;
+      const buffers = data.map((chunk) => chunk.buffer as ArrayBuffer);
+      const indices = buffers.flatMap((buffer, index) => (isWanted(buffer) ? [index] : []));
+      const loan = indices.length > 0 ? { id: this.#nextLoan++, indices } : undefined;
       try {
-        this.#post(
-          { type: 'chunks', id, data },
-          data.map((chunk) => chunk.buffer as ArrayBuffer),
-        );
+        this.#post({ type: 'chunks', id, data, loan }, buffers);
+        if (loan)
+          this.#loans.set(
+            loan.id,
+            indices.map((index) => buffers[index]!),
+          );
       } catch (error) {
         // Memory a native addon allocated (sharp's output) cannot be moved: it is copied instead.
         if (!(error instanceof DOMException && error.name === 'DataCloneError')) throw error;

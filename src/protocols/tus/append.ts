@@ -13,6 +13,7 @@ import type { IngestService } from '../../modules/ingest/service.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { ByteCutter } from './cutter.ts';
 import { expiryWhileWriting } from './expiry.ts';
+import { connectionLost, KeptBody } from './kept.ts';
 import { type Incoming, lockUpload } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked } from './protocol.ts';
 import { Spool } from './spool.ts';
@@ -97,10 +98,19 @@ export function createAppend(deps: {
     body: Body,
     declaredLength: number | undefined,
   ): Promise<UploadState> {
+    // The bytes of the part in flight are held, so that a connection that drops keeps them too.
+    const kept = body.size
+      ? KeptBody.of(
+          body.stream,
+          body.size,
+          partSize(upload.upload_length ?? session.session.total_size_bytes),
+        )
+      : undefined;
+    const bytes = kept?.stream ?? body.stream;
     // The usual PATCH, one whole part, has its bytes written while the lock is taken and the part
     // granted: its number matters only once it is placed. Whatever fails on the way drops them.
     let staged = stageable(upload, offset, body, declaredLength)
-      ? multipart.stagePart(session.session, body.stream, body.size!, { md5: false })
+      ? multipart.stagePart(session.session, bytes, body.size!, { md5: false })
       : undefined;
     // A chunked body is stored from a temporary file: the store reading it is progress too.
     let spool: Spool | undefined;
@@ -108,6 +118,7 @@ export function createAppend(deps: {
     const expiry = expiryWhileWriting(multipart, session.session);
     const lock = await lockUpload(db, upload.id, incoming, expiry.progressed).catch((error: unknown) => {
       void staged?.discard();
+      kept?.close();
       throw error;
     });
     let held = true;
@@ -172,6 +183,7 @@ export function createAppend(deps: {
             }
             if (final) held = false;
             at = { ...at, offset: end, tail };
+            kept?.settle(at.offset - offset);
             return;
           }
           const size = Math.min(remaining, segment);
@@ -213,6 +225,7 @@ export function createAppend(deps: {
           if (!recorded && !done) throw uploadLocked();
           if (recorded) void dropTail(store, consumed);
           at = { offset: reached, tail: [], parts, nextPart: at.nextPart + (part ? 1 : 0) };
+          kept?.settle(at.offset - offset);
           remaining -= size;
           if (last) {
             if (recorded && final) held = false;
@@ -221,8 +234,37 @@ export function createAppend(deps: {
         }
       }
 
-      if (body.size !== undefined) await put(body.stream, body.size, true);
-      else {
+      /**
+       * What `write` stored when the connection dropped on the way, and the bytes it carried past
+       * that (`rest`, from the offset recorded): stored as the request's last bytes, as a tail or
+       * parts as any bytes are, so that the next PATCH goes on from there. A refusal, or a body
+       * Coffer ended (its lock taken over), keeps nothing more.
+       */
+      async function keepingCut(
+        write: () => Promise<void>,
+        rest: () => { stream: Readable; size: number } | undefined,
+      ) {
+        try {
+          await write();
+        } catch (error) {
+          const cut = connectionLost(body.stream) && (await goneIfEnded(caller, upload.id, error)) === error;
+          const carried = cut ? rest() : undefined;
+          // Stored as a part of its own when large enough: only while the numbers left still hold the
+          // rest of the upload in whole parts.
+          const fits = (size: number) =>
+            at.nextPart + Math.ceil((limit - at.offset - size) / segment) < MAX_PART_NUMBER;
+          if (carried && fits(carried.size))
+            await put(carried.stream, carried.size, true).catch(() => undefined);
+          throw error;
+        }
+      }
+
+      if (body.size !== undefined) {
+        await keepingCut(
+          () => put(bytes, body.size!, true),
+          () => kept?.rest(at.offset - offset),
+        );
+      } else {
         // A body sent without its length (chunked): received a part at a time into a temporary file,
         // each then stored as if it had come alone, so that every size the store is given is exact
         // and memory holds none of it. Each fills a part with the bytes waiting before it, as a body
@@ -232,7 +274,16 @@ export function createAppend(deps: {
         const pieces = new ByteCutter(body.stream);
         let room = limit - offset;
         for (let ended = false; !ended; ) {
-          const piece = await spool.fill(pieces, Math.min(segment - sizeOf(at.tail), room));
+          const most = Math.min(segment - sizeOf(at.tail), room);
+          let piece = { size: 0, ended: false };
+          await keepingCut(
+            async () => {
+              piece = await spool!.fill(pieces, most);
+            },
+            // What reached the temporary file of the piece it was filling.
+            () =>
+              spool!.filled > 0 ? { stream: spool!.read(spool!.filled), size: spool!.filled } : undefined,
+          );
           ended = piece.ended;
           room -= piece.size;
           if (!ended && room === 0) throw await pastLimit();
@@ -248,6 +299,7 @@ export function createAppend(deps: {
     } finally {
       void staged?.discard();
       await spool?.close().catch(() => undefined);
+      kept?.close();
       await lock.release(held);
     }
   }

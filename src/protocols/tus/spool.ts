@@ -17,6 +17,7 @@ export class Spool {
   /** Bytes of finished pieces read back; with the current one's, what the store has taken so far. */
   #fed = 0;
   #reading: { bytesRead: number } | undefined;
+  #filled = 0;
 
   private constructor(file: FileHandle, path: string | undefined) {
     this.#file = file;
@@ -39,15 +40,20 @@ export class Spool {
    */
   async fill(source: ByteCutter, most: number): Promise<{ size: number; ended: boolean }> {
     this.#settle();
-    let size = 0;
+    this.#filled = 0;
     for await (const chunk of source.next(most) as AsyncIterable<Buffer>) {
       for (let at = 0; at < chunk.length; ) {
-        const { bytesWritten } = await this.#file.write(chunk, at, chunk.length - at, size + at);
+        const { bytesWritten } = await this.#file.write(chunk, at, chunk.length - at, this.#filled + at);
         at += bytesWritten;
       }
-      size += chunk.length;
+      this.#filled += chunk.length;
     }
-    return { size, ended: size < most || (await source.ended()) };
+    return { size: this.#filled, ended: this.#filled < most || (await source.ended()) };
+  }
+
+  /** The bytes of the piece being filled written so far: what a body that failed on the way carried. */
+  get filled(): number {
+    return this.#filled;
   }
 
   /** The `size` bytes of the piece last filled. */

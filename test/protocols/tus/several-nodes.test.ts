@@ -106,7 +106,7 @@ describe('tus 1.0 endpoint', () => {
       await expectStored(fileId, data);
     });
 
-    it('keeps the whole parts of a long PATCH whose connection drops', async () => {
+    it('keeps the whole parts of a long PATCH whose connection drops, and the bytes after them', async () => {
       const size = 40 * MiB;
       const { path, fileId } = await created(size);
       const data = randomBytes(size);
@@ -120,9 +120,18 @@ describe('tus 1.0 endpoint', () => {
         const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
         offset = Number(head.headers.get('upload-offset'));
       }
-      cut.destroy();
       expect(offset).toBe(32 * MiB);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      cut.destroy();
+      const offsetOnB = async () =>
+        Number(
+          (await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
+            'upload-offset',
+          ),
+        );
+      // What reached the server of the third part is kept too.
+      await expect.poll(offsetOnB, { timeout: 20_000, interval: 100 }).toBeGreaterThan(32 * MiB);
+      offset = await offsetOnB();
+      expect(offset).toBeLessThanOrEqual(36 * MiB);
       const rest = await patchAt(b, path, offset, data.subarray(offset));
       expect(rest.status, JSON.stringify(rest.body)).toBe(204);
       await expectStored(fileId, data);
