@@ -42,10 +42,20 @@ async function feed(sent: ClientRequest, bytes: Buffer) {
 }
 
 /**
- * Drops the connection of `sent`, then answers the offset HEAD gives once it moved past `before`
- * and settled: the bytes that reached the server, which it keeps.
+ * A PATCH of the rest of `data` from `from`, its connection dropped once the bytes up to `to` are
+ * sent (and `meanwhile` ran): answers the offset HEAD gives once it moved past `from` and settled,
+ * the bytes that reached the server, which it keeps.
  */
-async function cutAndSettle(url: string, sent: ClientRequest, before: number): Promise<number> {
+async function cutPatch(
+  url: string,
+  data: Buffer,
+  from: number,
+  to: number,
+  meanwhile?: () => Promise<number>,
+) {
+  const sent = openPatch(url, from, data.length - from);
+  await feed(sent, data.subarray(from, to));
+  const before = (await meanwhile?.()) ?? from;
   sent.destroy();
   await expect.poll(() => offsetOf(url), { timeout: 20_000, interval: 100 }).toBeGreaterThan(before);
   let offset = await offsetOf(url);
@@ -55,7 +65,16 @@ async function cutAndSettle(url: string, sent: ClientRequest, before: number): P
     same = now === offset ? same + 1 : 0;
     offset = now;
   }
+  expect(offset).toBeLessThanOrEqual(to);
   return offset;
+}
+
+/** The rest of `data` from `offset` in one PATCH, then the file as stored. */
+async function resume(url: string, offset: number, data: Buffer, fileId: string) {
+  const rest = await patchUpload(url, offset, data.subarray(offset));
+  expect(rest.status, JSON.stringify(rest.body)).toBe(204);
+  expect(rest.headers.get('upload-offset')).toBe(String(data.length));
+  await expectStored(fileId, data);
 }
 
 describe('tus 1.0 PATCH whose connection drops', () => {
@@ -63,10 +82,7 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const data = randomBytes(20 * MiB);
     const { path, fileId } = await created(data.length);
     const url = `${a.url}${path}`;
-    const cut = openPatch(url, 0, data.length);
-    await feed(cut, data.subarray(0, 7 * MiB));
-    const offset = await cutAndSettle(url, cut, 0);
-    expect(offset).toBeLessThanOrEqual(7 * MiB);
+    const offset = await cutPatch(url, data, 0, 7 * MiB);
     expect(await offsetOf(url)).toBe(offset);
 
     // tus-js-client asks HEAD for the offset, and sends the rest from there.
@@ -83,31 +99,19 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const data = randomBytes(12 * MiB + 7);
     const { path, fileId } = await created(data.length);
     const url = `${a.url}${path}`;
-    const cut = openPatch(url, 0, data.length);
-    await feed(cut, data.subarray(0, 3 * MiB));
-    const offset = await cutAndSettle(url, cut, 0);
-    expect(offset).toBeLessThanOrEqual(3 * MiB);
-
-    const rest = await patchUpload(url, offset, data.subarray(offset));
-    expect(rest.status, JSON.stringify(rest.body)).toBe(204);
-    expect(rest.headers.get('upload-offset')).toBe(String(data.length));
-    await expectStored(fileId, data);
+    await resume(url, await cutPatch(url, data, 0, 3 * MiB), data, fileId);
   });
 
   it('keeps the bytes of the part after a whole one', async () => {
     const data = randomBytes(40 * MiB);
     const { path, fileId } = await created(data.length);
     const url = `${a.url}${path}`;
-    const cut = openPatch(url, 0, data.length);
-    await feed(cut, data.subarray(0, 22 * MiB));
     // The first part of 16 MiB is stored while the next one's bytes arrive.
-    await expect.poll(() => offsetOf(url), { timeout: 20_000, interval: 100 }).toBe(16 * MiB);
-    const offset = await cutAndSettle(url, cut, 16 * MiB);
-    expect(offset).toBeLessThanOrEqual(22 * MiB);
-
-    const rest = await patchUpload(url, offset, data.subarray(offset));
-    expect(rest.status, JSON.stringify(rest.body)).toBe(204);
-    await expectStored(fileId, data);
+    const offset = await cutPatch(url, data, 0, 22 * MiB, async () => {
+      await expect.poll(() => offsetOf(url), { timeout: 20_000, interval: 100 }).toBe(16 * MiB);
+      return 16 * MiB;
+    });
+    await resume(url, offset, data, fileId);
   });
 
   it('keeps the bytes of a PATCH that makes one part of its own, after the first', async () => {
@@ -116,13 +120,6 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const url = `${a.url}${path}`;
     expect((await patchUpload(url, 0, data.subarray(0, 6 * MiB))).status).toBe(204);
     // 12 MiB at 6 MiB: the rest of the upload in one part, received before the lock is taken.
-    const cut = openPatch(url, 6 * MiB, 12 * MiB);
-    await feed(cut, data.subarray(6 * MiB, 13 * MiB));
-    const offset = await cutAndSettle(url, cut, 6 * MiB);
-    expect(offset).toBeLessThanOrEqual(13 * MiB);
-
-    const rest = await patchUpload(url, offset, data.subarray(offset));
-    expect(rest.status, JSON.stringify(rest.body)).toBe(204);
-    await expectStored(fileId, data);
+    await resume(url, await cutPatch(url, data, 6 * MiB, 13 * MiB), data, fileId);
   });
 });
