@@ -1,19 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request, startCoffer, type TestCoffer, type TestProject } from '../../support/coffer.ts';
-import { auth, MiB, offsetStream, tusEndpointOf, tusHeaders, upload } from '../../support/tus-endpoint.ts';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
+import { auth, MiB, offsetStream, tusEndpointSuite, tusHeaders, upload } from '../../support/tus-endpoint.ts';
 
 // tus 1.0.0: "The Server SHOULD always attempt to store as much of the received data as possible."
 // A PATCH whose connection drops keeps the bytes that reached the server, of its unfinished part too.
-let a: TestCoffer;
-let project: TestProject;
-beforeAll(async () => {
-  a = await startCoffer();
-  project = await a.newProject();
-});
-afterAll(() => a?.close());
-const { expectStored, patchUpload, created } = tusEndpointOf(() => ({ a, project }));
+const { a, project, expectStored, patchUpload, created } = tusEndpointSuite();
 
 const offsetOf = async (url: string) =>
   Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
