@@ -19,6 +19,7 @@ import { continueOnRead } from './http/expect-continue.ts';
 import { objectRoutes } from './http/object-routes.ts';
 import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
+import { drainRefusedBodies } from './http/refused-body.ts';
 import { installRequestMetrics } from './http/request-metrics.ts';
 import { schemaCompilers } from './http/schema-compilers.ts';
 import { ErrorBody } from './http/schemas.ts';
@@ -172,6 +173,8 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   }).withTypeProvider<TypeBoxTypeProvider>();
   // 100 Continue once a body is read, not before the request is looked at (expect-continue.ts).
   continueOnRead(app.server);
+  // The rest of a body answered before its end (a refusal) is read up to a bound, then the connection closes.
+  drainRefusedBodies(app);
 
   const compilers = schemaCompilers(NAMED_SCHEMAS);
   app.setValidatorCompiler(compilers.validators);

@@ -87,8 +87,6 @@ async function upload(
     const etag = await store.receive(url, body);
     return reply.header('etag', etag).send();
   } catch (error) {
-    // Stop reading an unread or rejected body: the connection closes once the answer is sent.
-    if (!request.raw.complete) reply.header('connection', 'close');
     if (request.raw.errored && !(error instanceof DomainError || error instanceof StoreError)) {
       throw badRequest('The upload was interrupted');
     }

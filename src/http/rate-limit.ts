@@ -67,20 +67,13 @@ export interface RateLimits {
   /** The same charge, for an edge that authenticates in its handler (the S3 endpoint). */
   chargeCaller(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** For such an edge: the refusal of an address past its failed-authentication limit, if it is. */
-  refuseGuesser(request: FastifyRequest, reply: FastifyReply): DomainError | undefined;
+  refuseGuesser(request: FastifyRequest): DomainError | undefined;
   /** For such an edge: counts a failed authentication against the client address. */
   countAuthFailure(request: FastifyRequest): Promise<void>;
 }
 
 /** An IPv6 client holds a whole /64: its addresses share one counter. */
 const clientAddress = (request: FastifyRequest) => normalizeIP(request.ip ?? 'unknown');
-
-/** A refused request with an unread body closes its connection instead of reading the body through. */
-function closeIfUnread(request: FastifyRequest, reply: FastifyReply): void {
-  const { headers } = request;
-  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
-  if (hasBody && !request.raw.complete) reply.header('connection', 'close');
-}
 
 /**
  * Rate limits on @fastify/rate-limit: counters in Redis when the cache has it (shared by every API
@@ -134,7 +127,6 @@ export async function createRateLimits(
     const state = await count(request, counter);
     if (!state) return;
     if (state.isExceeded) {
-      closeIfUnread(request, reply);
       throw refusal(counter, state.ttl);
     }
     reply.headers({
@@ -154,12 +146,11 @@ export async function createRateLimits(
     max: limits.authFailuresPerMinute,
   });
 
-  function refuseGuesser(request: FastifyRequest, reply: FastifyReply): DomainError | undefined {
+  function refuseGuesser(request: FastifyRequest): DomainError | undefined {
     if (refused.size === 0) return undefined;
     const address = clientAddress(request);
     if (!refused.get(address)) return undefined;
     const left = refused.getRemainingTTL(address);
-    closeIfUnread(request, reply);
     return refusal(failures(address), left);
   }
 
@@ -180,7 +171,7 @@ export async function createRateLimits(
   const beforeAuth: onRequestHookHandler = (request, reply, done) => {
     const { access, limitGroup } = request.routeOptions.config;
     if (limitGroup === 'none') return done();
-    if (access !== undefined && access !== 'public') return done(refuseGuesser(request, reply));
+    if (access !== undefined && access !== 'public') return done(refuseGuesser(request));
     const address = clientAddress(request);
     const counter: Counter =
       limitGroup === 'objects'

@@ -1,6 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import pino from 'pino';
@@ -19,6 +20,7 @@ import {
   startCoffer,
   type TestCoffer,
 } from '../support/coffer.ts';
+import { Exchange } from '../support/exchange.ts';
 import { initiate } from '../support/files.ts';
 import { freePort } from '../support/net.ts';
 import { startProxy } from '../support/proxy.ts';
@@ -105,6 +107,31 @@ describe('rate limits', () => {
       expect(reply.status).toBe(200);
       expect(reply.headers.get('ratelimit-limit')).toBeNull();
     }
+  });
+
+  it('answers the next request on the connection of a refused one, whose body it reads through', async () => {
+    const project = await coffer.newProject();
+    for (let remaining = 4; remaining >= 0; remaining--) {
+      expectCounted(await project.call('GET', ''), 5, remaining);
+    }
+    const body = Buffer.from(JSON.stringify({ name: 'x'.repeat(64 * 1024) }));
+    const exchange = new Exchange(coffer.url, 'PATCH', `/v1/projects/${project.id}`, {
+      authorization: `Bearer ${project.key}`,
+      'content-type': 'application/json',
+      'content-length': String(body.length),
+    });
+    const refused = await exchange.next();
+    expect(refused.status).toBe(429);
+    // The body the client had announced, then its next request, as a keep-alive client sends them.
+    await exchange.write(
+      Buffer.concat([
+        body,
+        Buffer.from(`GET /openapi.json HTTP/1.1\r\nhost: coffer\r\nx-forwarded-for: ${newAddress()}\r\n\r\n`),
+      ]),
+    );
+    const next = await Promise.race([exchange.next(), sleep(10_000).then(() => undefined)]);
+    exchange.close();
+    expect(next?.status).toBe(200);
   });
 
   it('refuses an address after repeated failed authentication, whatever credential it sends next', async () => {

@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { installErrorHandling } from '../../src/http/error-handler.ts';
 import { objectRoutes } from '../../src/http/object-routes.ts';
+import { drainRefusedBodies } from '../../src/http/refused-body.ts';
 import { createLocalStore, type LocalObjectStore } from '../../src/infra/storage/local/store.ts';
 import { MIN_PART_SIZE, type StoreErrorCode } from '../../src/infra/storage/object-store.ts';
 
@@ -32,6 +33,7 @@ export function serveLocalStore(): void {
     dir = await mkdtemp(join(tmpdir(), 'coffer-local-store-'));
     app = Fastify();
     installErrorHandling(app);
+    drainRefusedBodies(app);
     // The routes only verify and store; the public URL (known once listening) only matters for presigning,
     // so a second store over the same folder and secret presigns with the real address.
     receiver = createLocalStore({ dir, publicUrl: 'http://unused', secret: SECRET });

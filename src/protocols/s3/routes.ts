@@ -236,7 +236,7 @@ export function s3Routes(deps: {
     // and the mount is the same for every request, so those readings are accepted too.
     const below = path.slice(MOUNT.length);
     // An address that failed too often is refused before its signature is looked at, as on the REST API.
-    const guesser = deps.limits.refuseGuesser(request, reply);
+    const guesser = deps.limits.refuseGuesser(request);
     if (guesser) throw guesser;
     const auth = await signed(path)
       .catch((error: unknown) => retrySigned(error, () => signed(below)))

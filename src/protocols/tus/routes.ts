@@ -4,7 +4,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { badRequest, forbidden, insufficientScope } from '../../domain/errors.ts';
 import type { Caller } from '../../domain/principal.ts';
 import { authenticate } from '../../http/auth.ts';
-import { dropUnreadBody } from '../../http/unread-body.ts';
 import { MAX_OBJECT_BYTES } from '../../modules/projects/schemas.ts';
 import type { Services } from '../../services.ts';
 import type { Body } from './append.ts';
@@ -112,9 +111,6 @@ export function tusRoutes(services: Services) {
     // Bodies stay streams: a PATCH's bytes go to the store as they arrive.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    // A PATCH or POST answered before its body ended (refused mid-body, its upload ended meanwhile):
-    // the rest of its bytes is read and dropped, or the connection would hold them, unread.
-    app.addHook('onResponse', async (request) => dropUnreadBody(request.raw));
     // An X-HTTP-Method-Override that names no method is refused rather than taken for the request's own.
     app.addHook('preHandler', async (request) => {
       const override = unnamedOverrides.get(request.raw);
