@@ -1,7 +1,6 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import pino from 'pino';
@@ -129,7 +128,7 @@ describe('rate limits', () => {
         Buffer.from(`GET /openapi.json HTTP/1.1\r\nhost: coffer\r\nx-forwarded-for: ${newAddress()}\r\n\r\n`),
       ]),
     );
-    const next = await Promise.race([exchange.next(), sleep(10_000).then(() => undefined)]);
+    const next = await exchange.nextWithin(10_000);
     exchange.close();
     expect(next?.status).toBe(200);
   });

@@ -96,7 +96,7 @@ describe('rejected uploads leave nothing behind', () => {
         ]),
       )
       .catch(() => undefined);
-    const next = await Promise.race([exchange.next(), sleep(10_000).then(() => undefined)]);
+    const next = await exchange.nextWithin(10_000);
     exchange.close();
     // The GET of a PUT URL: refused, but answered.
     expect(next?.status).toBe(403);

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Answer {
   status: number;
@@ -49,6 +50,11 @@ export class Exchange {
         this.#wake = resolve;
       });
     }
+  }
+
+  /** The next answer, or undefined when none came within `ms`: a server that holds the connection. */
+  nextWithin(ms: number): Promise<Answer | undefined> {
+    return Promise.race([this.next(), sleep(ms).then(() => undefined)]);
   }
 
   /** What arrived after the answers read so far. */

@@ -12,7 +12,9 @@ import {
   S3ServiceException,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
+import { SignatureV4 } from '@smithy/signature-v4';
 import { StoreError } from '../../src/infra/storage/object-store.ts';
+import { Sha256 } from '../../src/protocols/s3/canonical.ts';
 import { ADMIN_KEY, cofferForSuite, type TestCoffer, type TestProject } from './coffer.ts';
 
 /** A long-lived S3 credential of `projectId` with `scopes`, made with the admin key. */
@@ -28,6 +30,35 @@ export async function newS3Credential(
   });
   if (created.status !== 201) throw new Error(`S3 credential refused: ${JSON.stringify(created.body)}`);
   return created.body;
+}
+
+/**
+ * The headers of a request to `coffer`'s S3 endpoint signed with `keys` as an SDK signs it, for a
+ * request an SDK would not send as it is (Host is the client's own).
+ */
+export async function signedHeaders(
+  coffer: TestCoffer,
+  keys: [string, string],
+  request: { method: string; path: string; query?: Record<string, string>; headers: Record<string, string> },
+): Promise<Record<string, string>> {
+  const { hostname, port, host } = new URL(coffer.url);
+  const signed = await new SignatureV4({
+    credentials: { accessKeyId: keys[0], secretAccessKey: keys[1] },
+    region: 'us-east-1',
+    service: 's3',
+    sha256: Sha256,
+    uriEscapePath: false,
+  }).sign({
+    method: request.method,
+    protocol: 'http:',
+    hostname,
+    port: Number(port),
+    path: request.path,
+    query: request.query ?? {},
+    headers: { host, ...request.headers },
+  });
+  const { host: _host, ...headers } = signed.headers;
+  return headers;
 }
 
 /** The AWS SDK's S3 client on Coffer's endpoint (path-style at /s3), signing with `credential`. */

@@ -16,11 +16,9 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { SignatureV4 } from '@smithy/signature-v4';
 import { describe, expect, it, vi } from 'vitest';
-import { Sha256 } from '../../../src/protocols/s3/canonical.ts';
 import { ADMIN_KEY, type TestProject } from '../../support/coffer.ts';
-import { type Bucket, newS3Credential, s3EndpointSuite } from '../../support/s3-endpoint.ts';
+import { type Bucket, newS3Credential, s3EndpointSuite, signedHeaders } from '../../support/s3-endpoint.ts';
 
 // S3 object tags are Coffer's tags of the file at the key: (Key, Value) is the tag `Key=Value`, or
 // `Key` when Value is empty. Every result is checked through the REST API: the file's `tags` and a
@@ -95,28 +93,13 @@ async function signedFetch(
   key: string,
   options: { query?: Record<string, string>; headers?: Record<string, string>; body?: string } = {},
 ) {
-  const { hostname, port, host } = new URL(coffer.url);
   const body = options.body ?? '';
-  const signed = await new SignatureV4({
-    credentials: { accessKeyId: b.keys[0], secretAccessKey: b.keys[1] },
-    region: 'us-east-1',
-    service: 's3',
-    sha256: Sha256,
-    uriEscapePath: false,
-  }).sign({
+  const headers = await signedHeaders(coffer, b.keys, {
     method,
-    protocol: 'http:',
-    hostname,
-    port: Number(port),
     path: `/s3/${b.name}/${key}`,
-    query: options.query ?? {},
-    headers: {
-      host,
-      'x-amz-content-sha256': createHash('sha256').update(body).digest('hex'),
-      ...options.headers,
-    },
+    query: options.query,
+    headers: { 'x-amz-content-sha256': createHash('sha256').update(body).digest('hex'), ...options.headers },
   });
-  const { host: _host, ...headers } = signed.headers;
   const query = new URLSearchParams(options.query).toString();
   const url = `${coffer.url}/s3/${b.name}/${key}${query ? `?${query}` : ''}`;
   const answer = await fetch(url, { method, headers, body: method === 'GET' ? undefined : body });
