@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
 /** How much of a body answered before its end is read and dropped, and for how long. */
@@ -38,16 +39,20 @@ const TICK_MS = 20;
 
 function drainRest(request: IncomingMessage, bounds: DrainBounds): void {
   const { socket } = request;
-  // A connection Node closes anyway (a refused 100-continue, whose client was never asked for its body).
-  if (request.complete || request.destroyed || socket.writableEnded) return;
+  // Only a connection: an injected request (app.inject) has none. And not one Node closes anyway (a
+  // refused 100-continue, whose client was never asked for its body).
+  if (!(socket instanceof Socket) || request.complete || request.destroyed || socket.writableEnded) return;
   // Counted on the socket: the rest of a body Node drops is never pushed to the request.
   const start = { bytes: socket.bytesRead, at: Date.now() };
   const watch = setInterval(() => {
     if (socket.bytesRead - start.bytes > bounds.bytes || Date.now() - start.at > bounds.ms) socket.destroy();
   }, TICK_MS).unref();
-  const stop = () => clearInterval(watch);
+  const stop = () => {
+    clearInterval(watch);
+    socket.off('close', stop);
+  };
   request.once('end', stop);
-  request.once('close', stop);
+  socket.once('close', stop);
   if (request.readableFlowing) return;
   // A reader let go of mid-body may still listen for 'readable', which keeps resume() from making the
   // body flow, and may have left bytes that were announced already: they are read here, then the rest.
