@@ -15,7 +15,9 @@ import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { openPglite } from '../src/infra/db.ts';
 import { migrate } from '../src/infra/migrate.ts';
 import { writeHashed } from '../src/modules/backups/manifest.ts';
-import { type Bench, envInteger, fmt, MiB, progress, type Section } from './lib.ts';
+import { type Bench, envInteger, MiB, progress } from './lib.ts';
+import { fmt } from './measure.ts';
+import type { Section } from './report.ts';
 
 const FLAT_TARGET = 64 * MiB;
 const SEED_BATCH = 20_000;

@@ -1,7 +1,7 @@
 /**
  * The embedded database alone: a bare Node.js process that opens the PGlite database of a data
  * directory, runs one query and idles, so that bench/startup.ts can read what PGlite by itself keeps
- * resident beside an idle Coffer server on the same database. Started by bench/lib.ts
+ * resident beside an idle Coffer server on the same database. Started by bench/helper-servers.ts
  * (startEmbeddedIdle); stops on SIGTERM.
  *
  * Environment: BENCH_DATA_DIR (a data directory no other process holds).

@@ -3,7 +3,7 @@
  * database. A bare Fastify route, POST /files, parses the JSON body and INSERTs one row, through `pg`
  * (PostgreSQL) or PGlite (embedded), into a table as wide as Coffer's `files` (the same columns, with
  * its primary key only), and answers 201 with the row's id. No authentication, validation, transaction,
- * event or object store. Started by bench/lib.ts (startInsertServer) as a child process, so that it gets
+ * event or object store. Started by bench/helper-servers.ts (startInsertServer) as a child process, so that it gets
  * a core of its own as Coffer does, with the same pool size as Coffer (20 connections).
  *
  * Environment: PORT, BENCH_B1_DATABASE_URL (PostgreSQL) or BENCH_B1_DATA_DIR (PGlite).

@@ -14,22 +14,13 @@
  */
 import { join } from 'node:path';
 import { request } from 'undici';
+import { agent, createProject, expectStatus, type Project } from './client.ts';
+import { startCoffer } from './coffer-server.ts';
 import { databaseFor } from './database.ts';
-import {
-  agent,
-  type Bench,
-  createProject,
-  envInteger,
-  expectStatus,
-  fmt,
-  type Project,
-  percentile,
-  progress,
-  type Row,
-  type Section,
-  startCoffer,
-} from './lib.ts';
+import { type Bench, envInteger, progress } from './lib.ts';
 import { CUSTOMERS, seedFiles, TAGS } from './list-seed.ts';
+import { fmt, percentile } from './measure.ts';
+import type { Row, Section } from './report.ts';
 
 const PAGE_TARGET_MS = 15;
 const FILTER_TARGET_MS = 50;

@@ -15,26 +15,11 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
-import {
-  agent,
-  type Bench,
-  type BenchContext,
-  createProject,
-  dropCaches,
-  envInteger,
-  expectStatus,
-  fmt,
-  type Measurement,
-  MiB,
-  measure,
-  median,
-  type Project,
-  pool,
-  progress,
-  rawWrite,
-  retainedRssRow,
-  type Section,
-} from './lib.ts';
+import { agent, createProject, expectStatus, type Project } from './client.ts';
+import { dropCaches, rawWrite } from './disk.ts';
+import { type Bench, type BenchContext, envInteger, MiB, progress } from './lib.ts';
+import { fmt, type Measurement, measure, median, pool } from './measure.ts';
+import { retainedRssRow, type Section } from './report.ts';
 
 const CONTENT_TYPE = 'application/octet-stream';
 const TARGET = 0.7;

@@ -5,7 +5,7 @@
  * at once (an HTTP round trip and nothing else); GET /<name>?render=<quality> answers the file, a JPEG,
  * as a 400 px WebP of that quality made by sharp from its path (as Coffer reads a source), so that a
  * render behind HTTP and nothing else can be timed. Started by
- * bench/lib.ts (startReference) as a child process, so that it gets a core of its own as Coffer does;
+ * bench/helper-servers.ts (startReference) as a child process, so that it gets a core of its own as Coffer does;
  * it shows how much of a gap to raw disk is the platform's (loopback HTTP in Node.js) rather than Coffer's.
  *
  * Environment: PORT, BENCH_REFERENCE_DIR (the folder of its files).

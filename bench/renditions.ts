@@ -20,22 +20,11 @@ import { request } from 'undici';
 // As the server runs it: libvips' operation cache off (it would keep the decoded source between renders).
 sharp.cache(false);
 
-import {
-  agent,
-  type Bench,
-  createProject,
-  envInteger,
-  expectStatus,
-  fmt,
-  MiB,
-  measure,
-  median,
-  type Project,
-  pool,
-  progress,
-  type Row,
-  startReference,
-} from './lib.ts';
+import { agent, createProject, expectStatus, type Project } from './client.ts';
+import { startReference } from './helper-servers.ts';
+import { type Bench, envInteger, MiB, progress } from './lib.ts';
+import { fmt, measure, median, pool } from './measure.ts';
+import type { Row } from './report.ts';
 
 const RENDER_TARGET = 0.9;
 const SERVE_TARGET = 0.9;

@@ -49,25 +49,15 @@ import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { backup } from './backup.ts';
+import { agent } from './client.ts';
+import { type ServerMode, startCoffer } from './coffer-server.ts';
 import { type DbKind, dropDatabases, useDatabase } from './database.ts';
-import {
-  agent,
-  type Bench,
-  type BenchContext,
-  cleanupNow,
-  dropCaches,
-  envInteger,
-  jsonRows,
-  out,
-  printTable,
-  type Section,
-  type ServerMode,
-  scratchDir,
-  startCoffer,
-} from './lib.ts';
+import { dropCaches } from './disk.ts';
+import { type Bench, type BenchContext, cleanupNow, envInteger, out, scratchDir } from './lib.ts';
 import { listBench } from './list.ts';
 import { multipart } from './multipart.ts';
 import { renditions } from './renditions.ts';
+import { jsonRows, printTable, type Section } from './report.ts';
 import { s3 } from './s3.ts';
 import { s3api } from './s3api.ts';
 import { sdk } from './sdk.ts';

@@ -1,7 +1,9 @@
 /**
  * The tables of bench/s3api.ts: what it measured, against which baseline, and whether each target held.
  */
-import { type BenchContext, fmt, MiB, median, percentile, type Row, type Section } from './lib.ts';
+import { type BenchContext, MiB } from './lib.ts';
+import { fmt, median, percentile } from './measure.ts';
+import type { Row, Section } from './report.ts';
 import type { Plan, Side } from './s3-server.ts';
 
 const B1_TARGET = 0.5;

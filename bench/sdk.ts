@@ -18,26 +18,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type Client, createClient, type FileObject } from '@coffer/client';
-import {
-  type Bench,
-  type BenchContext,
-  createProject,
-  dropCaches,
-  envInteger,
-  fmt,
-  KiB,
-  type Measurement,
-  MiB,
-  measure,
-  median,
-  type Project,
-  pool,
-  progress,
-  purgeFiles,
-  type Section,
-} from './lib.ts';
+import { createProject, type Project, purgeFiles } from './client.ts';
+import { dropCaches } from './disk.ts';
+import { type Bench, type BenchContext, envInteger, KiB, MiB, progress } from './lib.ts';
+import { fmt, type Measurement, measure, median, pool } from './measure.ts';
 import { Data, type MultipartTimes, multipartUpload, type Plan, plan } from './multipart.ts';
-import { confirm, initiate, put } from './uploads.ts';
+import type { Section } from './report.ts';
+import { confirm, initiate, put } from './upload-flow.ts';
 
 const CONTENT_TYPE = 'application/octet-stream';
 const TARGET = 0.9;

@@ -24,27 +24,14 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+import { agent, call, createProject, expectStatus, type Project } from './client.ts';
+import { type CofferServer, startCoffer } from './coffer-server.ts';
 import { databaseFor } from './database.ts';
-import {
-  ADMIN_KEY,
-  agent,
-  type Bench,
-  type CofferServer,
-  call,
-  createProject,
-  envInteger,
-  expectStatus,
-  fmt,
-  KiB,
-  MiB,
-  type Project,
-  percentile,
-  progress,
-  type Row,
-  startCoffer,
-  startWebhookReceiver,
-} from './lib.ts';
-import { confirm, initiate, put } from './uploads.ts';
+import { startWebhookReceiver } from './helper-servers.ts';
+import { ADMIN_KEY, type Bench, envInteger, KiB, MiB, progress } from './lib.ts';
+import { fmt, percentile } from './measure.ts';
+import type { Row } from './report.ts';
+import { confirm, initiate, put } from './upload-flow.ts';
 
 const OPERATIONS = ['upload', 'list', 'download', 'delete'] as const;
 type Operation = (typeof OPERATIONS)[number];

@@ -13,18 +13,11 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MALLOC_THRESHOLDS } from '../src/lean-process.ts';
-import {
-  type Bench,
-  type CofferServer,
-  fmt,
-  MiB,
-  median,
-  progress,
-  type Section,
-  startCoffer,
-  startEmbeddedIdle,
-  startReference,
-} from './lib.ts';
+import { type CofferServer, startCoffer } from './coffer-server.ts';
+import { startEmbeddedIdle, startReference } from './helper-servers.ts';
+import { type Bench, MiB, progress } from './lib.ts';
+import { fmt, median } from './measure.ts';
+import type { Section } from './report.ts';
 
 const START_TARGET_SECONDS = 1.5;
 /** The embedded server's idle RSS at most (PostgreSQL keeps the database in another process). */

@@ -9,22 +9,12 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import {
-  type Bench,
-  type BenchContext,
-  type CofferServer,
-  createProject,
-  envInteger,
-  fmt,
-  KiB,
-  type Project,
-  pool,
-  progress,
-  type Section,
-  scratchDir,
-  startCoffer,
-} from './lib.ts';
-import { confirm, initiate, put } from './uploads.ts';
+import { createProject, type Project } from './client.ts';
+import { type CofferServer, startCoffer } from './coffer-server.ts';
+import { type Bench, type BenchContext, envInteger, KiB, progress, scratchDir } from './lib.ts';
+import { fmt, pool } from './measure.ts';
+import type { Section } from './report.ts';
+import { confirm, initiate, put } from './upload-flow.ts';
 
 /** Server CPU per upload with tracing on, as a share of the same with tracing off. */
 const OVERHEAD_TARGET = 1.15;

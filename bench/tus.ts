@@ -14,26 +14,12 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { request } from 'undici';
-import {
-  agent,
-  type Bench,
-  call,
-  createProject,
-  envInteger,
-  expectStatus,
-  fmt,
-  KiB,
-  type Measurement,
-  MiB,
-  measure,
-  median,
-  type Project,
-  pool,
-  progress,
-  type Section,
-  startInsertServer,
-} from './lib.ts';
+import { agent, call, createProject, expectStatus, type Project } from './client.ts';
+import { startInsertServer } from './helper-servers.ts';
+import { type Bench, envInteger, KiB, MiB, progress } from './lib.ts';
+import { fmt, type Measurement, measure, median, pool } from './measure.ts';
 import { Data, type MultipartTimes, multipartUpload, plan } from './multipart.ts';
+import type { Section } from './report.ts';
 
 const LARGE_TARGET = 0.9;
 const SMALL_TARGET = 0.5;

@@ -5,7 +5,7 @@
  * x-coffer-delivery-id (to count duplicates), the delay since the envelope's `timestamp` (event → arrival),
  * and checks x-coffer-signature: HMAC-SHA256 hex of the raw body with the secret registered for the path.
  *
- * Controlled over the IPC channel of its parent (bench/lib.ts startWebhookReceiver):
+ * Controlled over the IPC channel of its parent (bench/helper-servers.ts startWebhookReceiver):
  *   → {type: 'secret', path, secret}   the signing secret of a path
  *   → {type: 'reset'}                  forgets what was received
  *   → {type: 'stats', id, full}        ← {type: 'stats', id, stats: ReceiverStats} (without the arrays unless full)

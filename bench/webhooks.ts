@@ -1,222 +1,24 @@
-/**
- * Webhook deliveries per second to a local HTTPS receiver (bench/webhook-receiver.ts, a process of its
- * own), against a plain undici POST loop from this process to the same receiver, with the dispatcher's
- * concurrency, body size and signed headers.
- *
- * Method. The deliveries of an event are created with it and the dispatcher sends them at once, so a
- * timing from "first event to last delivery" measures whichever is slower: making events or sending
- * them. To measure the dispatch itself, the benchmark runs a Coffer of its own (data in the scratch
- * folder, COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true, the receiver's certificate trusted) twice on the
- * same data:
- *   1. with COFFER_WEBHOOK_RETRY_SCHEDULE's first delay at a day, W webhooks subscribed to file.uploaded
- *      and E initiates: W × E deliveries pending, none due; checked through the API; the server stops;
- *   2. restarted with the first delay at 0: every delivery is due at once; the rate is the receiver's
- *      count over the time from its first to its last request (the backlog drain: dispatch only);
- *   3. then, on that server, E more initiates as fast as the client makes them, timed from the first
- *      initiate to the last delivery received (end to end, events and dispatch sharing the server).
- * Every request's x-coffer-signature is checked by the receiver against the webhook's signing secret.
- *
- * Environment: COFFER_BENCH_DELIVERIES (default 5000), COFFER_BENCH_WEBHOOKS (W, default 10),
- * COFFER_BENCH_WEBHOOK_CONCURRENCY (the plain loop's POSTs in flight, default 64 as the dispatcher),
- * COFFER_BENCH_CONCURRENCY (initiates in flight, default 16).
- */
-import { createHmac } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
-import {
-  ADMIN_KEY,
-  type Bench,
-  type BenchContext,
-  type CofferServer,
-  call,
-  createProject,
-  envInteger,
-  expectStatus,
-  fmt,
-  machineBusySeconds,
-  type Project,
-  percentile,
-  pool,
-  progress,
-  type Section,
-  startCoffer,
-  startWebhookReceiver,
-  type WebhookReceiver,
-} from './lib.ts';
+import { call, createProject, expectStatus, type Project } from './client.ts';
+import type { CofferServer } from './coffer-server.ts';
+import { startWebhookReceiver } from './helper-servers.ts';
+import { ADMIN_KEY, type Bench, envInteger, progress } from './lib.ts';
+import { fmt, percentile } from './measure.ts';
+import { machineBusySeconds } from './proc.ts';
+import type { Section } from './report.ts';
+import { now, spanRate, steadyRate, waitForCount } from './webhook-arrivals.ts';
+import { countDeliveries, deliveryTotal, type Hook, makeEvents, startServer } from './webhook-coffer.ts';
+import { plainLoop } from './webhook-loop.ts';
 import type { ReceiverStats } from './webhook-receiver.ts';
 
 const RATE_TARGET = 1000;
 const RATIO_TARGET = 0.5;
 /** The dispatcher's requests in flight (createDispatcher's default concurrency). */
 const DISPATCHER_CONCURRENCY = 64;
-const RETRY_TAIL = '30,300,3600,21600';
+
 const HOLD_SECONDS = 86_400;
-
-const now = () => performance.timeOrigin + performance.now();
-
-/** Requests per second between the first and the last arrival (n requests: n − 1 intervals). */
-function spanRate(stats: Pick<ReceiverStats, 'count' | 'first' | 'last'>): number {
-  return stats.count > 1 ? ((stats.count - 1) * 1000) / (stats.last - stats.first) : Number.NaN;
-}
-
-/** The rate between the arrivals at the 10th and the 90th percentile: without ramp-up and tail. */
-function steadyRate(arrivals: number[]): number {
-  if (arrivals.length < 20) return Number.NaN;
-  const low = Math.floor(arrivals.length * 0.1);
-  const high = Math.floor(arrivals.length * 0.9);
-  return ((high - low) * 1000) / (arrivals[high]! - arrivals[low]!);
-}
-
-/** Waits until the receiver counted `count` requests; fails when nothing arrives for `stallMs`. */
-async function waitForCount(
-  receiver: WebhookReceiver,
-  count: number,
-  stallMs: number,
-  diagnose: () => Promise<string>,
-  /** Called once, when the first delivery is seen (within one poll of it). */
-  onFirst?: () => void,
-): Promise<ReceiverStats> {
-  let last = -1;
-  let progressAt = Date.now();
-  for (;;) {
-    const stats = await receiver.stats();
-    if (last <= 0 && stats.count > 0) onFirst?.();
-    if (stats.count >= count) return receiver.stats(true);
-    if (stats.count !== last) {
-      last = stats.count;
-      progressAt = Date.now();
-    } else if (Date.now() - progressAt > stallMs) {
-      throw new Error(
-        `the receiver got ${stats.count} of ${count} deliveries, none for ${stallMs / 1000} s: ${await diagnose()}`,
-      );
-    }
-    await sleep(20);
-  }
-}
-
-// ------------------------------------------------------------------------------------- the plain loop
-
-interface LoopResult {
-  stats: ReceiverStats;
-  /** Seconds on the client, first request sent to last answer read. */
-  seconds: number;
-  clientCpu: number;
-  receiverCpu: number;
-  /** CPU seconds of every process on the machine meanwhile. */
-  machineCpu: number;
-}
-
-/**
- * `count` POSTs of an event envelope to `url`, `concurrency` in flight, each built, signed (HMAC-SHA256
- * hex) and sent with the dispatcher's headers through a keep-alive undici agent.
- */
-async function plainLoop(
-  receiver: WebhookReceiver,
-  path: string,
-  secret: string,
-  count: number,
-  concurrency: number,
-  envelope: (i: number) => unknown,
-): Promise<LoopResult> {
-  const agent = new Agent({ connections: concurrency, connect: { ca: receiver.ca } });
-  const url = `${receiver.origin}${path}`;
-  const send = async (i: number) => {
-    const body = JSON.stringify(envelope(i));
-    const response = await request(url, {
-      method: 'POST',
-      body,
-      dispatcher: agent,
-      headers: {
-        'content-type': 'application/json',
-        'user-agent': 'Coffer-Bench/1.0',
-        'x-coffer-signature': createHmac('sha256', secret).update(body).digest('hex'),
-        'x-coffer-event': 'file.uploaded',
-        'x-coffer-event-id': `evt_plain_${i}`,
-        'x-coffer-delivery-id': `dlv_plain_${i}`,
-        'x-coffer-delivery-attempt': '1',
-      },
-    });
-    await response.body.dump();
-    if (response.statusCode !== 200) throw new Error(`plain POST: ${response.statusCode}`);
-  };
-  try {
-    await pool(Math.min(500, count), concurrency, send); // connections and TLS sessions up
-    receiver.reset();
-    const receiverCpu = receiver.cpuSeconds();
-    const clientCpu = process.cpuUsage();
-    const machineCpu = machineBusySeconds();
-    const start = performance.now();
-    await pool(count, concurrency, send);
-    const seconds = (performance.now() - start) / 1000;
-    const usage = process.cpuUsage(clientCpu);
-    return {
-      stats: await receiver.stats(true),
-      seconds,
-      clientCpu: (usage.user + usage.system) / 1e6,
-      receiverCpu: receiver.cpuSeconds() - receiverCpu,
-      machineCpu: machineBusySeconds() - machineCpu,
-    };
-  } finally {
-    await agent.close();
-  }
-}
-
-// -------------------------------------------------------------------------------------------- Coffer
-
-interface Hook {
-  id: string;
-  path: string;
-}
-
-/** Starts the benchmark's own Coffer on `dataDir`, holding first attempts back by `holdSeconds`. */
-function startServer(
-  context: BenchContext,
-  dataDir: string,
-  receiver: WebhookReceiver,
-  holdSeconds: number,
-): Promise<CofferServer> {
-  return startCoffer(dataDir, context.server.mode, {
-    env: {
-      COFFER_WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      COFFER_WEBHOOK_RETRY_SCHEDULE: `${holdSeconds},${RETRY_TAIL}`,
-    },
-    caFile: receiver.caFile,
-    workers: true,
-  });
-}
-
-async function deliveryTotal(server: CofferServer, projectId: string, hook: Hook, status: string) {
-  const reply = await call<{ total: number; items: { last_error: string | null }[] }>(
-    'GET',
-    `${server.url}/v1/projects/${projectId}/webhooks/${hook.id}/deliveries?status=${status}`,
-    { token: ADMIN_KEY },
-  );
-  expectStatus(reply, 200, 'list deliveries');
-  return reply.body;
-}
-
-/** How many deliveries of every hook have `status`, summed. */
-async function countDeliveries(server: CofferServer, projectId: string, hooks: Hook[], status: string) {
-  let total = 0;
-  for (const hook of hooks) total += (await deliveryTotal(server, projectId, hook, status)).total;
-  return total;
-}
-
-/** `count` initiates (one file.uploaded event each), `concurrency` in flight; seconds taken. */
-async function makeEvents(project: Project, from: number, count: number, concurrency: number): Promise<void> {
-  await pool(count, concurrency, async (i) => {
-    const reply = await project.api('POST', '/files/upload', {
-      filename: `webhook-bench-${String(from + i).padStart(6, '0')}.bin`,
-      content_type: 'application/octet-stream',
-      size_bytes: 1024,
-    });
-    expectStatus(reply, 201, 'initiate');
-  });
-}
-
-// ------------------------------------------------------------------------------------------------- bench
 
 export const webhooks: Bench = {
   name: 'webhooks',
