@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
@@ -25,13 +25,33 @@ export const DRAIN_BOUNDS: DrainBounds = { bytes: 16 * 1024 ** 2, ms: 10_000 };
  * Node drops such a rest itself when nothing began to read the body (`_dump`), without bound, and
  * leaves unread the rest of a body a handler began to read and let go of, which then holds the
  * connection. The first is left to Node and only bounded; the second is read here. Fastify's
- * `Connection: close` on a body past its limit gives way to the same bounds.
+ * `Connection: close` on a body past its limit gives way to the same bounds, on a connection Node
+ * would keep open: on one it closes anyway, the answer still says so.
  */
 export function drainRefusedBodies(app: FastifyInstance, bounds: DrainBounds = DRAIN_BOUNDS): void {
   app.addHook('onSend', async (request, reply) => {
-    if (!request.raw.complete && reply.getHeader('connection') === 'close') reply.removeHeader('connection');
+    const closing = reply.getHeader('connection') === 'close';
+    if (closing && !request.raw.complete && keptOpen(reply.raw)) reply.removeHeader('connection');
   });
   app.addHook('onResponse', async (request) => drainRest(request.raw, bounds));
+}
+
+/**
+ * Whether Node keeps the connection of `response` open once it is sent: not for a client that asked
+ * to close it or speaks HTTP/1.0, past the connection's most requests, nor for one that expected 100
+ * Continue and was answered without it (node:_http_outgoing's and node:_http_server's own tests).
+ */
+function keptOpen(response: ServerResponse): boolean {
+  const state = response as ServerResponse & {
+    shouldKeepAlive?: boolean;
+    maxRequestsOnConnectionReached?: boolean;
+    _expect_continue?: boolean;
+    _sent100?: boolean;
+  };
+  const unansweredContinue = state._expect_continue === true && state._sent100 !== true;
+  return (
+    state.shouldKeepAlive === true && state.maxRequestsOnConnectionReached !== true && !unansweredContinue
+  );
 }
 
 /** How often the bytes a drain took in are looked at: a bound is passed by at most this long's worth. */
@@ -41,14 +61,18 @@ function drainRest(request: IncomingMessage, bounds: DrainBounds): void {
   const { socket } = request;
   // Only a connection: an injected request (app.inject) has none. And not one Node closes anyway (a
   // refused 100-continue, whose client was never asked for its body).
-  if (!(socket instanceof Socket) || request.complete || request.destroyed || socket.writableEnded) return;
+  if (!(socket instanceof Socket) || socket.destroyed || socket.writableEnded) return;
+  if (request.complete || request.destroyed) return;
   // Counted on the socket: the rest of a body Node drops is never pushed to the request.
   const start = { bytes: socket.bytesRead, at: Date.now() };
   const watch = setInterval(() => {
-    if (socket.bytesRead - start.bytes > bounds.bytes || Date.now() - start.at > bounds.ms) socket.destroy();
+    if (socket.bytesRead - start.bytes <= bounds.bytes && Date.now() - start.at <= bounds.ms) return;
+    stop();
+    socket.destroy();
   }, TICK_MS).unref();
   const stop = () => {
     clearInterval(watch);
+    request.off('end', stop);
     socket.off('close', stop);
   };
   request.once('end', stop);

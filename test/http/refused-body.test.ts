@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { continueOnRead } from '../../src/http/expect-continue.ts';
 import { type DrainBounds, drainRefusedBodies } from '../../src/http/refused-body.ts';
 import { Exchange } from '../support/exchange.ts';
 
@@ -14,6 +15,7 @@ let app: FastifyInstance;
 let origin = '';
 beforeAll(async () => {
   app = Fastify({ bodyLimit: KiB });
+  continueOnRead(app.server);
   drainRefusedBodies(app, BOUNDS);
   // Bodies reach the handlers unread, as on Coffer's upload routes.
   app.addContentTypeParser('application/octet-stream', (_request, _payload, done) => done(null));
@@ -81,6 +83,20 @@ describe('a body answered before its end', () => {
       expect(later).toMatchObject({ status: 200, body: 'next' });
     },
   );
+
+  it('past the body limit and never asked for with 100 Continue, is answered as closing its connection', async () => {
+    const exchange = new Exchange(origin, 'POST', '/json', {
+      'content-type': 'application/json',
+      'content-length': String(4 * KiB),
+      expect: '100-continue',
+    });
+    const refused = await exchange.next();
+    expect(refused.status).toBe(413);
+    // Node closes a connection whose client was answered without 100 Continue: the answer says so.
+    expect(refused.headers.connection).toBe('close');
+    await Promise.race([exchange.closed, sleep(5000)]);
+    exchange.close();
+  });
 
   // Slowly, 20 KiB a second: the byte bound is not reached before the time bound. Fast, far less than a
   // second's worth over loopback: the time bound is not what closes it.
