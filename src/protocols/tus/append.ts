@@ -107,20 +107,29 @@ export function createAppend(deps: {
         )
       : undefined;
     const bytes = kept?.stream ?? body.stream;
-    // The usual PATCH, one whole part, has its bytes written while the lock is taken and the part
-    // granted: its number matters only once it is placed. Whatever fails on the way drops them.
-    let staged = stageable(upload, offset, body, declaredLength)
-      ? multipart.stagePart(session.session, bytes, body.size!, { md5: false })
-      : undefined;
-    // A chunked body is stored from a temporary file: the store reading it is progress too.
+    let staged: ReturnType<typeof multipart.stagePart> | undefined;
+    // A chunked body is stored from a temporary file, a dropped one's rest from memory: the store
+    // reading either is progress too.
     let spool: Spool | undefined;
-    const incoming = { stream: body.stream, received: () => body.received() + (spool?.fed ?? 0) };
-    const expiry = expiryWhileWriting(multipart, session.session);
-    const lock = await lockUpload(db, upload.id, incoming, expiry.progressed).catch((error: unknown) => {
+    const incoming = {
+      stream: body.stream,
+      received: () => body.received() + (spool?.fed ?? 0) + (kept?.fed ?? 0),
+    };
+    let lock: Awaited<ReturnType<typeof lockUpload>>;
+    let expiry: ReturnType<typeof expiryWhileWriting>;
+    try {
+      // The usual PATCH, one whole part, has its bytes written while the lock is taken and the part
+      // granted: its number matters only once it is placed. Whatever fails on the way drops them.
+      staged = stageable(upload, offset, body, declaredLength)
+        ? multipart.stagePart(session.session, bytes, body.size!, { md5: false })
+        : undefined;
+      expiry = expiryWhileWriting(multipart, session.session);
+      lock = await lockUpload(db, upload.id, incoming, expiry.progressed);
+    } catch (error) {
       void staged?.discard();
       kept?.close();
       throw error;
-    });
+    }
     let held = true;
     try {
       const current = lock.upload;

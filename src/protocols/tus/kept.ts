@@ -12,6 +12,12 @@ import { forget, wantBack } from '../../infra/storage/wanted-back.ts';
 export const KEPT_BUDGET = 256 * 1024 * 1024;
 /** What a stream reads ahead of the part it feeds (Readable.from: 16 chunks of at most 64 KiB). */
 const READ_AHEAD = 2 * 1024 * 1024;
+/**
+ * The most one PATCH holds: a usual part and what is read ahead of it. A larger part (an upload past
+ * 150 GiB, or one whose length is deferred, cut by its caller's limit) is not held: it would take a
+ * sixteenth of the budget many times over.
+ */
+const MOST_HELD = 16 * 1024 * 1024 + READ_AHEAD;
 
 let reserved = 0;
 
@@ -46,6 +52,8 @@ export class KeptBody {
   #held = 0;
   #keeping = true;
   #closed = false;
+  /** Bytes of the rest (see rest) the store took in. */
+  #fed = 0;
 
   private constructor(body: Readable, room: number) {
     this.#room = room;
@@ -68,7 +76,7 @@ export class KeptBody {
    */
   static of(body: Readable, size: number, partSize: number): KeptBody | undefined {
     const room = Math.min(size, partSize + READ_AHEAD);
-    if (reserved + room > KEPT_BUDGET) return undefined;
+    if (room > MOST_HELD || reserved + room > KEPT_BUDGET) return undefined;
     reserved += room;
     return new KeptBody(body, room);
   }
@@ -99,7 +107,24 @@ export class KeptBody {
     const chunks = held.map(({ chunk }) => chunk);
     chunks[0] = chunks[0]!.subarray(position - this.#start);
     const size = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-    return { stream: Readable.from(chunks), size };
+    const kept = this;
+    const stream = Readable.from(
+      (async function* () {
+        for (const chunk of chunks) {
+          kept.#fed += chunk.length;
+          yield chunk;
+        }
+      })(),
+    );
+    return { stream, size };
+  }
+
+  /**
+   * The bytes of the rest the store took in: progress of a PATCH whose connection dropped, so that
+   * its lock is not taken over as stalled while they are stored.
+   */
+  get fed(): number {
+    return this.#fed;
   }
 
   /** Gives the room back to the budget. */

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
+import { Transform } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { request } from '../../support/coffer.ts';
 import { auth, MiB, offsetStream, tusEndpointSuite, tusHeaders, upload } from '../../support/tus-endpoint.ts';
@@ -62,6 +63,14 @@ async function cutPatch(
   return offset;
 }
 
+/** A stream passing each chunk on `ms` after it came. */
+const slowly = (ms: number) =>
+  new Transform({
+    transform(chunk, _encoding, done) {
+      setTimeout(() => done(null, chunk), ms);
+    },
+  });
+
 /** The rest of `data` from `offset` in one PATCH, then the file as stored. */
 async function resume(url: string, offset: number, data: Buffer, fileId: string) {
   const rest = await patchUpload(url, offset, data.subarray(offset));
@@ -93,6 +102,21 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const { path, fileId } = await created(data.length);
     const url = `${a.url}${path}`;
     await resume(url, await cutPatch(url, data, 0, 3 * MiB), data, fileId);
+  });
+
+  it('keeps the bytes of a cut PATCH that the store takes in slower than a stalled PATCH is taken over', async () => {
+    const data = randomBytes(12 * MiB + 7);
+    const { path, fileId } = await created(data.length);
+    const url = `${a.url}${path}`;
+    const { store } = a.services;
+    const write = store.write;
+    // About 5 s for the 3 MiB kept, past the 3 s after which a PATCH that receives nothing is stalled.
+    store.write = (key, body, options) => write.call(store, key, body.pipe(slowly(100)), options);
+    try {
+      await resume(url, await cutPatch(url, data, 0, 3 * MiB), data, fileId);
+    } finally {
+      store.write = write;
+    }
   });
 
   it('keeps the bytes of the part after a whole one', async () => {
