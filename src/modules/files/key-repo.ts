@@ -46,24 +46,17 @@ export async function heldAt(q: Queryable, projectId: string, key: string): Prom
   return findByKey(q, projectId, key);
 }
 
-/**
- * heldAt for the key of the file `fileId`, as the credential that made that file sees it (an upload
- * token sees only its own files, as visibleFile lets it): what a write of the file finds at its key
- * when no caller is at hand (the reaper settling its upload).
- */
-export async function heldAtKeyOf(
+/** The S3 key of the file `fileId`, and the upload token it was made with (null: another credential). */
+export async function keyOfFile(
   q: Queryable,
   projectId: string,
   fileId: string,
-): Promise<FileRow | undefined> {
-  const [own] = await q.query<{ s3_key: string | null; upload_token_id: string | null }>(
+): Promise<{ s3_key: string | null; upload_token_id: string | null } | undefined> {
+  const [row] = await q.query<{ s3_key: string | null; upload_token_id: string | null }>(
     'SELECT s3_key, upload_token_id FROM files WHERE project_id = $1 AND id = $2',
     [projectId, fileId],
   );
-  if (!own?.s3_key) return undefined;
-  const held = await heldAt(q, projectId, own.s3_key);
-  const seen = own.upload_token_id === null || held?.upload_token_id === own.upload_token_id;
-  return seen ? held : undefined;
+  return row;
 }
 
 const FILE_FIELDS = COLUMNS.split(',').map((name) => name.trim());

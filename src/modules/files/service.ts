@@ -20,7 +20,7 @@ import { recordEvent } from '../events/repo.ts';
 import type { FolderService } from '../folders/service.ts';
 import type { MetadataSchemaService } from '../metadata-schema/service.ts';
 import type { Project } from '../projects/schemas.ts';
-import { heldAt } from './key-repo.ts';
+import { heldAt, keyOfFile } from './key-repo.ts';
 import { type FileFilters, listFiles } from './list-repo.ts';
 import * as repo from './repo.ts';
 import {
@@ -60,6 +60,10 @@ export type Visibility = Pick<
  * uploaded with that token, nor with `ofSameOwner` by a token of the same owner; 409 CONFLICT when
  * quarantined, unless `allowQuarantined`.
  */
+/** Whether a file shows to what the upload token `tokenId` made (null: another credential, to which all do). */
+const tokenSees = (tokenId: string | null, file: Pick<Visibility, 'upload_token_id'>) =>
+  tokenId === null || file.upload_token_id === tokenId;
+
 export function visibleFile<F extends Visibility>(
   caller: Caller,
   file: F | undefined,
@@ -69,7 +73,7 @@ export function visibleFile<F extends Visibility>(
   if (!file || file.deleted_at !== null) throw notFound('File');
   if (
     principal.kind === 'upload_token' &&
-    file.upload_token_id !== principal.tokenId &&
+    !tokenSees(principal.tokenId, file) &&
     !(options.ofSameOwner && sameOwner(principal, file))
   ) {
     throw notFound('File');
@@ -100,6 +104,21 @@ export async function visibleAt(
 ): Promise<repo.FileRow | undefined> {
   const file = await heldAt(q, caller.project.id, key);
   return file && isVisibleTo(caller, file) ? file : undefined;
+}
+
+/**
+ * visibleAt for the key of the file `fileId`, as the credential that made that file sees it: what a
+ * write of the file finds at its key when no caller is at hand (the reaper settling its upload).
+ */
+export async function visibleAtKeyOf(
+  q: Queryable,
+  projectId: string,
+  fileId: string,
+): Promise<repo.FileRow | undefined> {
+  const own = await keyOfFile(q, projectId, fileId);
+  if (!own?.s3_key) return undefined;
+  const file = await heldAt(q, projectId, own.s3_key);
+  return file && tokenSees(own.upload_token_id, file) ? file : undefined;
 }
 
 /**

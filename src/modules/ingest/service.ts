@@ -181,15 +181,15 @@ export function createIngestService(deps: IngestDeps) {
   }
 
   return {
-    /**
-     * The most bytes an upload of `caller` may hold: the upload token's and the project's size
-     * limits, else S3's object limit. An upload whose size is deferred is held to it as its parts arrive.
-     */
     /** The tags a write of `caller` gives a file: `tags`, an upload token's own merged in (its constraint (e)). */
     async writtenTags(caller: Caller, tags: string[]): Promise<string[]> {
       return withTokenTags(tags, await tokenOf(db, caller));
     },
 
+    /**
+     * The most bytes an upload of `caller` may hold: the upload token's and the project's size
+     * limits, else S3's object limit. An upload whose size is deferred is held to it as its parts arrive.
+     */
     async sizeLimit(caller: Caller): Promise<number> {
       const token = await tokenOf(db, caller);
       const project = caller.project.settings.max_file_size_bytes;

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db, Queryable } from '../../infra/db.ts';
 import type { ObjectStore } from '../../infra/storage/object-store.ts';
-import { heldAtKeyOf } from '../files/key-repo.ts';
+import { visibleAtKeyOf } from '../files/service.ts';
 import type { ProjectService } from '../projects/service.ts';
 import { expiredSessions, stuckSessions, unreleasedSessions } from './session-repo.ts';
 import type { SessionLifecycle } from './sessions.ts';
@@ -42,7 +42,7 @@ export function createMultipartReaper(deps: {
         }
         // Made at an S3 key, it keeps the key to one file as its complete would have.
         const holder = session.keyed
-          ? (q: Queryable) => heldAtKeyOf(q, session.project_id, session.file_id)
+          ? (q: Queryable) => visibleAtKeyOf(q, session.project_id, session.file_id)
           : undefined;
         await sessions.settle(session, project, object, undefined, holder);
         logger.info({ upload_id: session.id }, 'multipart upload left completing was finished');
