@@ -6,7 +6,7 @@ import { auth, b64, offsetStream, tusEndpointSuite, tusHeaders, upload } from '.
 
 // The tus 1.0 protocol as Coffer's endpoint speaks it: discovery (OPTIONS), its version named on every
 // answer, X-HTTP-Method-Override, and the requests it refuses.
-const { a, project } = tusEndpointSuite();
+const { a, project, created: createdUpload } = tusEndpointSuite();
 
 describe('tus 1.0 endpoint', () => {
   it('answers OPTIONS with its version, extensions and the caller’s size limit', async () => {
@@ -140,13 +140,7 @@ describe('tus 1.0 endpoint', () => {
   });
 
   it('takes PATCH and DELETE as POST with X-HTTP-Method-Override', async () => {
-    const created = await request(`${a.url}/tus`, 'POST', {
-      headers: tusHeaders(project.key, {
-        'upload-length': '20',
-        'upload-metadata': `filename ${b64('o.bin')}`,
-      }),
-    });
-    const url = created.headers.get('location')!;
+    const { url } = await createdUpload(20);
     const patched = await request(url, 'POST', {
       headers: tusHeaders(project.key, {
         'x-http-method-override': 'PATCH',
@@ -219,13 +213,7 @@ describe('tus 1.0 endpoint', () => {
   });
 
   it('takes X-HTTP-Method-Override as the method of a request of any method, not of POST only', async () => {
-    const created = await request(`${a.url}/tus`, 'POST', {
-      headers: tusHeaders(project.key, {
-        'upload-length': '20',
-        'upload-metadata': `filename ${b64('m.bin')}`,
-      }),
-    });
-    const url = created.headers.get('location')!;
+    const { url } = await createdUpload(20);
     // A PUT standing in for PATCH, a GET for HEAD: neither method has a route of its own.
     const patched = await request(url, 'PUT', {
       headers: tusHeaders(project.key, {
