@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Db } from '../../infra/db.ts';
 import { uploadLocked } from './protocol.ts';
-import { acquireLock, releaseLock, releaseStalled, renewLock, type TusUploadRow } from './upload-repo.ts';
+import {
+  acquireLock,
+  askRelease,
+  type LockTimes,
+  releaseLock,
+  renewLock,
+  type TusUploadRow,
+} from './upload-repo.ts';
 
 /** How often a PATCH renews its lock, and notes whether its bytes moved. */
 const RENEW_MS = 1000;
@@ -10,9 +17,32 @@ const RENEW_MS = 1000;
 const LEASE_SECONDS = 10;
 /** A PATCH that received no byte this long is stalled: a new HEAD or PATCH of its upload takes over. */
 export const STALL_SECONDS = 3;
-/** How long a PATCH waits for a busy upload before it answers 423. */
-const WAIT_MS = (STALL_SECONDS + 1) * 1000;
+/**
+ * How long a stalled PATCH asked to let go of its upload has to do it: it hears of it at its next
+ * renewal, then stores what it received of its part in flight (which counts as progress: it is no
+ * longer stalled meanwhile). One that does not, or that stopped renewing for as long (its process is
+ * gone), is taken over, and its bytes of the part in flight are lost.
+ */
+const HANDOVER_SECONDS = 3;
+const TIMES: LockTimes = {
+  lease: LEASE_SECONDS,
+  stall: STALL_SECONDS,
+  silent: HANDOVER_SECONDS,
+  handover: HANDOVER_SECONDS,
+};
+/** How long a PATCH waits for a busy upload before it answers 423: a stall, then a handover. */
+const WAIT_MS = (STALL_SECONDS + HANDOVER_SECONDS + 1) * 1000;
 const POLL_MS = 200;
+
+/**
+ * How a PATCH's body ends when a new request of its upload asked it to let go: as a dropped connection
+ * does, so that what it received of its part in flight is stored.
+ */
+export class HandedOver extends Error {
+  constructor() {
+    super('A new request of the upload took it over');
+  }
+}
 
 /** A PATCH's hold on its upload, across every node (the lock is a row in the database). */
 export interface UploadLock {
@@ -31,9 +61,10 @@ export interface Incoming {
 
 /**
  * Takes the lock of upload `uploadId` for a PATCH receiving `incoming`, waiting a few seconds for a
- * stalled holder to be overtaken; 423 when another PATCH is still receiving bytes. The lock is renewed
- * while bytes arrive (and, once they all have, while the store works), `progressed` called each time
- * they did; taken away, it ends the body.
+ * stalled holder to let go; 423 when another PATCH is still receiving bytes. The lock is renewed while
+ * bytes arrive (and, once they all have, while the store works), `progressed` called each time they
+ * did. Taken away, it ends the body; asked to let go (by askRelease), it ends the body as a dropped
+ * connection does, and the PATCH stores what it received before it releases the lock.
  */
 export async function lockUpload(
   db: Db,
@@ -43,11 +74,12 @@ export async function lockUpload(
 ): Promise<UploadLock> {
   const id = randomUUID();
   const deadline = Date.now() + WAIT_MS;
-  let upload = await acquireLock(db, uploadId, id, LEASE_SECONDS, STALL_SECONDS);
+  let upload = await acquireLock(db, uploadId, id, TIMES);
   while (!upload) {
     if (Date.now() >= deadline) throw uploadLocked();
+    await askRelease(db, uploadId, TIMES);
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    upload = await acquireLock(db, uploadId, id, LEASE_SECONDS, STALL_SECONDS);
+    upload = await acquireLock(db, uploadId, id, TIMES);
   }
   let seen = incoming.received();
   const timer = setInterval(() => {
@@ -56,10 +88,12 @@ export async function lockUpload(
     seen = now;
     if (moved) progressed?.();
     renewLock(db, uploadId, id, moved).then(
-      (held) => {
-        if (!held) {
+      (state) => {
+        if (!state) {
           clearInterval(timer);
           incoming.stream.destroy(uploadLocked());
+        } else if (state === 'asked' && !incoming.stream.destroyed && !incoming.stream.readableEnded) {
+          incoming.stream.destroy(new HandedOver());
         }
       },
       () => undefined,
@@ -76,5 +110,13 @@ export async function lockUpload(
   };
 }
 
-/** A HEAD's part: a PATCH nobody feeds any more is released, so that the offset it answers stands. */
-export const releaseStalledPatch = (db: Db, uploadId: string) => releaseStalled(db, uploadId, STALL_SECONDS);
+/**
+ * A HEAD's part: a PATCH nobody feeds any more is asked to let go, and waited for while it stores what
+ * it received, so that the offset HEAD answers stands and counts those bytes.
+ */
+export async function letStalledPatchGo(db: Db, uploadId: string): Promise<void> {
+  const deadline = Date.now() + (HANDOVER_SECONDS + 2) * 1000;
+  while ((await askRelease(db, uploadId, TIMES)) === 'asked' && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS / 2));
+  }
+}

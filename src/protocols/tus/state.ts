@@ -3,7 +3,7 @@ import type { Caller } from '../../domain/principal.ts';
 import type { Db } from '../../infra/db.ts';
 import { visibleFile } from '../../modules/files/service.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
-import { releaseStalledPatch } from './lock.ts';
+import { letStalledPatchGo } from './lock.ts';
 import { uploadGone, uploadLocked } from './protocol.ts';
 import { findUpload, findUploadWithSession, type TusUploadRow } from './upload-repo.ts';
 
@@ -81,7 +81,7 @@ export function createUploadLookup(deps: { db: Db; multipart: MultipartService }
   }
 
   /**
-   * HEAD: the offset (a stalled PATCH of the upload is released first, so that it stands). A finished
+   * HEAD: the offset (a stalled PATCH of the upload lets go first, its bytes stored, so that it stands). A finished
    * upload's offset and length are its file's, whatever its last PATCH could record. One being
    * completed answers the offset recorded before its last PATCH: the completion may still fail, and a
    * client told the whole length would take the upload for done.
@@ -91,7 +91,7 @@ export function createUploadLookup(deps: { db: Db; multipart: MultipartService }
     if (!session || session.status === 'completed') return finishedState(upload, file);
     if (session.status === 'completing') return stateOf(upload, upload.upload_offset);
     requireOpen(session);
-    await releaseStalledPatch(db, id);
+    await letStalledPatchGo(db, id);
     const current = (await findUpload(db, caller.project.id, id)) ?? upload;
     return stateOf(current, current.upload_offset, session.session.expires_at);
   }

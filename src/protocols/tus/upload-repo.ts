@@ -106,57 +106,95 @@ export async function findUploadWithSession(
   return { upload: rest as unknown as TusUploadRow, session, file };
 }
 
+/** How long, in seconds, a lock's holder has before it counts as gone (see lock.ts). */
+export interface LockTimes {
+  /** Without renewal: its process died. */
+  lease: number;
+  /** Without a byte received: its client went away. */
+  stall: number;
+  /** Without renewal, stalled: its process is gone or cannot answer. */
+  silent: number;
+  /** Asked to let go, stalled: it does not. */
+  handover: number;
+}
+
 /**
- * Takes the upload's lock for `lockId` when it is free, its holder's lease ran out (`leaseSeconds`
- * without renewal: its process died) or its holder received no byte for `stallSeconds` (a client that
- * went away). Taking it from a holder that may still write skips a part number, so that its late part
- * can never replace the new holder's. Answers the upload as locked, or nothing when it is held.
+ * Whether the holder of `u`'s lock is stalled and past asking (silent, or asked long enough ago), with
+ * the stall, silent and handover times as the parameters from `$n` on.
+ */
+const pastAsking = (n: number) => `u.progress_at < now() - make_interval(secs => $${n})
+  AND (u.locked_at < now() - make_interval(secs => $${n + 1})
+    OR u.release_wanted_at < now() - make_interval(secs => $${n + 2}))`;
+const askingTimes = (times: LockTimes) => [times.stall, times.silent, times.handover];
+
+/**
+ * Takes the upload's lock for `lockId` when it is free, its holder's lease ran out, or its holder is
+ * stalled and past asking (see askRelease). Taking it from a holder that may still write skips a part
+ * number, so that its late part can never replace the new holder's. Answers the upload as locked, or
+ * nothing when it is held.
  */
 export async function acquireLock(
   q: Queryable,
   id: string,
   lockId: string,
-  leaseSeconds: number,
-  stallSeconds: number,
+  times: LockTimes,
 ): Promise<TusUploadRow | undefined> {
   const [row] = await q.query<TusUploadRow>(
-    `UPDATE tus_uploads SET lock_id = $2, locked_at = now(), progress_at = now(),
-       next_part = next_part + CASE WHEN lock_id IS NULL THEN 0 ELSE 1 END
-     WHERE id = $1 AND (lock_id IS NULL OR locked_at < now() - make_interval(secs => $3)
-       OR progress_at < now() - make_interval(secs => $4))
-     RETURNING ${COLUMNS}`,
-    [id, lockId, leaseSeconds, stallSeconds],
+    `UPDATE tus_uploads u SET lock_id = $2, locked_at = now(), progress_at = now(), release_wanted_at = NULL,
+       next_part = u.next_part + CASE WHEN u.lock_id IS NULL THEN 0 ELSE 1 END
+     WHERE u.id = $1 AND (u.lock_id IS NULL OR u.locked_at < now() - make_interval(secs => $3) OR (${pastAsking(4)}))
+     RETURNING ${UPLOAD_COLUMNS}`,
+    [id, lockId, times.lease, ...askingTimes(times)],
   );
   return row;
 }
 
-/** Renews the lease of `lockId` (and its progress when bytes arrived); false when it was taken. */
+/**
+ * Renews the lease of `lockId` (and its progress when bytes arrived): 'asked' when a request asked it
+ * to let go of its upload, nothing when it was taken.
+ */
 export async function renewLock(
   q: Queryable,
   id: string,
   lockId: string,
   progressed: boolean,
-): Promise<boolean> {
-  const rows = await q.query(
+): Promise<'held' | 'asked' | undefined> {
+  const [row] = await q.query<{ asked: boolean }>(
     `UPDATE tus_uploads SET locked_at = now(),
        progress_at = CASE WHEN $3 THEN now() ELSE progress_at END
-     WHERE id = $1 AND lock_id = $2 RETURNING id`,
+     WHERE id = $1 AND lock_id = $2 RETURNING release_wanted_at IS NOT NULL AS asked`,
     [id, lockId, progressed],
   );
-  return rows.length > 0;
+  return row && (row.asked ? 'asked' : 'held');
 }
 
 export async function releaseLock(q: Queryable, id: string, lockId: string): Promise<void> {
   await q.query('UPDATE tus_uploads SET lock_id = NULL WHERE id = $1 AND lock_id = $2', [id, lockId]);
 }
 
-/** Frees the lock of a holder stalled for `stallSeconds` (a HEAD's way to release a PATCH nobody feeds). */
-export async function releaseStalled(q: Queryable, id: string, stallSeconds: number): Promise<void> {
-  await q.query(
-    `UPDATE tus_uploads SET lock_id = NULL, next_part = next_part + 1
-     WHERE id = $1 AND lock_id IS NOT NULL AND progress_at < now() - make_interval(secs => $2)`,
-    [id, stallSeconds],
+/**
+ * Asks the stalled holder of the upload's lock to let go (it stores the bytes of its part in flight,
+ * then releases the lock), or frees the lock of one past asking, skipping a part number as
+ * acquireLock does. 'asked' while a holder has been asked and still holds the lock, 'freed' when
+ * this freed it, nothing when no holder is stalled or asked.
+ */
+export async function askRelease(
+  q: Queryable,
+  id: string,
+  times: LockTimes,
+): Promise<'asked' | 'freed' | undefined> {
+  const [row] = await q.query<{ freed: boolean }>(
+    `UPDATE tus_uploads u SET
+       lock_id = CASE WHEN w.freed THEN NULL ELSE u.lock_id END,
+       next_part = u.next_part + CASE WHEN w.freed THEN 1 ELSE 0 END,
+       release_wanted_at = CASE WHEN w.freed THEN NULL ELSE coalesce(u.release_wanted_at, now()) END
+     FROM (SELECT u.id, coalesce(${pastAsking(2)}, false) AS freed FROM tus_uploads u WHERE u.id = $1) w
+     WHERE u.id = w.id AND u.lock_id IS NOT NULL
+       AND (u.progress_at < now() - make_interval(secs => $2) OR u.release_wanted_at IS NOT NULL)
+     RETURNING w.freed`,
+    [id, ...askingTimes(times)],
   );
+  return row && (row.freed ? 'freed' : 'asked');
 }
 
 /**

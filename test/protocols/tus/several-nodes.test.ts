@@ -215,7 +215,7 @@ describe('tus 1.0 endpoint', () => {
         } finally {
           db.query = query;
         }
-        const locked = statements.findIndex((sql) => sql.startsWith('UPDATE tus_uploads SET lock_id'));
+        const locked = statements.findIndex((sql) => sql.startsWith('UPDATE tus_uploads u SET lock_id'));
         expect(locked).toBeGreaterThan(-1);
         return statements.slice(0, locked);
       }
@@ -274,28 +274,57 @@ describe('tus 1.0 endpoint', () => {
       await expectStored(fileId, Buffer.concat([head, winner, rest]));
     });
 
-    it('releases a stalled PATCH when a HEAD or PATCH of the upload comes from another node', async () => {
-      const size = 6 * MiB;
-      const { path, fileId } = await created(size);
-      const data = randomBytes(size);
-      // A client that sends a fifth of its body and then nothing more, its connection left open.
-      const stalled = openPatch(path, size);
+    /** A PATCH on `a` that sends the first `sent` bytes of `data` and then nothing, its connection left open; and its answer. */
+    function stalledPatch(path: string, data: Buffer, sent: number) {
+      const stalled = openPatch(path, data.length);
       const answered = new Promise<number | string>((resolve) => {
         stalled.on('response', (response) => resolve(response.statusCode!));
         stalled.on('error', (error) => resolve(error.message));
       });
-      stalled.write(randomBytes(size / 5));
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      stalled.write(data.subarray(0, sent));
+      return { stalled, answered };
+    }
 
-      const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
-      expect(head.status).toBe(200);
-      expect(head.headers.get('upload-offset')).toBe('0');
-      // Within the few seconds a PATCH waits for a busy upload, the stalled one lets go of it.
+    const offsetOn = async (node: typeof a, path: string) =>
+      Number(
+        (await request(`${node.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
+          'upload-offset',
+        ),
+      );
+
+    it('has a stalled PATCH store what it received and let go when a PATCH of the upload comes from another node', async () => {
+      const size = 6 * MiB;
+      const { path, fileId } = await created(size);
+      const data = randomBytes(size);
+      const { stalled, answered } = stalledPatch(path, data, MiB + 7);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Not stalled yet: nothing recorded, and HEAD does not wait.
+      expect(await offsetOn(b, path)).toBe(0);
+      // Within the seconds a PATCH waits for a busy upload, the stalled one stores what it received
+      // and lets go: the new PATCH, sent from the start, is at the wrong offset.
       const resumed = await patchAt(b, path, 0, data);
-      expect(resumed.status, JSON.stringify(resumed.body)).toBe(204);
+      expect(resumed.status, JSON.stringify(resumed.body)).toBe(409);
+      expect(await offsetOn(b, path)).toBe(MiB + 7);
+      expect((await patchAt(b, path, MiB + 7, data.subarray(MiB + 7))).status).toBe(204);
       await expectStored(fileId, data);
       stalled.destroy();
       expect(await answered).not.toBe(204);
+    });
+
+    it('answers HEAD from another node with the bytes a stalled PATCH received, stored once it let go', async () => {
+      const data = randomBytes(24 * MiB);
+      const { path, fileId } = await created(data.length);
+      // A whole part of 16 MiB and 3 MiB of the next one, then nothing.
+      const { stalled, answered } = stalledPatch(path, data, 19 * MiB);
+      await expect
+        .poll(() => offsetOn(b, path), { timeout: 20_000, interval: 200 })
+        .toBeGreaterThanOrEqual(16 * MiB);
+      // Once it is stalled, a HEAD asks it to let go and answers when it has stored the 3 MiB.
+      await expect.poll(() => offsetOn(b, path), { timeout: 15_000, interval: 500 }).toBe(19 * MiB);
+      expect(await answered).not.toBe(204);
+      stalled.destroy();
+      await upload(data, { uploadUrl: `${b.url}${path}`, headers: auth(project.key) });
+      await expectStored(fileId, data);
     });
 
     it('answers HEAD with the offset recorded before the last PATCH, and PATCH with 423, while the upload is being completed', async () => {

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import {
+  acquireLock,
+  askRelease,
+  findUpload,
+  type LockTimes,
+  releaseLock,
+  renewLock,
+} from '../../../src/protocols/tus/upload-repo.ts';
+import { tusEndpointSuite } from '../../support/tus-endpoint.ts';
+
+// The lock a PATCH holds on its upload, as the database keeps it for every node: a holder that stalls
+// is asked to let go (it stores what it received first), and only one past asking is taken over.
+const { a, project, created } = tusEndpointSuite();
+const times: LockTimes = { lease: 10, stall: 3, silent: 3, handover: 3 };
+
+/** A new upload's id. */
+const newUpload = async () => (await created(1024)).path.split('/').pop()!;
+
+/** Moves `column` of the upload `seconds` into the past, as if that long went by since it was set. */
+const age = (id: string, column: 'progress_at' | 'locked_at' | 'release_wanted_at', seconds: number) =>
+  a.services.db.query(
+    `UPDATE tus_uploads SET ${column} = ${column} - make_interval(secs => $2) WHERE id = $1`,
+    [id, seconds],
+  );
+
+const nextPart = async (id: string) => (await findUpload(a.services.db, project.id, id))!.next_part;
+
+describe('the lock of a tus upload', () => {
+  it('is asked of a stalled holder that still renews it, never taken from it', async () => {
+    const { db } = a.services;
+    const id = await newUpload();
+    expect(await acquireLock(db, id, 'first', times)).toBeDefined();
+    expect(await acquireLock(db, id, 'second', times)).toBeUndefined();
+    // Receiving bytes: nobody asks it anything.
+    expect(await askRelease(db, id, times)).toBeUndefined();
+    expect(await renewLock(db, id, 'first', false)).toBe('held');
+
+    await age(id, 'progress_at', 4);
+    expect(await askRelease(db, id, times)).toBe('asked');
+    expect(await acquireLock(db, id, 'second', times)).toBeUndefined();
+    // Asked until it lets go, even once it no longer looks stalled (it counts storing as progress).
+    expect(await renewLock(db, id, 'first', true)).toBe('asked');
+    expect(await askRelease(db, id, times)).toBe('asked');
+
+    await releaseLock(db, id, 'first');
+    expect(await askRelease(db, id, times)).toBeUndefined();
+    const taken = await acquireLock(db, id, 'second', times);
+    expect(taken?.next_part).toBe(1);
+    // The next holder starts unasked.
+    expect(await renewLock(db, id, 'second', false)).toBe('held');
+  });
+
+  it('is taken from a stalled holder that stopped renewing it, skipping a part number', async () => {
+    const { db } = a.services;
+    const id = await newUpload();
+    await acquireLock(db, id, 'first', times);
+    await age(id, 'progress_at', 4);
+    await age(id, 'locked_at', 4);
+    expect(await acquireLock(db, id, 'second', times)).toBeDefined();
+    expect(await nextPart(id)).toBe(2);
+    expect(await renewLock(db, id, 'first', false)).toBeUndefined();
+  });
+
+  it('is freed from a stalled holder asked too long ago, skipping a part number', async () => {
+    const { db } = a.services;
+    const id = await newUpload();
+    await acquireLock(db, id, 'first', times);
+    await age(id, 'progress_at', 4);
+    expect(await askRelease(db, id, times)).toBe('asked');
+    await renewLock(db, id, 'first', false);
+    await age(id, 'release_wanted_at', 4);
+    expect(await askRelease(db, id, times)).toBe('freed');
+    expect(await nextPart(id)).toBe(2);
+    expect(await renewLock(db, id, 'first', false)).toBeUndefined();
+    expect(await askRelease(db, id, times)).toBeUndefined();
+  });
+});
