@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto';
+import { type ClientRequest, request as httpRequest } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { request } from '../../support/coffer.ts';
+import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
+
+// A request whose link died without closing (no FIN or RST) receives nothing more: the next HEAD of its
+// upload has it store what it received, of its part in flight too, and answers the offset with those
+// bytes (tus 1.0.0: "The Server SHOULD always attempt to store as much of the received data as possible").
+const { a, project, expectStored, patchUpload, created } = tusEndpointSuite();
+
+const offsetOf = async (url: string) =>
+  Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
+
+/** The request's answer: its status, or the error its connection ended with. */
+const outcomeOf = (sent: ClientRequest) =>
+  new Promise<number | string>((resolve) => {
+    sent.on('response', (response) => {
+      response.resume();
+      resolve(response.statusCode!);
+    });
+    sent.on('error', (error) => resolve(error.message));
+  });
+
+/** Writes `bytes` as the server takes them; resolves once they all left. */
+async function feed(sent: ClientRequest, bytes: Buffer) {
+  for (let at = 0; at < bytes.length; at += 64 * 1024) {
+    if (!sent.write(bytes.subarray(at, at + 64 * 1024))) {
+      await new Promise((resolve) => sent.once('drain', resolve));
+    }
+  }
+  await new Promise<void>((resolve) => sent.write(Buffer.alloc(0), () => resolve()));
+}
+
+/** A chunked PATCH at `offset` (no Content-Length, after 100 Continue), its body written by the caller. */
+async function openChunked(url: string, offset: number) {
+  const sent = httpRequest(url, {
+    method: 'PATCH',
+    headers: {
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
+      expect: '100-continue',
+      'transfer-encoding': 'chunked',
+    },
+  });
+  const continued = new Promise<void>((resolve) => sent.on('continue', resolve));
+  const outcome = outcomeOf(sent);
+  sent.flushHeaders();
+  await continued;
+  return { sent, outcome };
+}
+
+describe('tus 1.0 request whose link dies without closing', () => {
+  it('has a stalled chunked PATCH store what reached the server once a HEAD asks, then resumes there', async () => {
+    const data = randomBytes(24 * MiB);
+    const { url, fileId } = await created(data.length);
+    // A whole part of 16 MiB and 3 MiB of the next one, then nothing, the connection left open.
+    const sent = 19 * MiB + 7;
+    const stalled = await openChunked(url, 0);
+    await feed(stalled.sent, data.subarray(0, sent));
+    await expect
+      .poll(() => offsetOf(url), { timeout: 20_000, interval: 200 })
+      .toBeGreaterThanOrEqual(16 * MiB);
+    // Once it is stalled, a HEAD asks it to let go and answers when it stored the bytes of the next part.
+    await expect.poll(() => offsetOf(url), { timeout: 15_000, interval: 500 }).toBe(sent);
+    // Ended as a dropped connection is: it never answers 204.
+    expect(await stalled.outcome).not.toBe(204);
+
+    const rest = await openChunked(url, sent);
+    await feed(rest.sent, data.subarray(sent));
+    rest.sent.end();
+    expect(await rest.outcome).toBe(204);
+    expect(await offsetOf(url)).toBe(data.length);
+    await expectStored(fileId, data);
+  });
+
+  it('has a stalled creation-with-upload store what reached the server once a HEAD asks, then resumes there', async () => {
+    const data = randomBytes(12 * MiB);
+    const metadata = `filename ${b64(`stalled-${randomBytes(6).toString('hex')}.bin`)}`;
+    // Its first 6 MiB with the creation (the rest of the upload in later PATCHes): 3 MiB arrive.
+    const stalled = httpRequest(`${a.url}/tus`, {
+      method: 'POST',
+      headers: {
+        ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
+        'upload-length': String(data.length),
+        'content-length': String(6 * MiB),
+      },
+    });
+    const outcome = outcomeOf(stalled);
+    const sent = 3 * MiB + 7;
+    await feed(stalled, data.subarray(0, sent));
+    // Its client never got the Location: the upload as the server lists it.
+    const idOf = async () =>
+      (
+        await a.services.db.query<{ id: string }>(
+          'SELECT id FROM tus_uploads WHERE project_id = $1 AND metadata = $2',
+          [project.id, metadata],
+        )
+      )[0]?.id;
+    await expect.poll(idOf, { timeout: 10_000, interval: 100 }).toBeDefined();
+    const url = `${a.url}/tus/${await idOf()}`;
+    await expect.poll(() => offsetOf(url), { timeout: 15_000, interval: 500 }).toBe(sent);
+    expect(await outcome).not.toBe(201);
+
+    const rest = await patchUpload(url, sent, data.subarray(sent));
+    expect(rest.status, JSON.stringify(rest.body)).toBe(204);
+    const fileId = (await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
+      'x-coffer-file-id',
+    )!;
+    await expectStored(fileId, data);
+  });
+});
