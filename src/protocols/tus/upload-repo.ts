@@ -176,22 +176,24 @@ export async function releaseLock(q: Queryable, id: string, lockId: string): Pro
  * Asks the stalled holder of the upload's lock to let go (it stores the bytes of its part in flight,
  * then releases the lock), or frees the lock of one past asking, skipping a part number as
  * acquireLock does. 'asked' while a holder has been asked and still holds the lock, 'freed' when
- * this freed it, nothing when no holder is stalled or asked.
+ * this freed it, nothing when no holder is stalled or asked. Whether it is past asking is read from
+ * the row the statement updates, never from a second read of the table: one the holder renewed
+ * meanwhile (PostgreSQL rechecks such a row after the renewal) is judged as renewed.
  */
 export async function askRelease(
   q: Queryable,
   id: string,
   times: LockTimes,
 ): Promise<'asked' | 'freed' | undefined> {
+  const past = `(${pastAsking(2)})`;
   const [row] = await q.query<{ freed: boolean }>(
     `UPDATE tus_uploads u SET
-       lock_id = CASE WHEN w.freed THEN NULL ELSE u.lock_id END,
-       next_part = u.next_part + CASE WHEN w.freed THEN 1 ELSE 0 END,
-       release_wanted_at = CASE WHEN w.freed THEN NULL ELSE coalesce(u.release_wanted_at, now()) END
-     FROM (SELECT u.id, coalesce(${pastAsking(2)}, false) AS freed FROM tus_uploads u WHERE u.id = $1) w
-     WHERE u.id = w.id AND u.lock_id IS NOT NULL
+       lock_id = CASE WHEN ${past} THEN NULL ELSE u.lock_id END,
+       next_part = u.next_part + CASE WHEN ${past} THEN 1 ELSE 0 END,
+       release_wanted_at = CASE WHEN ${past} THEN NULL ELSE coalesce(u.release_wanted_at, now()) END
+     WHERE u.id = $1 AND u.lock_id IS NOT NULL
        AND (u.progress_at < now() - make_interval(secs => $2) OR u.release_wanted_at IS NOT NULL)
-     RETURNING w.freed`,
+     RETURNING u.lock_id IS NULL AS freed`,
     [id, ...askingTimes(times)],
   );
   return row && (row.freed ? 'freed' : 'asked');

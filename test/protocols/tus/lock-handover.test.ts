@@ -7,6 +7,7 @@ import {
   releaseLock,
   renewLock,
 } from '../../../src/protocols/tus/upload-repo.ts';
+import { backend } from '../../support/backends.ts';
 import { tusEndpointSuite } from '../../support/tus-endpoint.ts';
 
 // The lock a PATCH holds on its upload, as the database keeps it for every node: a holder that stalls
@@ -75,4 +76,39 @@ describe('the lock of a tus upload', () => {
     expect(await renewLock(db, id, 'first', false)).toBeUndefined();
     expect(await askRelease(db, id, times)).toBeUndefined();
   });
+
+  // Only PostgreSQL runs two statements at once (the embedded engine has one connection).
+  it.runIf(backend === 'postgres')(
+    'is not freed from a holder whose renewal with progress the freeing statement waited for',
+    async () => {
+      const { db } = a.services;
+      const id = await newUpload();
+      await acquireLock(db, id, 'first', times);
+      await age(id, 'progress_at', 4);
+      expect(await askRelease(db, id, times)).toBe('asked');
+      await renewLock(db, id, 'first', false);
+      await age(id, 'release_wanted_at', 4);
+      // Past asking, the holder renews with progress (its store took bytes of its part in flight) while
+      // another request asks: that request waits for the renewal, and finds the holder at work.
+      const asked = await db.tx(async (q) => {
+        expect(await renewLock(q, id, 'first', true)).toBe('asked');
+        const [renewing] = await q.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        const asking = askRelease(db, id, times);
+        // The ask waits for the renewal's transaction.
+        await expect
+          .poll(async () => {
+            const [waiting] = await db.query<{ count: number }>(
+              'SELECT count(*)::int AS count FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))',
+              [renewing!.pid],
+            );
+            return waiting!.count;
+          })
+          .toBe(1);
+        return { asking };
+      });
+      expect(await asked.asking).toBe('asked');
+      expect(await renewLock(db, id, 'first', false)).toBe('asked');
+      expect(await nextPart(id)).toBe(1);
+    },
+  );
 });
