@@ -14,7 +14,7 @@ import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { ByteCutter } from './cutter.ts';
 import { expiryWhileWriting } from './expiry.ts';
 import { connectionLost, KeptBody } from './kept.ts';
-import { HandedOver, type Incoming, lockUpload } from './lock.ts';
+import { type Incoming, LetGo, lockUpload } from './lock.ts';
 import { offsetMismatch, uploadGone, uploadLocked } from './protocol.ts';
 import { Spool } from './spool.ts';
 import type { UploadLookup, UploadState } from './state.ts';
@@ -304,8 +304,8 @@ export function createAppend(deps: {
       const expiresAt = await expiry.settle();
       return stateOf({ ...current, upload_length: length }, at.offset, expiresAt);
     } catch (error) {
-      // Let go for a new request of the upload, its bytes stored: its client stopped sending.
-      if (body.stream.errored instanceof HandedOver) throw uploadLocked();
+      // Let go, its bytes stored: its client stopped sending (the answer reaches nobody).
+      if (body.stream.errored instanceof LetGo) throw uploadLocked();
       throw await goneIfEnded(caller, upload.id, error);
     } finally {
       void staged?.discard();

@@ -35,14 +35,19 @@ const WAIT_MS = (STALL_SECONDS + HANDOVER_SECONDS + 1) * 1000;
 const POLL_MS = 200;
 
 /**
- * How a PATCH's body ends when a new request of its upload asked it to let go: as a dropped connection
- * does, so that what it received of its part in flight is stored.
+ * The PATCHes of this process (tests shorten them): one that received no byte for `abandonMs` is ended
+ * as a dropped connection is, its link taken for dead (one that dies without closing leaves its socket
+ * open for ever), as tusd's network timeout does; nobody may ever ask it to let go (the client of a
+ * creation whose body stalled has no URL to send HEAD to).
  */
-export class HandedOver extends Error {
-  constructor() {
-    super('A new request of the upload took it over');
-  }
-}
+export const patchTimes = { abandonMs: 60_000 };
+
+/**
+ * How a PATCH's body ends when a new request of its upload asked it to let go, or when its link is
+ * taken for dead: as a dropped connection does, so that what it received of its part in flight is
+ * stored and the upload released.
+ */
+export class LetGo extends Error {}
 
 /** A PATCH's hold on its upload, across every node (the lock is a row in the database). */
 export interface UploadLock {
@@ -82,18 +87,29 @@ export async function lockUpload(
     upload = await acquireLock(db, uploadId, id, TIMES);
   }
   let seen = incoming.received();
+  let movedAt = Date.now();
+  /** Ends the body as a cut, unless it ended or was ended already. */
+  const letGo = (reason: string) => {
+    const { stream } = incoming;
+    if (!stream.destroyed && !stream.readableEnded) stream.destroy(new LetGo(reason));
+  };
   const timer = setInterval(() => {
     const now = incoming.received();
     const moved = now !== seen || incoming.stream.readableEnded;
     seen = now;
-    if (moved) progressed?.();
+    if (moved) {
+      movedAt = Date.now();
+      progressed?.();
+    } else if (Date.now() - movedAt >= patchTimes.abandonMs) {
+      letGo(`No byte of the body arrived for ${patchTimes.abandonMs / 1000} s`);
+    }
     renewLock(db, uploadId, id, moved).then(
       (state) => {
         if (!state) {
           clearInterval(timer);
           incoming.stream.destroy(uploadLocked());
-        } else if (state === 'asked' && !incoming.stream.destroyed && !incoming.stream.readableEnded) {
-          incoming.stream.destroy(new HandedOver());
+        } else if (state === 'asked') {
+          letGo('A new request of the upload took it over');
         }
       },
       () => undefined,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { patchTimes } from '../../../src/protocols/tus/lock.ts';
 import { request } from '../../support/coffer.ts';
 import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
@@ -74,38 +75,77 @@ describe('tus 1.0 request whose link dies without closing', () => {
   });
 
   it('has a stalled creation-with-upload store what reached the server once a HEAD asks, then resumes there', async () => {
-    const data = randomBytes(12 * MiB);
-    const metadata = `filename ${b64(`stalled-${randomBytes(6).toString('hex')}.bin`)}`;
-    // Its first 6 MiB with the creation (the rest of the upload in later PATCHes): 3 MiB arrive.
-    const stalled = httpRequest(`${a.url}/tus`, {
-      method: 'POST',
-      headers: {
-        ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
-        'upload-length': String(data.length),
-        'content-length': String(6 * MiB),
-      },
-    });
-    const outcome = outcomeOf(stalled);
-    const sent = 3 * MiB + 7;
-    await feed(stalled, data.subarray(0, sent));
-    // Its client never got the Location: the upload as the server lists it.
-    const idOf = async () =>
-      (
-        await a.services.db.query<{ id: string }>(
-          'SELECT id FROM tus_uploads WHERE project_id = $1 AND metadata = $2',
-          [project.id, metadata],
-        )
-      )[0]?.id;
-    await expect.poll(idOf, { timeout: 10_000, interval: 100 }).toBeDefined();
-    const url = `${a.url}/tus/${await idOf()}`;
+    const { data, sent, url, outcome } = await stalledCreation();
     await expect.poll(() => offsetOf(url), { timeout: 15_000, interval: 500 }).toBe(sent);
     expect(await outcome).not.toBe(201);
+    await resumed(url, data, sent);
+  });
 
-    const rest = await patchUpload(url, sent, data.subarray(sent));
-    expect(rest.status, JSON.stringify(rest.body)).toBe(204);
-    const fileId = (await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
-      'x-coffer-file-id',
-    )!;
-    await expectStored(fileId, data);
+  describe('once nobody asks', () => {
+    const { abandonMs } = patchTimes;
+    beforeAll(() => {
+      patchTimes.abandonMs = 2000;
+    });
+    afterAll(() => {
+      patchTimes.abandonMs = abandonMs;
+    });
+
+    it('has a stalled creation-with-upload store what reached the server and let go, its link taken for dead', async () => {
+      const { data, sent, url, outcome, id } = await stalledCreation();
+      // No HEAD: its client has no URL to send one to.
+      const row = () =>
+        a.services.db
+          .query<{ upload_offset: number; lock_id: string | null }>(
+            'SELECT upload_offset, lock_id FROM tus_uploads WHERE id = $1',
+            [id],
+          )
+          .then(([found]) => found);
+      await expect
+        .poll(row, { timeout: 15_000, interval: 200 })
+        .toEqual({ upload_offset: sent, lock_id: null });
+      expect(await outcome).not.toBe(201);
+      await resumed(url, data, sent);
+    });
   });
 });
+
+/**
+ * A creation of 12 MiB whose first 6 MiB come with it, of which 3 MiB (and 7 bytes) arrive, the
+ * connection then left open: the bytes sent, the upload (its client never got its Location: found
+ * as the server lists it) and the request's outcome.
+ */
+async function stalledCreation() {
+  const data = randomBytes(12 * MiB);
+  const metadata = `filename ${b64(`stalled-${randomBytes(6).toString('hex')}.bin`)}`;
+  const stalled = httpRequest(`${a.url}/tus`, {
+    method: 'POST',
+    headers: {
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
+      'upload-length': String(data.length),
+      'content-length': String(6 * MiB),
+    },
+  });
+  const outcome = outcomeOf(stalled);
+  const sent = 3 * MiB + 7;
+  await feed(stalled, data.subarray(0, sent));
+  const idOf = async () =>
+    (
+      await a.services.db.query<{ id: string }>(
+        'SELECT id FROM tus_uploads WHERE project_id = $1 AND metadata = $2',
+        [project.id, metadata],
+      )
+    )[0]?.id;
+  await expect.poll(idOf, { timeout: 10_000, interval: 100 }).toBeDefined();
+  const id = (await idOf())!;
+  return { data, sent, id, url: `${a.url}/tus/${id}`, outcome };
+}
+
+/** Sends the rest of `data` from `sent` to `url`, and checks the file holds all of it. */
+async function resumed(url: string, data: Buffer, sent: number) {
+  const rest = await patchUpload(url, sent, data.subarray(sent));
+  expect(rest.status, JSON.stringify(rest.body)).toBe(204);
+  const fileId = (await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
+    'x-coffer-file-id',
+  )!;
+  await expectStored(fileId, data);
+}
