@@ -128,11 +128,16 @@ export async function lockUpload(
 
 /**
  * A HEAD's part: a PATCH nobody feeds any more is asked to let go, and waited for while it stores what
- * it received, so that the offset HEAD answers stands and counts those bytes.
+ * it received, so that the offset HEAD answers stands and counts those bytes. Whether there was one
+ * (the upload is then to be read again).
  */
-export async function letStalledPatchGo(db: Db, uploadId: string): Promise<void> {
+export async function letStalledPatchGo(db: Db, uploadId: string): Promise<boolean> {
   const deadline = Date.now() + (HANDOVER_SECONDS + 2) * 1000;
-  while ((await askRelease(db, uploadId, TIMES)) === 'asked' && Date.now() < deadline) {
+  let state = await askRelease(db, uploadId, TIMES);
+  const found = state !== undefined;
+  while (state === 'asked' && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, POLL_MS / 2));
+    state = await askRelease(db, uploadId, TIMES);
   }
+  return found;
 }

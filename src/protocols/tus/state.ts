@@ -5,7 +5,7 @@ import { visibleFile } from '../../modules/files/service.ts';
 import type { MultipartService } from '../../modules/uploads/multipart.ts';
 import { letStalledPatchGo } from './lock.ts';
 import { uploadGone, uploadLocked } from './protocol.ts';
-import { findUpload, findUploadWithSession, type TusUploadRow } from './upload-repo.ts';
+import { findUploadWithSession, type TusUploadRow } from './upload-repo.ts';
 
 /** Where an upload stands, as HEAD and PATCH answer it. */
 export interface UploadState {
@@ -81,19 +81,19 @@ export function createUploadLookup(deps: { db: Db; multipart: MultipartService }
   }
 
   /**
-   * HEAD: the offset (a stalled PATCH of the upload lets go first, its bytes stored, so that it stands). A finished
-   * upload's offset and length are its file's, whatever its last PATCH could record. One being
-   * completed answers the offset recorded before its last PATCH: the completion may still fail, and a
-   * client told the whole length would take the upload for done.
+   * HEAD: the offset. A stalled PATCH of the upload lets go first, its bytes stored, so that it stands:
+   * the upload is then read again, as that left it (its bytes may have completed it, or a DELETE
+   * ended it meanwhile). A finished upload's offset and length are its file's, whatever its last PATCH
+   * could record. One being completed answers the offset recorded before its last PATCH: the
+   * completion may still fail, and a client told the whole length would take the upload for done.
    */
-  async function head(caller: Caller, id: string): Promise<UploadState> {
+  async function head(caller: Caller, id: string, settled = false): Promise<UploadState> {
     const { upload, session, file } = await load(caller, id);
     if (!session || session.status === 'completed') return finishedState(upload, file);
     if (session.status === 'completing') return stateOf(upload, upload.upload_offset);
     requireOpen(session);
-    await letStalledPatchGo(db, id);
-    const current = (await findUpload(db, caller.project.id, id)) ?? upload;
-    return stateOf(current, current.upload_offset, session.session.expires_at);
+    if (!settled && (await letStalledPatchGo(db, id))) return head(caller, id, true);
+    return stateOf(upload, upload.upload_offset, session.session.expires_at);
   }
 
   return { load, stateOf, finishedState, requireOpen, head };
