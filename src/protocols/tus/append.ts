@@ -114,6 +114,7 @@ export function createAppend(deps: {
     const incoming = {
       stream: body.stream,
       received: () => body.received() + (spool?.fed ?? 0) + (kept?.fed ?? 0),
+      arrived: body.arrived,
     };
     let lock: Awaited<ReturnType<typeof lockUpload>>;
     let expiry: ReturnType<typeof expiryWhileWriting>;

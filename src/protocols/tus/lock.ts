@@ -62,6 +62,8 @@ export interface UploadLock {
 export interface Incoming {
   stream: Readable;
   received(): number;
+  /** Whether the whole body arrived, read or not yet (one without bytes at once): its client sent all it had. */
+  arrived(): boolean;
 }
 
 /**
@@ -88,14 +90,15 @@ export async function lockUpload(
   }
   let seen = incoming.received();
   let movedAt = Date.now();
-  /** Ends the body as a cut, unless it ended or was ended already. */
+  /** Ends the body as a cut, unless it arrived whole or was ended already. */
   const letGo = (reason: string) => {
     const { stream } = incoming;
-    if (!stream.destroyed && !stream.readableEnded) stream.destroy(new LetGo(reason));
+    if (!stream.destroyed && !incoming.arrived()) stream.destroy(new LetGo(reason));
   };
   const timer = setInterval(() => {
     const now = incoming.received();
-    const moved = now !== seen || incoming.stream.readableEnded;
+    // Once the body arrived whole, the PATCH waits for nothing from its client.
+    const moved = now !== seen || incoming.arrived();
     seen = now;
     if (moved) {
       movedAt = Date.now();

@@ -45,8 +45,14 @@ function bodyOf(request: FastifyRequest, required: boolean): Body | undefined {
   const type = header(request, 'content-type');
   if (!required && (size ?? 0) === 0 && request.headers['transfer-encoding'] === undefined) return undefined;
   if (type?.split(';')[0]?.trim().toLowerCase() !== OFFSET_STREAM) throw notOffsetStream();
-  const { socket } = request.raw;
-  return { stream: request.body as Readable, size, received: () => socket.bytesRead };
+  const { raw } = request;
+  const { socket } = raw;
+  return {
+    stream: request.body as Readable,
+    size,
+    received: () => socket.bytesRead,
+    arrived: () => raw.complete,
+  };
 }
 
 /**

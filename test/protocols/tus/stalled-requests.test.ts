@@ -106,6 +106,44 @@ describe('tus 1.0 request whose link dies without closing', () => {
       expect(await outcome).not.toBe(201);
       await resumed(url, data, sent);
     });
+
+    it('answers a last PATCH without bytes whose completion takes longer: its client sent all it had', async () => {
+      // A deferred length declared by an empty last PATCH, as tus-js-client sends it when the bytes
+      // end with a request.
+      const data = randomBytes(6 * MiB);
+      const created = await request(`${a.url}/tus`, 'POST', {
+        headers: tusHeaders(project.key, {
+          'upload-defer-length': '1',
+          'upload-metadata': `filename ${b64('deferred.bin')}`,
+        }),
+      });
+      expect(created.status).toBe(201);
+      const url = created.headers.get('location')!;
+      const fileId = created.headers.get('x-coffer-file-id')!;
+      expect((await patchUpload(url, 0, data)).status).toBe(204);
+      // A store that assembles the file slowly (a large one).
+      const { store } = a.services;
+      const { completeMultipart } = store;
+      store.completeMultipart = async (...args: Parameters<typeof completeMultipart>) => {
+        await new Promise((resolve) => setTimeout(resolve, patchTimes.abandonMs + 2000));
+        return completeMultipart.apply(store, args);
+      };
+      try {
+        const last = await request(url, 'PATCH', {
+          headers: tusHeaders(project.key, {
+            ...offsetStream,
+            'upload-offset': String(data.length),
+            'upload-length': String(data.length),
+          }),
+          body: Buffer.alloc(0),
+        });
+        expect(last.status, JSON.stringify(last.body)).toBe(204);
+        expect(last.headers.get('upload-offset')).toBe(String(data.length));
+      } finally {
+        store.completeMultipart = completeMultipart;
+      }
+      await expectStored(fileId, data);
+    });
   });
 });
 
