@@ -89,7 +89,8 @@ export async function lockUpload(
     upload = await acquireLock(db, uploadId, id, TIMES);
   }
   let seen = incoming.received();
-  let movedAt = Date.now();
+  // A monotonic clock: a jump of the system's clock never takes a pause for a dead link.
+  let movedAt = performance.now();
   /** Ends the body as a cut, unless it arrived whole or was ended already. */
   const letGo = (reason: string) => {
     const { stream } = incoming;
@@ -101,9 +102,9 @@ export async function lockUpload(
     const moved = now !== seen || incoming.arrived();
     seen = now;
     if (moved) {
-      movedAt = Date.now();
+      movedAt = performance.now();
       progressed?.();
-    } else if (Date.now() - movedAt >= patchTimes.abandonMs) {
+    } else if (performance.now() - movedAt >= patchTimes.abandonMs) {
       letGo(`No byte of the body arrived for ${patchTimes.abandonMs / 1000} s`);
     }
     renewLock(db, uploadId, id, moved).then(
