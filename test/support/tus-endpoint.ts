@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { type ClientRequest, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import * as tus from 'tus-js-client';
 import { expect } from 'vitest';
 import { cofferForSuite, madeBeforeAll, request, type TestCoffer, type TestProject } from './coffer.ts';
@@ -53,6 +53,48 @@ export function chunked(url: string, method: string, headers: Record<string, str
     });
     sent.on('error', reject);
   });
+}
+
+/**
+ * Writes `bytes` a socket read's worth at a time, each once the one before was taken, so that the
+ * client holds no copy (`pause` runs after each 4 MiB); resolves once they all left.
+ */
+export async function feed(sent: ClientRequest, bytes: Buffer, pause?: () => void) {
+  for (let at = 0; at < bytes.length; at += 64 * 1024) {
+    if (at > 0 && at % (4 * MiB) === 0) pause?.();
+    if (!sent.write(bytes.subarray(at, at + 64 * 1024))) {
+      await new Promise((resolve) => sent.once('drain', resolve));
+    }
+  }
+  await new Promise<void>((resolve) => sent.write(Buffer.alloc(0), () => resolve()));
+}
+
+/**
+ * A chunked PATCH at `offset` with `token` (no Content-Length), its body written by the caller once
+ * `continued` (the server's 100 Continue); `answered` with its status and Upload-Offset.
+ */
+export function openChunkedPatch(url: string, token: string, offset: number) {
+  const sent = httpRequest(url, {
+    method: 'PATCH',
+    headers: {
+      ...tusHeaders(token, { ...offsetStream, 'upload-offset': String(offset) }),
+      expect: '100-continue',
+      'transfer-encoding': 'chunked',
+    },
+  });
+  const continued = new Promise<void>((resolve) => sent.on('continue', resolve));
+  // The headers go alone: the body waits for the server's 100 Continue.
+  sent.flushHeaders();
+  const answered = new Promise<{ status: number; offset: string | undefined }>((resolve, reject) => {
+    sent.on('response', (response) => {
+      response.resume();
+      response.on('end', () =>
+        resolve({ status: response.statusCode!, offset: response.headers['upload-offset'] as string }),
+      );
+    });
+    sent.on('error', reject);
+  });
+  return { sent, continued, answered };
 }
 
 /**
@@ -128,7 +170,14 @@ export function tusEndpointOf(suite: () => { a: TestCoffer; project: TestProject
     };
   }
 
-  return { expectStored, fileIdOf, patchUpload, patchAt, created };
+  /** The upload's offset as HEAD answers it. */
+  async function offsetOf(url: string): Promise<number> {
+    const { project } = suite();
+    const head = await request(url, 'HEAD', { headers: tusHeaders(project.key) });
+    return Number(head.headers.get('upload-offset'));
+  }
+
+  return { expectStored, fileIdOf, patchUpload, patchAt, created, offsetOf };
 }
 
 /**

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { type ClientRequest, request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -7,50 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { findUpload } from '../../../src/protocols/tus/upload-repo.ts';
 import { request } from '../../support/coffer.ts';
 import { sha256 } from '../../support/files.ts';
-import { MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
+import { feed, MiB, openChunkedPatch, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
 
-const { a: coffer, project, created } = tusEndpointSuite();
-
-const offsetOf = async (url: string) =>
-  Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
-
-/** A chunked PATCH (no Content-Length, after 100 Continue), its body written by the caller. */
-function openChunked(url: string, offset: number) {
-  const sent = httpRequest(url, {
-    method: 'PATCH',
-    headers: {
-      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
-      expect: '100-continue',
-      'transfer-encoding': 'chunked',
-    },
-  });
-  const continued = new Promise<void>((resolve) => sent.on('continue', resolve));
-  // The headers go alone: the body waits for the server's 100 Continue.
-  sent.flushHeaders();
-  const answered = new Promise<{ status: number; offset: string | undefined }>((resolve, reject) => {
-    sent.on('response', (response) => {
-      response.resume();
-      response.on('end', () =>
-        resolve({ status: response.statusCode!, offset: response.headers['upload-offset'] as string }),
-      );
-    });
-    sent.on('error', reject);
-  });
-  return { sent, continued, answered };
-}
-
-/**
- * Writes `bytes` a slice at a time, as the server takes them, so that the client holds no copy;
- * `pause` runs after each 4 MiB.
- */
-async function feed(sent: ClientRequest, bytes: Buffer, pause?: () => void) {
-  for (let at = 0; at < bytes.length; at += 64 * 1024) {
-    if (at > 0 && at % (4 * MiB) === 0) pause?.();
-    if (!sent.write(bytes.subarray(at, at + 64 * 1024))) {
-      await new Promise((resolve) => sent.once('drain', resolve));
-    }
-  }
-}
+const { a: coffer, project, created, offsetOf } = tusEndpointSuite();
+const openChunked = (url: string, offset: number) => openChunkedPatch(url, project.key, offset);
 
 /** The file once committed: its size, and its bytes as downloaded. */
 async function expectStored(fileId: string, data: Buffer) {

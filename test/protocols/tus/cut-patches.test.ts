@@ -2,15 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
 import { Transform } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { request } from '../../support/coffer.ts';
-import { auth, MiB, offsetStream, tusEndpointSuite, tusHeaders, upload } from '../../support/tus-endpoint.ts';
+import {
+  auth,
+  feed,
+  MiB,
+  offsetStream,
+  tusEndpointSuite,
+  tusHeaders,
+  upload,
+} from '../../support/tus-endpoint.ts';
 
 // tus 1.0.0: "The Server SHOULD always attempt to store as much of the received data as possible."
 // A PATCH whose connection drops keeps the bytes that reached the server, of its unfinished part too.
-const { a, project, expectStored, patchUpload, created } = tusEndpointSuite();
-
-const offsetOf = async (url: string) =>
-  Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
+const { a, project, expectStored, patchUpload, created, offsetOf } = tusEndpointSuite();
 
 /** A PATCH announcing `size` bytes at `offset`, its body written by the caller. */
 function openPatch(url: string, offset: number, size: number): ClientRequest {
@@ -23,16 +27,6 @@ function openPatch(url: string, offset: number, size: number): ClientRequest {
   });
   sent.on('error', () => undefined);
   return sent;
-}
-
-/** Writes `bytes` a socket read's worth at a time, each once the one before was taken. */
-async function feed(sent: ClientRequest, bytes: Buffer) {
-  for (let at = 0; at < bytes.length; at += 64 * 1024) {
-    if (!sent.write(bytes.subarray(at, at + 64 * 1024))) {
-      await new Promise((resolve) => sent.once('drain', resolve));
-    }
-  }
-  await new Promise<void>((resolve) => sent.write(Buffer.alloc(0), () => resolve()));
 }
 
 /**

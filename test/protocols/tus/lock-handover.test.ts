@@ -25,6 +25,17 @@ const age = (id: string, column: 'progress_at' | 'locked_at' | 'release_wanted_a
     [id, seconds],
   );
 
+/** A new upload whose holder stalled, was asked to let go, and was asked too long ago. */
+async function pastAsking(db: typeof a.services.db) {
+  const id = await newUpload();
+  await acquireLock(db, id, 'first', times);
+  await age(id, 'progress_at', 4);
+  expect(await askRelease(db, id, times)).toBe('asked');
+  await renewLock(db, id, 'first', false);
+  await age(id, 'release_wanted_at', 4);
+  return id;
+}
+
 const nextPart = async (id: string) => (await findUpload(a.services.db, project.id, id))!.next_part;
 
 describe('the lock of a tus upload', () => {
@@ -65,12 +76,7 @@ describe('the lock of a tus upload', () => {
 
   it('is freed from a stalled holder asked too long ago, skipping a part number', async () => {
     const { db } = a.services;
-    const id = await newUpload();
-    await acquireLock(db, id, 'first', times);
-    await age(id, 'progress_at', 4);
-    expect(await askRelease(db, id, times)).toBe('asked');
-    await renewLock(db, id, 'first', false);
-    await age(id, 'release_wanted_at', 4);
+    const id = await pastAsking(db);
     expect(await askRelease(db, id, times)).toBe('freed');
     expect(await nextPart(id)).toBe(2);
     expect(await renewLock(db, id, 'first', false)).toBeUndefined();
@@ -82,12 +88,7 @@ describe('the lock of a tus upload', () => {
     'is not freed from a holder whose renewal with progress the freeing statement waited for',
     async () => {
       const { db } = a.services;
-      const id = await newUpload();
-      await acquireLock(db, id, 'first', times);
-      await age(id, 'progress_at', 4);
-      expect(await askRelease(db, id, times)).toBe('asked');
-      await renewLock(db, id, 'first', false);
-      await age(id, 'release_wanted_at', 4);
+      const id = await pastAsking(db);
       // Past asking, the holder renews with progress (its store took bytes of its part in flight) while
       // another request asks: that request waits for the renewal, and finds the holder at work.
       const asked = await db.tx(async (q) => {

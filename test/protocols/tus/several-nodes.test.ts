@@ -24,7 +24,7 @@ import {
 // Two servers on one database and one object store: any node resumes any upload, a restarted one too;
 // of two PATCHes at one offset from two nodes one wins, and a PATCH stalled on one lets go for another.
 const shared = { COFFER_DATA_DIR: mkdtempSync(join(tmpdir(), 'coffer-tus-')) };
-const { a, project, expectStored, fileIdOf, patchAt, created } = tusEndpointSuite(shared);
+const { a, project, expectStored, fileIdOf, patchAt, created, offsetOf } = tusEndpointSuite(shared);
 const b = cofferForSuite(shared);
 
 describe('tus 1.0 endpoint', () => {
@@ -117,17 +117,11 @@ describe('tus 1.0 endpoint', () => {
       let offset = 0;
       for (let tries = 0; tries < 100 && offset < 32 * MiB; tries++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        const head = await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) });
-        offset = Number(head.headers.get('upload-offset'));
+        offset = await offsetOf(`${b.url}${path}`);
       }
       expect(offset).toBe(32 * MiB);
       cut.destroy();
-      const offsetOnB = async () =>
-        Number(
-          (await request(`${b.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
-            'upload-offset',
-          ),
-        );
+      const offsetOnB = () => offsetOf(`${b.url}${path}`);
       // What reached the server of the third part is kept too.
       await expect.poll(offsetOnB, { timeout: 20_000, interval: 100 }).toBeGreaterThan(32 * MiB);
       offset = await offsetOnB();
@@ -285,13 +279,6 @@ describe('tus 1.0 endpoint', () => {
       return { stalled, answered };
     }
 
-    const offsetOn = async (node: typeof a, path: string) =>
-      Number(
-        (await request(`${node.url}${path}`, 'HEAD', { headers: tusHeaders(project.key) })).headers.get(
-          'upload-offset',
-        ),
-      );
-
     it('has a stalled PATCH store what it received and let go when a PATCH of the upload comes from another node', async () => {
       const size = 6 * MiB;
       const { path, fileId } = await created(size);
@@ -299,12 +286,12 @@ describe('tus 1.0 endpoint', () => {
       const { stalled, answered } = stalledPatch(path, data, MiB + 7);
       await new Promise((resolve) => setTimeout(resolve, 500));
       // Not stalled yet: nothing recorded, and HEAD does not wait.
-      expect(await offsetOn(b, path)).toBe(0);
+      expect(await offsetOf(`${b.url}${path}`)).toBe(0);
       // Within the seconds a PATCH waits for a busy upload, the stalled one stores what it received
       // and lets go: the new PATCH, sent from the start, is at the wrong offset.
       const resumed = await patchAt(b, path, 0, data);
       expect(resumed.status, JSON.stringify(resumed.body)).toBe(409);
-      expect(await offsetOn(b, path)).toBe(MiB + 7);
+      expect(await offsetOf(`${b.url}${path}`)).toBe(MiB + 7);
       expect((await patchAt(b, path, MiB + 7, data.subarray(MiB + 7))).status).toBe(204);
       await expectStored(fileId, data);
       stalled.destroy();
@@ -317,10 +304,10 @@ describe('tus 1.0 endpoint', () => {
       // A whole part of 16 MiB and 3 MiB of the next one, then nothing.
       const { stalled, answered } = stalledPatch(path, data, 19 * MiB);
       await expect
-        .poll(() => offsetOn(b, path), { timeout: 20_000, interval: 200 })
+        .poll(() => offsetOf(`${b.url}${path}`), { timeout: 20_000, interval: 200 })
         .toBeGreaterThanOrEqual(16 * MiB);
       // Once it is stalled, a HEAD asks it to let go and answers when it has stored the 3 MiB.
-      await expect.poll(() => offsetOn(b, path), { timeout: 15_000, interval: 500 }).toBe(19 * MiB);
+      await expect.poll(() => offsetOf(`${b.url}${path}`), { timeout: 15_000, interval: 500 }).toBe(19 * MiB);
       expect(await answered).not.toBe(204);
       stalled.destroy();
       await upload(data, { uploadUrl: `${b.url}${path}`, headers: auth(project.key) });

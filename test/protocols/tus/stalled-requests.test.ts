@@ -3,15 +3,20 @@ import { type ClientRequest, request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { patchTimes } from '../../../src/protocols/tus/lock.ts';
 import { request } from '../../support/coffer.ts';
-import { b64, MiB, offsetStream, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
+import {
+  b64,
+  feed,
+  MiB,
+  offsetStream,
+  openChunkedPatch,
+  tusEndpointSuite,
+  tusHeaders,
+} from '../../support/tus-endpoint.ts';
 
 // A request whose link died without closing (no FIN or RST) receives nothing more: the next HEAD of its
 // upload has it store what it received, of its part in flight too, and answers the offset with those
 // bytes (tus 1.0.0: "The Server SHOULD always attempt to store as much of the received data as possible").
-const { a, project, expectStored, patchUpload, created } = tusEndpointSuite();
-
-const offsetOf = async (url: string) =>
-  Number((await request(url, 'HEAD', { headers: tusHeaders(project.key) })).headers.get('upload-offset'));
+const { a, project, expectStored, patchUpload, created, offsetOf } = tusEndpointSuite();
 
 /** The request's answer: its status, or the error its connection ended with. */
 const outcomeOf = (sent: ClientRequest) =>
@@ -23,29 +28,10 @@ const outcomeOf = (sent: ClientRequest) =>
     sent.on('error', (error) => resolve(error.message));
   });
 
-/** Writes `bytes` as the server takes them; resolves once they all left. */
-async function feed(sent: ClientRequest, bytes: Buffer) {
-  for (let at = 0; at < bytes.length; at += 64 * 1024) {
-    if (!sent.write(bytes.subarray(at, at + 64 * 1024))) {
-      await new Promise((resolve) => sent.once('drain', resolve));
-    }
-  }
-  await new Promise<void>((resolve) => sent.write(Buffer.alloc(0), () => resolve()));
-}
-
-/** A chunked PATCH at `offset` (no Content-Length, after 100 Continue), its body written by the caller. */
+/** A chunked PATCH at `offset` once the server answered 100 Continue, and its outcome. */
 async function openChunked(url: string, offset: number) {
-  const sent = httpRequest(url, {
-    method: 'PATCH',
-    headers: {
-      ...tusHeaders(project.key, { ...offsetStream, 'upload-offset': String(offset) }),
-      expect: '100-continue',
-      'transfer-encoding': 'chunked',
-    },
-  });
-  const continued = new Promise<void>((resolve) => sent.on('continue', resolve));
+  const { sent, continued } = openChunkedPatch(url, project.key, offset);
   const outcome = outcomeOf(sent);
-  sent.flushHeaders();
   await continued;
   return { sent, outcome };
 }
