@@ -28,10 +28,13 @@ const outcomeOf = (sent: ClientRequest) =>
     sent.on('error', (error) => resolve(error.message));
   });
 
-/** A chunked PATCH at `offset` once the server answered 100 Continue, and its outcome. */
+/** A chunked PATCH at `offset` once the server answered 100 Continue, and its outcome (as outcomeOf's). */
 async function openChunked(url: string, offset: number) {
-  const { sent, continued } = openChunkedPatch(url, project.key, offset);
-  const outcome = outcomeOf(sent);
+  const { sent, continued, answered } = openChunkedPatch(url, project.key, offset);
+  const outcome = answered.then(
+    ({ status }) => status,
+    (error: Error) => error.message,
+  );
   await continued;
   return { sent, outcome };
 }
