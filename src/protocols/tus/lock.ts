@@ -13,8 +13,6 @@ import {
 
 /** How often a PATCH renews its lock, and notes whether its bytes moved. */
 const RENEW_MS = 1000;
-/** A lock not renewed this long belongs to a process that died. */
-const LEASE_SECONDS = 10;
 /** A PATCH that received no byte this long is stalled: a new HEAD or PATCH of its upload takes over. */
 export const STALL_SECONDS = 3;
 /**
@@ -25,7 +23,6 @@ export const STALL_SECONDS = 3;
  */
 const HANDOVER_SECONDS = 3;
 const TIMES: LockTimes = {
-  lease: LEASE_SECONDS,
   stall: STALL_SECONDS,
   silent: HANDOVER_SECONDS,
   handover: HANDOVER_SECONDS,
@@ -84,8 +81,10 @@ export async function lockUpload(
   let upload = await acquireLock(db, uploadId, id, TIMES);
   while (!upload) {
     if (Date.now() >= deadline) throw uploadLocked();
-    await askRelease(db, uploadId, TIMES);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    // A holder past asking is freed at once: its lock is taken without waiting.
+    if ((await askRelease(db, uploadId, TIMES)) !== 'freed') {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
     upload = await acquireLock(db, uploadId, id, TIMES);
   }
   let seen = incoming.received();

@@ -106,10 +106,12 @@ export async function findUploadWithSession(
   return { upload: rest as unknown as TusUploadRow, session, file };
 }
 
-/** How long, in seconds, a lock's holder has before it counts as gone (see lock.ts). */
+/**
+ * How long, in seconds, a lock's holder has before it counts as gone (see lock.ts). A holder records
+ * its progress only when it renews, so one that stopped renewing is also stalled: silent covers a
+ * process that died.
+ */
 export interface LockTimes {
-  /** Without renewal: its process died. */
-  lease: number;
   /** Without a byte received: its client went away. */
   stall: number;
   /** Without renewal, stalled: its process is gone or cannot answer. */
@@ -128,8 +130,8 @@ const pastAsking = (n: number) => `u.progress_at < now() - make_interval(secs =>
 const askingTimes = (times: LockTimes) => [times.stall, times.silent, times.handover];
 
 /**
- * Takes the upload's lock for `lockId` when it is free, its holder's lease ran out, or its holder is
- * stalled and past asking (see askRelease). Taking it from a holder that may still write skips a part
+ * Takes the upload's lock for `lockId` when it is free, or its holder is stalled and past asking
+ * (see askRelease). Taking it from a holder that may still write skips a part
  * number, so that its late part can never replace the new holder's. Answers the upload as locked, or
  * nothing when it is held.
  */
@@ -142,9 +144,9 @@ export async function acquireLock(
   const [row] = await q.query<TusUploadRow>(
     `UPDATE tus_uploads u SET lock_id = $2, locked_at = now(), progress_at = now(), release_wanted_at = NULL,
        next_part = u.next_part + CASE WHEN u.lock_id IS NULL THEN 0 ELSE 1 END
-     WHERE u.id = $1 AND (u.lock_id IS NULL OR u.locked_at < now() - make_interval(secs => $3) OR (${pastAsking(4)}))
+     WHERE u.id = $1 AND (u.lock_id IS NULL OR (${pastAsking(3)}))
      RETURNING ${UPLOAD_COLUMNS}`,
-    [id, lockId, times.lease, ...askingTimes(times)],
+    [id, lockId, ...askingTimes(times)],
   );
   return row;
 }

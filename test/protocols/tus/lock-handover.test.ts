@@ -13,7 +13,7 @@ import { tusEndpointSuite } from '../../support/tus-endpoint.ts';
 // The lock a PATCH holds on its upload, as the database keeps it for every node: a holder that stalls
 // is asked to let go (it stores what it received first), and only one past asking is taken over.
 const { a, project, created } = tusEndpointSuite();
-const times: LockTimes = { lease: 10, stall: 3, silent: 3, handover: 3 };
+const times: LockTimes = { stall: 3, silent: 3, handover: 3 };
 
 /** A new upload's id. */
 const newUpload = async () => (await created(1024)).path.split('/').pop()!;
