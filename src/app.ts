@@ -13,9 +13,11 @@ import {
   answerClientError,
   answerFrameworkError,
   installErrorHandling,
+  jsonAnswer,
   MAX_PARAM_LENGTH,
 } from './http/error-handler.ts';
 import { continueOnRead } from './http/expect-continue.ts';
+import { endIdleBodies } from './http/idle-bodies.ts';
 import { objectRoutes } from './http/object-routes.ts';
 import { optionalBodies } from './http/openapi-bodies.ts';
 import { createRateLimits } from './http/rate-limit.ts';
@@ -50,8 +52,9 @@ import { versionSchemas } from './modules/versions/schemas.ts';
 import { webhookRoutes } from './modules/webhooks/routes.ts';
 import { webhookSchemas } from './modules/webhooks/schemas.ts';
 import { s3CorsFor } from './protocols/s3/cors.ts';
-import { isS3Url, refuseS3Url, s3RequestIds, s3Routes } from './protocols/s3/routes.ts';
+import { isS3Url, refuseS3Url, s3RequestIds, s3RequestTimeout, s3Routes } from './protocols/s3/routes.ts';
 import { tusCorsFor } from './protocols/tus/cors.ts';
+import { underMount as underTusMount } from './protocols/tus/protocol.ts';
 import { overrideTusMethod, tusResumable, tusRoutes } from './protocols/tus/routes.ts';
 import type { Services } from './services.ts';
 
@@ -175,6 +178,12 @@ export async function buildApp({ config, services, logger }: AppOptions): Promis
   continueOnRead(app.server);
   // The rest of a body answered before its end (a refusal) is read up to a bound, then the connection closes.
   drainRefusedBodies(app);
+  // A body that stops arriving is answered in its dialect (tus's clients resume after a drop).
+  endIdleBodies(app, (request, seconds) => {
+    if (isS3Url(request.url)) return s3RequestTimeout(request);
+    if (underTusMount(request.url)) return undefined;
+    return jsonAnswer(408, 'BAD_REQUEST', `No byte of the request body arrived for ${seconds} s`, request.id);
+  });
 
   const compilers = schemaCompilers(NAMED_SCHEMAS);
   app.setValidatorCompiler(compilers.validators);

@@ -8,6 +8,7 @@ import {
   concurrentChange,
   DomainError,
   databaseUnavailable,
+  type ErrorCode,
   internalError,
   invalidJson,
   noRoute,
@@ -189,7 +190,7 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
  */
 export function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, code, message] =
+  const [status, code, message]: [number, ErrorCode, string] =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? [
           431,
@@ -199,12 +200,37 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Socket):
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'BAD_REQUEST', 'The request did not arrive in time']
         : [400, 'BAD_REQUEST', 'The request is not valid HTTP'];
-  const body = JSON.stringify({ error: { code, message, request_id: `req_${randomUUID()}` } });
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  writeRawAnswer(socket, jsonAnswer(status, code, message, `req_${randomUUID()}`));
   socket.destroy();
+}
+
+/** An answer written straight onto a socket, outside Fastify (its connection closed after it). */
+export interface RawAnswer {
+  status: number;
+  type: string;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+/** The contract's error body as a raw answer. */
+export const jsonAnswer = (
+  status: number,
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+): RawAnswer => ({
+  status,
+  type: 'application/json; charset=utf-8',
+  body: JSON.stringify({ error: { code, message, request_id: requestId } }),
+  headers: { 'x-request-id': requestId },
+});
+
+/** Writes `answer` on `socket` when it still can, closing the connection with it. */
+export function writeRawAnswer(socket: Socket, { status, type, body, headers = {} }: RawAnswer): void {
+  if (!socket.writable) return;
+  const named = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  socket.write(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\n${named.join('')}` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../../domain/principal.ts';
+import type { RawAnswer } from '../../http/error-handler.ts';
 import { isUnder } from '../../http/mount.ts';
 import type { RateLimits } from '../../http/rate-limit.ts';
 import { ipInCidrs } from '../../lib/ip.ts';
@@ -184,6 +185,27 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
     ),
   );
 }
+
+/**
+ * S3's answer to a request whose body stopped arriving (400 RequestTimeout, which the SDKs retry),
+ * written on the raw socket: its handler is still waiting for the body.
+ */
+export const s3RequestTimeout = (request: FastifyRequest): RawAnswer => ({
+  status: 400,
+  type: 'application/xml',
+  headers: { 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) },
+  body: s3Xml(
+    'Error',
+    {
+      Code: 'RequestTimeout',
+      Message:
+        'Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.',
+      RequestId: request.id,
+      HostId: hostIdOf(request.id),
+    },
+    false,
+  ),
+});
 
 /**
  * A URL under the mount that the router refused before any hook ran (Fastify's frameworkErrors): its

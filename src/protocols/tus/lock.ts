@@ -32,17 +32,9 @@ const WAIT_MS = (STALL_SECONDS + HANDOVER_SECONDS + 1) * 1000;
 const POLL_MS = 200;
 
 /**
- * The PATCHes of this process (tests shorten them): one that received no byte for `abandonMs` is ended
- * as a dropped connection is, its link taken for dead (one that dies without closing leaves its socket
- * open for ever), as tusd's network timeout does; nobody may ever ask it to let go (the client of a
- * creation whose body stalled has no URL to send HEAD to).
- */
-export const patchTimes = { abandonMs: 60_000 };
-
-/**
- * How a PATCH's body ends when a new request of its upload asked it to let go, or when its link is
- * taken for dead: as a dropped connection does, so that what it received of its part in flight is
- * stored and the upload released.
+ * How a PATCH's body ends when a new request of its upload asked it to let go: as a dropped
+ * connection does, so that what it received of its part in flight is stored and the upload released.
+ * (One whose link is taken for dead is ended by the server: http/idle-bodies.ts.)
  */
 export class LetGo extends Error {}
 
@@ -88,31 +80,20 @@ export async function lockUpload(
     upload = await acquireLock(db, uploadId, id, TIMES);
   }
   let seen = incoming.received();
-  // A monotonic clock: a jump of the system's clock never takes a pause for a dead link.
-  let movedAt = performance.now();
-  /** Ends the body as a cut, unless it arrived whole or was ended already. */
-  const letGo = (reason: string) => {
-    const { stream } = incoming;
-    if (!stream.destroyed && !incoming.arrived()) stream.destroy(new LetGo(reason));
-  };
   const timer = setInterval(() => {
     const now = incoming.received();
     // Once the body arrived whole, the PATCH waits for nothing from its client.
     const moved = now !== seen || incoming.arrived();
     seen = now;
-    if (moved) {
-      movedAt = performance.now();
-      progressed?.();
-    } else if (performance.now() - movedAt >= patchTimes.abandonMs) {
-      letGo(`No byte of the body arrived for ${patchTimes.abandonMs / 1000} s`);
-    }
+    if (moved) progressed?.();
     renewLock(db, uploadId, id, moved).then(
       (state) => {
         if (!state) {
           clearInterval(timer);
           incoming.stream.destroy(uploadLocked());
-        } else if (state === 'asked') {
-          letGo('A new request of the upload took it over');
+        } else if (state === 'asked' && !incoming.stream.destroyed && !incoming.arrived()) {
+          // Ended as a cut, unless it arrived whole.
+          incoming.stream.destroy(new LetGo('A new request of the upload took it over'));
         }
       },
       () => undefined,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type ClientRequest, request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { patchTimes } from '../../../src/protocols/tus/lock.ts';
+import { bodyTimes } from '../../../src/http/idle-bodies.ts';
 import { request } from '../../support/coffer.ts';
 import {
   b64,
@@ -71,12 +71,12 @@ describe('tus 1.0 request whose link dies without closing', () => {
   });
 
   describe('once nobody asks', () => {
-    const { abandonMs } = patchTimes;
+    const { idleMs } = bodyTimes;
     beforeAll(() => {
-      patchTimes.abandonMs = 2000;
+      bodyTimes.idleMs = 2000;
     });
     afterAll(() => {
-      patchTimes.abandonMs = abandonMs;
+      bodyTimes.idleMs = idleMs;
     });
 
     it('has a stalled creation-with-upload store what reached the server and let go, its link taken for dead', async () => {
@@ -94,6 +94,37 @@ describe('tus 1.0 request whose link dies without closing', () => {
         .toEqual({ upload_offset: sent, lock_id: null });
       expect(await outcome).not.toBe(201);
       await resumed(url, data, sent);
+    });
+
+    it('closes a stalled creation that carries the whole file, keeping nothing: its client starts over', async () => {
+      // tus-js-client's creation of a small file: no part, the file written at once, or not at all.
+      const data = randomBytes(2 * MiB);
+      const metadata = `filename ${b64(`whole-${randomBytes(6).toString('hex')}.bin`)}`;
+      const stalled = httpRequest(`${a.url}/tus`, {
+        method: 'POST',
+        headers: {
+          ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
+          'upload-length': String(data.length),
+          'content-length': String(data.length),
+        },
+      });
+      const outcome = outcomeOf(stalled);
+      await feed(stalled, data.subarray(0, MiB));
+      // Closed unanswered, as a dropped connection (tus clients retry one).
+      expect(await outcome).not.toBeTypeOf('number');
+      const recorded = await a.services.db.query('SELECT id FROM tus_uploads WHERE metadata = $1', [
+        metadata,
+      ]);
+      expect(recorded).toEqual([]);
+      const again = await request(`${a.url}/tus`, 'POST', {
+        headers: {
+          ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
+          'upload-length': String(data.length),
+        },
+        body: data,
+      });
+      expect(again.status, JSON.stringify(again.body)).toBe(201);
+      await expectStored(again.headers.get('x-coffer-file-id')!, data);
     });
 
     it('answers a last PATCH without bytes whose completion takes longer: its client sent all it had', async () => {
@@ -114,7 +145,7 @@ describe('tus 1.0 request whose link dies without closing', () => {
       const { store } = a.services;
       const { completeMultipart } = store;
       store.completeMultipart = async (...args: Parameters<typeof completeMultipart>) => {
-        await new Promise((resolve) => setTimeout(resolve, patchTimes.abandonMs + 2000));
+        await new Promise((resolve) => setTimeout(resolve, bodyTimes.idleMs + 2000));
         return completeMultipart.apply(store, args);
       };
       try {

@@ -1,0 +1,82 @@
+import { Socket } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type RawAnswer, writeRawAnswer } from './error-handler.ts';
+
+/**
+ * How long a request body may go without a byte while the server waits for one (tests shorten it).
+ * A link that dies without closing (no FIN or RST: a phone that lost its network) sends nothing more
+ * and leaves its socket open for ever; past this it is taken for dead, as S3's RequestTimeout and
+ * tusd's network timeout take it.
+ */
+export const bodyTimes = { idleMs: 60_000 };
+
+/** How often waiting bodies are looked at: one is ended at most this much past its bound. */
+const TICK_MS = 1000;
+
+/** What a request whose body went idle is answered, in its dialect; nothing to close it unanswered. */
+export type IdleAnswer = (request: FastifyRequest, seconds: number) => RawAnswer | undefined;
+
+/**
+ * Ends every request whose body received no byte for `bodyTimes.idleMs` while the server was waiting
+ * for one: its answer (`answerOf`) goes straight onto the socket, which is then closed, so that its
+ * handler sees a dropped connection and keeps nothing half-written, as for any drop. Time the server
+ * spends not reading (a body left buffered, its socket paused by backpressure while the store
+ * works, 100 Continue not yet sent) is never the client's. Once a request's body arrived whole, or
+ * it was answered (the rest of a refused body is drained within bounds: refused-body.ts), it is free.
+ */
+export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void {
+  const waiting = new Map<FastifyRequest, { reply: FastifyReply; bytes: number; at: number }>();
+  let timer: NodeJS.Timeout | undefined;
+
+  const tick = () => {
+    // A monotonic clock: a jump of the system's clock never takes a pause for a dead link.
+    const now = performance.now();
+    for (const [request, seen] of waiting) {
+      const { raw } = request;
+      const { socket } = raw;
+      if (raw.complete || raw.destroyed || socket.destroyed || seen.reply.raw.headersSent) {
+        waiting.delete(request);
+      } else if (socket.bytesRead !== seen.bytes || !awaitingClient(request, seen.reply)) {
+        seen.bytes = socket.bytesRead;
+        seen.at = now;
+      } else if (now - seen.at >= bodyTimes.idleMs) {
+        waiting.delete(request);
+        const answer = answerOf(request, bodyTimes.idleMs / 1000);
+        if (answer) writeRawAnswer(socket, answer);
+        socket.destroy();
+      }
+    }
+    if (waiting.size === 0) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  };
+
+  app.addHook('onRequest', (request, reply, done) => {
+    const { raw } = request;
+    // Only a connection's (an injected request has none), and only one that announced a body.
+    const announced =
+      raw.headers['transfer-encoding'] !== undefined || Number(raw.headers['content-length']) > 0;
+    if (announced && !raw.complete && raw.socket instanceof Socket) {
+      waiting.set(request, { reply, bytes: raw.socket.bytesRead, at: performance.now() });
+      timer ??= setInterval(tick, TICK_MS).unref();
+    }
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(timer);
+    waiting.clear();
+    done();
+  });
+}
+
+/**
+ * Whether the server is waiting for the client's bytes: it left none unread, its socket is not paused
+ * by backpressure, and a client that expects 100 Continue was sent it (before, it waits for us).
+ */
+function awaitingClient(request: FastifyRequest, reply: FastifyReply): boolean {
+  const { raw } = request;
+  if (raw.readableLength > 0 || raw.socket.isPaused()) return false;
+  if (!/100-continue/i.test(raw.headers.expect ?? '')) return true;
+  return (reply.raw as FastifyReply['raw'] & { _sent100?: boolean })._sent100 === true;
+}
