@@ -4,6 +4,7 @@ import type { Db } from '../../infra/db.ts';
 import { uploadLocked } from './protocol.ts';
 import {
   acquireLock,
+  announceRelease,
   askRelease,
   type LockTimes,
   releaseLock,
@@ -45,6 +46,8 @@ export interface UploadLock {
   id: string;
   /** Stops renewing it; `held` false when the holder's last write released it already. */
   release(held?: boolean): Promise<void>;
+  /** Says it will release the upload once it stored what it received (its body was cut). */
+  lettingGo(): Promise<void>;
 }
 
 /** The bytes a PATCH receives: its body, and how many bytes its connection has read so far. */
@@ -107,6 +110,7 @@ export async function lockUpload(
       clearInterval(timer);
       if (held) await releaseLock(db, uploadId, id);
     },
+    lettingGo: () => announceRelease(db, uploadId, id),
   };
 }
 

@@ -175,6 +175,17 @@ export async function releaseLock(q: Queryable, id: string, lockId: string): Pro
 }
 
 /**
+ * The holder `lockId` lets go of its own accord (its body was cut: it stores what it received, then
+ * releases the upload): a HEAD or PATCH then waits for that, as for a holder it asked (askRelease).
+ */
+export async function announceRelease(q: Queryable, id: string, lockId: string): Promise<void> {
+  await q.query(
+    'UPDATE tus_uploads SET release_wanted_at = coalesce(release_wanted_at, now()) WHERE id = $1 AND lock_id = $2',
+    [id, lockId],
+  );
+}
+
+/**
  * Asks the stalled holder of the upload's lock to let go (it stores the bytes of its part in flight,
  * then releases the lock), or frees the lock of one past asking, skipping a part number as
  * acquireLock does. 'asked' while a holder has been asked and still holds the lock, 'freed' when

@@ -113,6 +113,30 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     }
   });
 
+  it('answers a HEAD sent while a cut PATCH stores its bytes with the offset that counts them', async () => {
+    const data = randomBytes(12 * MiB + 7);
+    const { path, fileId } = await created(data.length);
+    const url = `${a.url}${path}`;
+    const { store } = a.services;
+    const write = store.write;
+    // The 3 MiB kept of the cut PATCH take the store a second and a half.
+    store.write = async (key, body, options) => {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      return write.call(store, key, body, options);
+    };
+    try {
+      const sent = openPatch(url, 0, data.length);
+      await feed(sent, data.subarray(0, 3 * MiB));
+      sent.destroy();
+      // Its client resuming at once, as tus-js-client does: the HEAD waits for them.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await offsetOf(url)).toBe(3 * MiB);
+    } finally {
+      store.write = write;
+    }
+    await resume(url, 3 * MiB, data, fileId);
+  });
+
   it('keeps the bytes of the part after a whole one', async () => {
     const data = randomBytes(40 * MiB);
     const { path, fileId } = await created(data.length);
