@@ -33,12 +33,21 @@ export interface TusUploadRow {
   metadata: string | null;
 }
 
-const COLUMNS =
-  'id, project_id, file_id, session_id, created_by, upload_length, upload_offset, parts, next_part, tail, metadata';
-
-/** COLUMNS of `u`, for a statement that joins other tables. */
-const UPLOAD_COLUMNS = COLUMNS.split(',')
-  .map((column) => `u.${column.trim()}`)
+/** The columns of a TusUploadRow, of the upload aliased `u`. */
+const UPLOAD_COLUMNS = [
+  'id',
+  'project_id',
+  'file_id',
+  'session_id',
+  'created_by',
+  'upload_length',
+  'upload_offset',
+  'parts',
+  'next_part',
+  'tail',
+  'metadata',
+]
+  .map((column) => `u.${column}`)
   .join(', ');
 
 export async function insertUpload(
@@ -69,18 +78,6 @@ export async function insertUpload(
       upload.metadata,
     ],
   );
-}
-
-export async function findUpload(
-  q: Queryable,
-  projectId: string,
-  id: string,
-): Promise<TusUploadRow | undefined> {
-  const [row] = await q.query<TusUploadRow>(
-    `SELECT ${COLUMNS} FROM tus_uploads WHERE project_id = $1 AND id = $2`,
-    [projectId, id],
-  );
-  return row;
 }
 
 /**

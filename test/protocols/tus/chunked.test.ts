@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { findUpload } from '../../../src/protocols/tus/upload-repo.ts';
+import { findUploadWithSession } from '../../../src/protocols/tus/upload-repo.ts';
 import { request } from '../../support/coffer.ts';
 import { sha256 } from '../../support/files.ts';
 import { feed, MiB, openChunkedPatch, tusEndpointSuite, tusHeaders } from '../../support/tus-endpoint.ts';
@@ -60,7 +60,7 @@ describe('tus chunked bodies', () => {
     patch.sent.end();
     expect(await patch.answered).toEqual({ status: 204, offset: String(40 * MiB) });
     const id = new URL(url).pathname.split('/').pop()!;
-    const upload = await findUpload(coffer.services.db, project.id, id);
+    const upload = (await findUploadWithSession(coffer.services.db, project.id, id))?.upload;
     const part = Math.ceil(length / 9000);
     expect(upload?.parts.map((stored) => stored.size)).toEqual([part, 40 * MiB - part]);
     expect((await request(url, 'DELETE', { headers: tusHeaders(project.key) })).status).toBe(204);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   acquireLock,
   askRelease,
-  findUpload,
+  findUploadWithSession,
   type LockTimes,
   releaseLock,
   renewLock,
@@ -36,7 +36,8 @@ async function pastAsking(db: typeof a.services.db) {
   return id;
 }
 
-const nextPart = async (id: string) => (await findUpload(a.services.db, project.id, id))!.next_part;
+const nextPart = async (id: string) =>
+  (await findUploadWithSession(a.services.db, project.id, id))!.upload.next_part;
 
 describe('the lock of a tus upload', () => {
   it('is asked of a stalled holder that still renews it, never taken from it', async () => {

@@ -8,7 +8,7 @@ import * as tus from 'tus-js-client';
 import { describe, expect, it } from 'vitest';
 import { findFile } from '../../../src/modules/files/repo.ts';
 import { findSessionAndFile, grantOpenPart } from '../../../src/modules/uploads/session-repo.ts';
-import { findUpload, findUploadWithSession } from '../../../src/protocols/tus/upload-repo.ts';
+import { findUploadWithSession, type TusUploadRow } from '../../../src/protocols/tus/upload-repo.ts';
 import { storage } from '../../support/backends.ts';
 import { cofferForSuite, request, startCoffer } from '../../support/coffer.ts';
 import {
@@ -149,7 +149,12 @@ describe('tus 1.0 endpoint', () => {
     it('reads an upload with its session and file in one statement, as the separate lookups read them', async () => {
       const { db } = a.services;
       const separately = async (id: string) => {
-        const upload = await findUpload(db, project.id, id);
+        const [upload] = await db.query<TusUploadRow>(
+          `SELECT id, project_id, file_id, session_id, created_by, upload_length, upload_offset, parts,
+             next_part, tail, metadata
+           FROM tus_uploads WHERE project_id = $1 AND id = $2`,
+          [project.id, id],
+        );
         if (!upload) return undefined;
         if (upload.session_id === null)
           return { upload, session: undefined, file: await findFile(db, project.id, upload.file_id) };
