@@ -156,6 +156,8 @@ export const requestTooLarge = (limit: number) =>
   new DomainError('REQUEST_TOO_LARGE', `The request body exceeds ${limit} bytes`, { max_bytes: limit });
 /** A JSON body over the server's limit, refused before it was read. */
 export const bodyTooLarge = () => new DomainError('REQUEST_TOO_LARGE', 'The request body is too large');
+/** A request body cut before its end (its connection dropped): the client's failure, answered to nobody. */
+export const uploadInterrupted = () => badRequest('The upload was interrupted');
 /** More bytes than the object store takes, in the store's words. */
 export const objectTooLarge = (message: string, details?: Details) =>
   new DomainError('REQUEST_TOO_LARGE', message, details);

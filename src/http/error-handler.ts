@@ -15,6 +15,7 @@ import {
   notJson,
   removedMeanwhile,
   unreadableValue,
+  uploadInterrupted,
   validationError,
 } from '../domain/errors.ts';
 import { DatabaseUnavailableError } from '../infra/db.ts';
@@ -104,6 +105,10 @@ export function toDomainError(error: unknown): DomainError {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return invalidJson();
+  }
+  // Node's `aborted`: the request's connection closed before its body's end (no system call of ours).
+  if (fastifyError?.code === 'ECONNRESET' && !(error as NodeJS.ErrnoException).syscall) {
+    return uploadInterrupted();
   }
   if (fastifyError?.code === FOREIGN_KEY_VIOLATION) return removedMeanwhile();
   if (RETRYABLE_CODES.has(fastifyError?.code)) return concurrentChange();

@@ -1,6 +1,13 @@
 import { create as contentDisposition } from 'content-disposition';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { badRequest, DomainError, forbidden, notFound, requestTooLarge } from '../domain/errors.ts';
+import {
+  badRequest,
+  DomainError,
+  forbidden,
+  notFound,
+  requestTooLarge,
+  uploadInterrupted,
+} from '../domain/errors.ts';
 import type { Metrics } from '../infra/metrics.ts';
 import type { LocalObjectStore } from '../infra/storage/local/store.ts';
 import { assertKey, MAX_PART_SIZE, StoreError } from '../infra/storage/object-store.ts';
@@ -88,7 +95,7 @@ async function upload(
     return reply.header('etag', etag).send();
   } catch (error) {
     if (request.raw.errored && !(error instanceof DomainError || error instanceof StoreError)) {
-      throw badRequest('The upload was interrupted');
+      throw uploadInterrupted();
     }
     throw error;
   }

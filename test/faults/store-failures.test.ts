@@ -15,7 +15,7 @@ import { onDisk } from './invariants.ts';
  * and nothing of the body is kept.
  */
 const errno = (code: string) =>
-  Object.assign(new Error(`${code}: failed, write '/data/objects/.tmp/x'`), { code });
+  Object.assign(new Error(`${code}: failed, write '/data/objects/.tmp/x'`), { code, syscall: 'write' });
 
 describe('system errors of the local store', () => {
   it('answer 507 STORAGE_FULL for a full disk or a spent quota, 503 STORE_UNAVAILABLE for any other', () => {
@@ -27,6 +27,14 @@ describe('system errors of the local store', () => {
       expect(error).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
       expect(error.message).not.toContain('/data'); // the path stays in the log
     }
+    // A body whose connection dropped (Node's `aborted`) is the client's failure, not the store's.
+    const cut = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    expect(storeFailure(cut)).toBe(cut);
+    expect(httpAnswer(cut)).toMatchObject({
+      status: 400,
+      code: 'BAD_REQUEST',
+      message: 'The upload was interrupted',
+    });
     // Not a system error: left as it is.
     const other = new Error('something else');
     expect(storeFailure(other)).toBe(other);
