@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type RawAnswer, writeRawAnswer } from './error-handler.ts';
@@ -41,8 +42,15 @@ export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void 
         seen.at = now;
       } else if (now - seen.at >= bodyTimes.idleMs) {
         waiting.delete(request);
-        const answer = answerOf(request, bodyTimes.idleMs / 1000);
-        if (answer) writeRawAnswer(socket, answer);
+        const seconds = bodyTimes.idleMs / 1000;
+        request.log.info(
+          { method: request.method, path: request.url.split('?')[0], idle_seconds: seconds },
+          'request body stopped arriving: connection closed',
+        );
+        const answer = answerOf(request, seconds);
+        // Only its own answer: behind an earlier request of the connection still answering (pipelined),
+        // it would be read as that one's.
+        if (answer && onTheWire(socket) === seen.reply.raw) writeRawAnswer(socket, answer);
         socket.destroy();
       }
     }
@@ -70,13 +78,17 @@ export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void 
   });
 }
 
+/** The response a connection is sending, or about to: its current request's (node:_http_server). */
+const onTheWire = (socket: Socket) => (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+
 /**
  * Whether the server is waiting for the client's bytes: it left none unread, its socket is not paused
- * by backpressure, and a client that expects 100 Continue was sent it (before, it waits for us).
+ * by backpressure, and a client that expects 100 Continue was sent it (before, it waits for us; Node
+ * expects it of HTTP/1.1 clients only).
  */
 function awaitingClient(request: FastifyRequest, reply: FastifyReply): boolean {
   const { raw } = request;
   if (raw.readableLength > 0 || raw.socket.isPaused()) return false;
-  if (!/100-continue/i.test(raw.headers.expect ?? '')) return true;
-  return (reply.raw as FastifyReply['raw'] & { _sent100?: boolean })._sent100 === true;
+  const response = reply.raw as ServerResponse & { _expect_continue?: boolean; _sent100?: boolean };
+  return response._expect_continue !== true || response._sent100 === true;
 }

@@ -42,6 +42,22 @@ beforeAll(async () => {
     await sleep(IDLE_MS * 3);
     return { bytes: await readAll(request) };
   });
+  // Reads the first chunk, then waits longer than the bound (a store slow to take bytes) before the rest.
+  app.put('/pause', async (request) => {
+    let bytes = 0;
+    for await (const chunk of request.raw.iterator({ destroyOnReturn: false })) {
+      if (bytes === 0) await sleep(IDLE_MS * 3);
+      bytes += (chunk as Buffer).length;
+    }
+    return { bytes };
+  });
+  // Refuses the body unread.
+  app.put('/refuse', async (_request, reply) => reply.code(413).send({ refused: true }));
+  app.get('/next', async () => ({ next: true }));
+  app.get('/wait', async () => {
+    await sleep(IDLE_MS * 3);
+    return { waited: true };
+  });
   // Works on the whole body for longer than the bound before it answers.
   app.put('/slow', async (request) => {
     const bytes = await readAll(request);
@@ -101,6 +117,57 @@ describe('a request body that stops arriving', () => {
     const answer = await exchange.next();
     expect(answer.status).toBe(200);
     expect(JSON.parse(answer.body)).toEqual({ bytes: 8 * MiB });
+  });
+
+  it('is left alone while a handler that began to read it waits on something slower', async () => {
+    const exchange = open('/pause', 'paused', 8 * MiB);
+    void exchange.write(Buffer.alloc(8 * MiB));
+    const answer = await exchange.next();
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ bytes: 8 * MiB });
+  });
+
+  it('is free once refused: its connection waits for the rest and then for the next request', async () => {
+    const exchange = open('/refuse', 'refused', 2 * MiB);
+    await exchange.write(Buffer.alloc(MiB));
+    expect((await exchange.next()).status).toBe(413);
+    await sleep(IDLE_MS * 3);
+    await exchange.write(Buffer.alloc(MiB));
+    await exchange.write(Buffer.from('GET /next HTTP/1.1\r\nhost: coffer\r\n\r\n'));
+    const next = await exchange.next();
+    expect(next.status).toBe(200);
+    expect(JSON.parse(next.body)).toEqual({ next: true });
+    exchange.close();
+  });
+
+  it('is ended without an answer of its own behind an earlier request still answering (pipelined)', async () => {
+    const exchange = new Exchange(origin, 'GET', '/wait', {});
+    await exchange.write(
+      Buffer.from(
+        `PUT /read HTTP/1.1\r\nhost: coffer\r\ncontent-type: application/octet-stream\r\n` +
+          `content-length: ${2 * MiB}\r\nx-name: pipelined\r\n\r\n`,
+      ),
+    );
+    await exchange.write(Buffer.alloc(MiB));
+    // The connection closes: a 408 would have been read as the GET's answer.
+    await expect(exchange.next()).rejects.toThrow(/^closed after ""$/);
+  });
+
+  it('of HTTP/1.0 with Expect: 100-continue, which Node never answers, is awaited at once', async () => {
+    const exchange = new Exchange(
+      origin,
+      'PUT',
+      '/read',
+      {
+        'content-type': 'application/octet-stream',
+        'content-length': String(2 * MiB),
+        'x-name': 'http-1.0',
+        expect: '100-continue',
+      },
+      '1.0',
+    );
+    await exchange.write(Buffer.alloc(MiB));
+    expect((await exchange.next()).status).toBe(408);
   });
 
   it('is left alone while the server has not yet asked for it with 100 Continue', async () => {

@@ -8,7 +8,7 @@ export interface Answer {
 }
 
 /**
- * One HTTP/1.1 request over its own connection, written by hand: the head is sent at once, the body
+ * One HTTP/1.1 request (or `version`'s) over its own connection, written by hand: the head is sent at once, the body
  * only when the test writes it, so that what the server answers before the body is seen as it is.
  * Answers are read as they come, a 100 Continue as one of its own.
  */
@@ -20,7 +20,13 @@ export class Exchange {
   readonly closed: Promise<void>;
 
   /** `origin` is the server's (http://host:port); `path` has the query, if any. */
-  constructor(origin: string, method: string, path: string, headers: Record<string, string>) {
+  constructor(
+    origin: string,
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    version = '1.1',
+  ) {
     const { hostname, port, host } = new URL(origin);
     this.#socket = connect(Number(port), hostname);
     this.#socket.on('data', (chunk: Buffer) => {
@@ -37,7 +43,7 @@ export class Exchange {
       }),
     );
     const fields = Object.entries({ host, ...headers }).map(([name, value]) => `${name}: ${value}`);
-    this.#socket.write(`${[`${method} ${path} HTTP/1.1`, ...fields].join('\r\n')}\r\n\r\n`);
+    this.#socket.write(`${[`${method} ${path} HTTP/${version}`, ...fields].join('\r\n')}\r\n\r\n`);
   }
 
   /** The next answer, a 100 Continue or a final one (its body read by its Content-Length). */

@@ -193,7 +193,7 @@ function sendS3Error(request: FastifyRequest, reply: FastifyReply, error: S3Erro
 export const s3RequestTimeout = (request: FastifyRequest): RawAnswer => ({
   status: 400,
   type: 'application/xml',
-  headers: { 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) },
+  headers: { 'x-request-id': request.id, 'x-amz-request-id': request.id, 'x-amz-id-2': hostIdOf(request.id) },
   body: s3Xml(
     'Error',
     {
