@@ -73,14 +73,14 @@ export async function lockUpload(
 ): Promise<UploadLock> {
   const id = randomUUID();
   const deadline = Date.now() + WAIT_MS;
-  let upload = await acquireLock(db, uploadId, id, TIMES);
+  let upload = await acquireLock(db, uploadId, id);
   while (!upload) {
     if (Date.now() >= deadline) throw uploadLocked();
     // A holder past asking is freed at once: its lock is taken without waiting.
     if ((await askRelease(db, uploadId, TIMES)) !== 'freed') {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
-    upload = await acquireLock(db, uploadId, id, TIMES);
+    upload = await acquireLock(db, uploadId, id);
   }
   let seen = incoming.received();
   const timer = setInterval(() => {

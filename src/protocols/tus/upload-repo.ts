@@ -119,31 +119,25 @@ export interface LockTimes {
 
 /**
  * Whether the holder of `u`'s lock is stalled and past asking (silent, or asked long enough ago), with
- * the stall, silent and handover times as the parameters from `$n` on.
+ * the stall, silent and handover times as the parameters $2, $3 and $4.
  */
-const pastAsking = (n: number) => `u.progress_at < now() - make_interval(secs => $${n})
-  AND (u.locked_at < now() - make_interval(secs => $${n + 1})
-    OR u.release_wanted_at < now() - make_interval(secs => $${n + 2}))`;
-const askingTimes = (times: LockTimes) => [times.stall, times.silent, times.handover];
+const PAST_ASKING = `(u.progress_at < now() - make_interval(secs => $2)
+  AND (u.locked_at < now() - make_interval(secs => $3) OR u.release_wanted_at < now() - make_interval(secs => $4)))`;
 
 /**
- * Takes the upload's lock for `lockId` when it is free, or its holder is stalled and past asking
- * (see askRelease). Taking it from a holder that may still write skips a part
- * number, so that its late part can never replace the new holder's. Answers the upload as locked, or
- * nothing when it is held.
+ * Takes the upload's lock for `lockId` when it is free (one held by a holder past asking is freed by
+ * askRelease, the one rule for a dead holder). Answers the upload as locked, or nothing when it is held.
  */
 export async function acquireLock(
   q: Queryable,
   id: string,
   lockId: string,
-  times: LockTimes,
 ): Promise<TusUploadRow | undefined> {
   const [row] = await q.query<TusUploadRow>(
-    `UPDATE tus_uploads u SET lock_id = $2, locked_at = now(), progress_at = now(), release_wanted_at = NULL,
-       next_part = u.next_part + CASE WHEN u.lock_id IS NULL THEN 0 ELSE 1 END
-     WHERE u.id = $1 AND (u.lock_id IS NULL OR (${pastAsking(3)}))
+    `UPDATE tus_uploads u SET lock_id = $2, locked_at = now(), progress_at = now(), release_wanted_at = NULL
+     WHERE u.id = $1 AND u.lock_id IS NULL
      RETURNING ${UPLOAD_COLUMNS}`,
-    [id, lockId, ...askingTimes(times)],
+    [id, lockId],
   );
   return row;
 }
@@ -184,8 +178,8 @@ export async function announceRelease(q: Queryable, id: string, lockId: string):
 
 /**
  * Asks the stalled holder of the upload's lock to let go (it stores the bytes of its part in flight,
- * then releases the lock), or frees the lock of one past asking, skipping a part number as
- * acquireLock does. 'asked' while a holder has been asked and still holds the lock, 'freed' when
+ * then releases the lock), or frees the lock of one past asking, skipping a part number, so that a
+ * late part of a holder that may still write can never replace the next holder's. 'asked' while a holder has been asked and still holds the lock, 'freed' when
  * this freed it, nothing when no holder is stalled or asked. Whether it is past asking is read from
  * the row the statement updates, never from a second read of the table: one the holder renewed
  * meanwhile (PostgreSQL rechecks such a row after the renewal) is judged as renewed.
@@ -195,16 +189,15 @@ export async function askRelease(
   id: string,
   times: LockTimes,
 ): Promise<'asked' | 'freed' | undefined> {
-  const past = `(${pastAsking(2)})`;
   const [row] = await q.query<{ freed: boolean }>(
     `UPDATE tus_uploads u SET
-       lock_id = CASE WHEN ${past} THEN NULL ELSE u.lock_id END,
-       next_part = u.next_part + CASE WHEN ${past} THEN 1 ELSE 0 END,
-       release_wanted_at = CASE WHEN ${past} THEN NULL ELSE coalesce(u.release_wanted_at, now()) END
+       lock_id = CASE WHEN ${PAST_ASKING} THEN NULL ELSE u.lock_id END,
+       next_part = u.next_part + CASE WHEN ${PAST_ASKING} THEN 1 ELSE 0 END,
+       release_wanted_at = CASE WHEN ${PAST_ASKING} THEN NULL ELSE coalesce(u.release_wanted_at, now()) END
      WHERE u.id = $1 AND u.lock_id IS NOT NULL
        AND (u.progress_at < now() - make_interval(secs => $2) OR u.release_wanted_at IS NOT NULL)
      RETURNING u.lock_id IS NULL AS freed`,
-    [id, ...askingTimes(times)],
+    [id, times.stall, times.silent, times.handover],
   );
   return row && (row.freed ? 'freed' : 'asked');
 }
