@@ -26,7 +26,10 @@ export type IdleAnswer = (request: FastifyRequest, seconds: number) => RawAnswer
  * it was answered (the rest of a refused body is drained within bounds: refused-body.ts), it is free.
  */
 export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void {
-  const waiting = new Map<FastifyRequest, { reply: FastifyReply; bytes: number; at: number }>();
+  const waiting = new Map<
+    FastifyRequest,
+    { reply: FastifyReply; bytes: number; at: number; awaiting: boolean }
+  >();
   let timer: NodeJS.Timeout | undefined;
 
   const tick = () => {
@@ -37,9 +40,15 @@ export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void 
       const { socket } = raw;
       if (raw.complete || raw.destroyed || socket.destroyed || seen.reply.raw.headersSent) {
         waiting.delete(request);
-      } else if (socket.bytesRead !== seen.bytes || !awaitingClient(request, seen.reply)) {
+        continue;
+      }
+      const awaiting = awaitingClient(request, seen.reply);
+      if (socket.bytesRead !== seen.bytes || !awaiting || !seen.awaiting) {
+        // Counted from the first look that finds the server waiting: before it (a 100 Continue sent
+        // since the last look, a pause just ended) the time is not the client's.
         seen.bytes = socket.bytesRead;
         seen.at = now;
+        seen.awaiting = awaiting;
       } else if (now - seen.at >= bodyTimes.idleMs) {
         waiting.delete(request);
         const seconds = bodyTimes.idleMs / 1000;
@@ -66,7 +75,7 @@ export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void 
     const announced =
       raw.headers['transfer-encoding'] !== undefined || Number(raw.headers['content-length']) > 0;
     if (announced && !raw.complete && raw.socket instanceof Socket) {
-      waiting.set(request, { reply, bytes: raw.socket.bytesRead, at: performance.now() });
+      waiting.set(request, { reply, bytes: raw.socket.bytesRead, at: performance.now(), awaiting: false });
       timer ??= setInterval(tick, TICK_MS).unref();
     }
     done();
