@@ -120,7 +120,12 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const { store } = a.services;
     const write = store.write;
     // The 3 MiB kept of the cut PATCH take the store a second and a half.
+    let storing!: () => void;
+    const stored = new Promise<void>((resolve) => {
+      storing = resolve;
+    });
     store.write = async (key, body, options) => {
+      storing();
       await new Promise((resolve) => setTimeout(resolve, 1500));
       return write.call(store, key, body, options);
     };
@@ -128,8 +133,8 @@ describe('tus 1.0 PATCH whose connection drops', () => {
       const sent = openPatch(url, 0, data.length);
       await feed(sent, data.subarray(0, 3 * MiB));
       sent.destroy();
-      // Its client resuming at once, as tus-js-client does: the HEAD waits for them.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Its client resuming while they are stored: the HEAD waits for them.
+      await stored;
       expect(await offsetOf(url)).toBe(3 * MiB);
     } finally {
       store.write = write;
