@@ -106,10 +106,6 @@ export function toDomainError(error: unknown): DomainError {
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return invalidJson();
   }
-  // Node's `aborted`: the request's connection closed before its body's end (no system call of ours).
-  if (fastifyError?.code === 'ECONNRESET' && !(error as NodeJS.ErrnoException).syscall) {
-    return uploadInterrupted();
-  }
   if (fastifyError?.code === FOREIGN_KEY_VIOLATION) return removedMeanwhile();
   if (RETRYABLE_CODES.has(fastifyError?.code)) return concurrentChange();
   if (UNREADABLE_VALUE_CODES.has(fastifyError?.code)) return unreadableValue();
@@ -156,9 +152,17 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, answer: 
     });
 }
 
+/**
+ * The error a handler threw, or the client's failure when it is its request body's own (Node's
+ * `aborted`: the connection closed before the body's end). Only that one: an outbound connection
+ * cut the same way (the S3 backend's) is the server's failure.
+ */
+export const cutByClient = (request: FastifyRequest, error: unknown): unknown =>
+  error != null && error === request.raw.errored ? uploadInterrupted() : error;
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
-    const answer = httpAnswer(error);
+    const answer = httpAnswer(cutByClient(request, error));
     // The error as thrown, with its causes (e.g. why the object store is unavailable): never in the answer.
     if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendError(request, reply, answer);

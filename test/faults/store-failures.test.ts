@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { httpAnswer } from '../../src/http/error-handler.ts';
+import { cutByClient, httpAnswer } from '../../src/http/error-handler.ts';
 import { storeFailure } from '../../src/infra/storage/local/files.ts';
+import { writers } from '../../src/infra/storage/writer-pool.ts';
 import { storage } from '../support/backends.ts';
 import { startCoffer, type TestCoffer } from '../support/coffer.ts';
 import { initiate, put } from '../support/files.ts';
@@ -15,7 +18,7 @@ import { onDisk } from './invariants.ts';
  * and nothing of the body is kept.
  */
 const errno = (code: string) =>
-  Object.assign(new Error(`${code}: failed, write '/data/objects/.tmp/x'`), { code, syscall: 'write' });
+  Object.assign(new Error(`${code}: failed, write '/data/objects/.tmp/x'`), { code });
 
 describe('system errors of the local store', () => {
   it('answer 507 STORAGE_FULL for a full disk or a spent quota, 503 STORE_UNAVAILABLE for any other', () => {
@@ -27,17 +30,43 @@ describe('system errors of the local store', () => {
       expect(error).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
       expect(error.message).not.toContain('/data'); // the path stays in the log
     }
-    // A body whose connection dropped (Node's `aborted`) is the client's failure, not the store's.
+    // A body whose connection dropped (Node's `aborted`) is the client's failure, not the store's;
+    // the same error of an outbound connection (the S3 backend's) is the server's.
     const cut = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
     expect(storeFailure(cut)).toBe(cut);
-    expect(httpAnswer(cut)).toMatchObject({
+    const request = { raw: { errored: cut } } as unknown as FastifyRequest;
+    expect(httpAnswer(cutByClient(request, cut))).toMatchObject({
       status: 400,
       code: 'BAD_REQUEST',
       message: 'The upload was interrupted',
     });
+    const outbound = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    expect(httpAnswer(cutByClient(request, outbound))).toMatchObject({ status: 500, code: 'INTERNAL' });
     // Not a system error: left as it is.
     const other = new Error('something else');
     expect(storeFailure(other)).toBe(other);
+  });
+
+  it("are the store's when its writer thread meets them (every body past 64 KiB)", async () => {
+    // A descriptor the thread cannot write: its system error comes back across the thread's boundary.
+    const path = join(tmpdir(), `coffer-read-only-${process.pid}`);
+    await writeFile(path, '');
+    const file = await open(path, 'r');
+    try {
+      const sink = writers.open(file.fd, null);
+      const failed = await sink
+        .write(Buffer.alloc(2 * 1024 * 1024))
+        .then(() => sink.finish())
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      await sink.abort();
+      expect(httpAnswer(storeFailure(failed))).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
+    } finally {
+      await file.close();
+      await rm(path, { force: true });
+    }
   });
 });
 

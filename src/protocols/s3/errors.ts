@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { DomainError, type ErrorCode } from '../../domain/errors.ts';
-import { toDomainError } from '../../http/error-handler.ts';
+import type { DomainError, ErrorCode } from '../../domain/errors.ts';
+import { cutByClient, toDomainError } from '../../http/error-handler.ts';
 
 /**
  * An S3 error, as S3 answers it: its code (`NoSuchKey`…), HTTP status and message; `details` become
@@ -197,7 +197,7 @@ export function fromDomainError(error: DomainError): S3Error {
 /** Anything thrown, as S3 words it; the unexpected ones logged, their cause never answered. */
 export function asS3Error(request: FastifyRequest, error: unknown): S3Error {
   if (error instanceof S3Error) return error;
-  const domain = error instanceof DomainError ? error : toDomainError(error);
+  const domain = toDomainError(cutByClient(request, error));
   const mapped = fromDomainError(domain);
   if (mapped.status >= 500) request.log.error({ err: error }, 's3 request failed');
   return mapped;

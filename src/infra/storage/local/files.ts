@@ -120,12 +120,12 @@ const NO_SPACE = new Set(['ENOSPC', 'EDQUOT']);
  * What the store throws for a failure of the filesystem: InsufficientStorage when there is no space
  * left, Unavailable for any other system error (EIO, EACCES, EROFS…), with the system error as the
  * cause (for the log, never for the answer: it names paths). Other errors pass unchanged, the body's
- * among them: a connection that dropped (`aborted`, ECONNRESET) names no system call.
+ * among them: Node's `aborted` for a connection that dropped is an ECONNRESET of no system call.
  */
 export function storeFailure(error: unknown): unknown {
   const { code, syscall } = (error ?? {}) as NodeJS.ErrnoException;
   if (error instanceof StoreError || typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return error;
-  if (typeof syscall !== 'string') return error;
+  if (code === 'ECONNRESET' && syscall === undefined) return error;
   if (NO_SPACE.has(code)) {
     return new StoreError('InsufficientStorage', 'The store has no space left', undefined, { cause: error });
   }
