@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
-import { PutObjectCommand, S3ServiceException } from '@aws-sdk/client-s3';
+import { HeadObjectCommand, PutObjectCommand, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bodyTimes } from '../../src/http/idle-bodies.ts';
 import { storage } from '../support/backends.ts';
@@ -59,7 +59,7 @@ describe.skipIf(storage !== 'local')('a presigned PUT whose body stops arriving'
 });
 
 describe('an S3 PutObject whose body stops arriving', () => {
-  it('is answered RequestTimeout, as S3 answers it', async () => {
+  it('is answered RequestTimeout, as S3 answers it, and no object is made', async () => {
     const { client, name } = await bucketWith();
     const body = new PassThrough();
     body.write(randomBytes(MiB));
@@ -74,5 +74,10 @@ describe('an S3 PutObject whose body stops arriving', () => {
     expect((error as S3ServiceException).name).toBe('RequestTimeout');
     expect((error as S3ServiceException).$metadata.httpStatusCode).toBe(400);
     body.destroy();
+    await expect(
+      client.send(new HeadObjectCommand({ Bucket: name, Key: 'stalled.bin' })),
+    ).rejects.toMatchObject({
+      name: 'NotFound',
+    });
   });
 });

@@ -83,10 +83,12 @@ export async function lockUpload(
     upload = await acquireLock(db, uploadId, id);
   }
   let seen = incoming.received();
+  let lettingGo = false;
   const timer = setInterval(() => {
     const now = incoming.received();
-    // Once the body arrived whole, the PATCH waits for nothing from its client.
-    const moved = now !== seen || incoming.arrived();
+    // Once the body arrived whole, the PATCH waits for nothing from its client; once it was cut, it
+    // stores what it received and lets go: neither is stalled while it renews (only a dead process is).
+    const moved = now !== seen || incoming.arrived() || lettingGo;
     seen = now;
     if (moved) progressed?.();
     renewLock(db, uploadId, id, moved).then(
@@ -110,7 +112,10 @@ export async function lockUpload(
       clearInterval(timer);
       if (held) await releaseLock(db, uploadId, id);
     },
-    lettingGo: () => announceRelease(db, uploadId, id),
+    lettingGo() {
+      lettingGo = true;
+      return announceRelease(db, uploadId, id);
+    },
   };
 }
 

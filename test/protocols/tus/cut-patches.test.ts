@@ -119,14 +119,15 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const url = `${a.url}${path}`;
     const { store } = a.services;
     const write = store.write;
-    // The 3 MiB kept of the cut PATCH take the store a second and a half.
+    // The 3 MiB kept of the cut PATCH wait 4 s for the store: longer than a stalled holder asked to
+    // let go is given, which a PATCH letting go of its own accord is never taken for.
     let storing!: () => void;
     const stored = new Promise<void>((resolve) => {
       storing = resolve;
     });
     store.write = async (key, body, options) => {
       storing();
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await new Promise((resolve) => setTimeout(resolve, 4000));
       return write.call(store, key, body, options);
     };
     try {
