@@ -81,6 +81,13 @@ const open = (path: string, name: string, length: number, extra: Record<string, 
     ...extra,
   });
 
+/** Expects the answer of `exchange` to say its handler read `bytes` bytes. */
+async function expectRead(exchange: Exchange, bytes: number) {
+  const answer = await exchange.next();
+  expect(answer.status).toBe(200);
+  expect(JSON.parse(answer.body)).toEqual({ bytes });
+}
+
 // A bare server, without Coffer's database: once, on the embedded run.
 describe.skipIf(backend !== 'embedded')('a request body that stops arriving', () => {
   it('is answered once no byte came for the bound, its connection closed and its handler cut', async () => {
@@ -107,26 +114,20 @@ describe.skipIf(backend !== 'embedded')('a request body that stops arriving', ()
       await exchange.write(Buffer.alloc(1));
       await sleep(IDLE_MS / 3);
     }
-    const answer = await exchange.next();
-    expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ bytes: 8 });
+    await expectRead(exchange, 8);
   });
 
   it('is left alone while the server does not read it, the client held back by backpressure', async () => {
     const exchange = open('/late', 'unread', 8 * MiB);
     // More than the connection buffers: the client waits on the server, which reads only later.
     void exchange.write(Buffer.alloc(8 * MiB));
-    const answer = await exchange.next();
-    expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ bytes: 8 * MiB });
+    await expectRead(exchange, 8 * MiB);
   });
 
   it('is left alone while a handler that began to read it waits on something slower', async () => {
     const exchange = open('/pause', 'paused', 8 * MiB);
     void exchange.write(Buffer.alloc(8 * MiB));
-    const answer = await exchange.next();
-    expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ bytes: 8 * MiB });
+    await expectRead(exchange, 8 * MiB);
   });
 
   it('is free once refused: its connection waits for the rest and then for the next request', async () => {
@@ -176,16 +177,12 @@ describe.skipIf(backend !== 'embedded')('a request body that stops arriving', ()
     const exchange = open('/late', 'continue', MiB, { expect: '100-continue' });
     expect((await exchange.next()).status).toBe(100);
     await exchange.write(Buffer.alloc(MiB));
-    const answer = await exchange.next();
-    expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ bytes: MiB });
+    await expectRead(exchange, MiB);
   });
 
   it('is free once it arrived whole, however long its handler then works', async () => {
     const exchange = open('/slow', 'worked', MiB);
     await exchange.write(Buffer.alloc(MiB));
-    const answer = await exchange.next();
-    expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body)).toEqual({ bytes: MiB });
+    await expectRead(exchange, MiB);
   });
 });

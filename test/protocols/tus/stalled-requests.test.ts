@@ -99,16 +99,7 @@ describe('tus 1.0 request whose link dies without closing', () => {
     it('closes a stalled creation that carries the whole file, keeping nothing: its client starts over', async () => {
       // tus-js-client's creation of a small file: no part, the file written at once, or not at all.
       const data = randomBytes(2 * MiB);
-      const metadata = `filename ${b64(`whole-${randomBytes(6).toString('hex')}.bin`)}`;
-      const stalled = httpRequest(`${a.url}/tus`, {
-        method: 'POST',
-        headers: {
-          ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
-          'upload-length': String(data.length),
-          'content-length': String(data.length),
-        },
-      });
-      const outcome = outcomeOf(stalled);
+      const { stalled, metadata, outcome } = openCreation('whole', data.length, data.length);
       await feed(stalled, data.subarray(0, MiB));
       // Closed unanswered, as a dropped connection (tus clients retry one).
       expect(await outcome).not.toBeTypeOf('number');
@@ -167,6 +158,20 @@ describe('tus 1.0 request whose link dies without closing', () => {
   });
 });
 
+/** A creation of an upload of `length` bytes announcing `carried` of them, its body written by the caller. */
+function openCreation(name: string, length: number, carried: number) {
+  const metadata = `filename ${b64(`${name}-${randomBytes(6).toString('hex')}.bin`)}`;
+  const stalled = httpRequest(`${a.url}/tus`, {
+    method: 'POST',
+    headers: {
+      ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
+      'upload-length': String(length),
+      'content-length': String(carried),
+    },
+  });
+  return { stalled, metadata, outcome: outcomeOf(stalled) };
+}
+
 /**
  * A creation of 12 MiB whose first 6 MiB come with it, of which 3 MiB (and 7 bytes) arrive, the
  * connection then left open: the bytes sent, the upload (its client never got its Location: found
@@ -174,16 +179,7 @@ describe('tus 1.0 request whose link dies without closing', () => {
  */
 async function stalledCreation() {
   const data = randomBytes(12 * MiB);
-  const metadata = `filename ${b64(`stalled-${randomBytes(6).toString('hex')}.bin`)}`;
-  const stalled = httpRequest(`${a.url}/tus`, {
-    method: 'POST',
-    headers: {
-      ...tusHeaders(project.key, { ...offsetStream, 'upload-metadata': metadata }),
-      'upload-length': String(data.length),
-      'content-length': String(6 * MiB),
-    },
-  });
-  const outcome = outcomeOf(stalled);
+  const { stalled, metadata, outcome } = openCreation('stalled', data.length, 6 * MiB);
   const sent = 3 * MiB + 7;
   await feed(stalled, data.subarray(0, sent));
   const idOf = async () =>
