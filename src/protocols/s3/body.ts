@@ -1,5 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
-import { type Readable, Transform, type TransformCallback } from 'node:stream';
+import { finished, type Readable, Transform, type TransformCallback } from 'node:stream';
 import { MAX_PART_SIZE } from '../../infra/storage/object-store.ts';
 import type { ContentChecksum } from '../../modules/files/repo.ts';
 import {
@@ -142,7 +142,11 @@ export function verifiedBody(
   // starts; a failure then waits in the stream for the reader (iterators and pipelines see it) and
   // must not reach the process as an unhandled 'error'.
   verified.on('error', () => {});
-  body.on('error', (error) => verified.destroy(error));
+  // Also a body already gone, whose client dropped while the request was authenticated: it emits no
+  // more events, and Node's request emits its error only to listeners it had then.
+  finished(body, { writable: false }, (error) => {
+    if (error) verified.destroy(body.errored ?? error);
+  });
   body.pipe(verified);
   return verified;
 }
