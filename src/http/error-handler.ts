@@ -155,10 +155,13 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, answer: 
 /**
  * The error a handler threw, or the client's failure when it is its request body's own (Node's
  * `aborted`: the connection closed before the body's end). Only that one: an outbound connection
- * cut the same way (the S3 backend's) is the server's failure.
+ * cut the same way (the S3 backend's) is the server's failure, and a refusal Coffer ended the body
+ * with stays what it says.
  */
 export const cutByClient = (request: FastifyRequest, error: unknown): unknown =>
-  error != null && error === request.raw.errored ? uploadInterrupted() : error;
+  error != null && error === request.raw.errored && !(error instanceof DomainError)
+    ? uploadInterrupted()
+    : error;
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {

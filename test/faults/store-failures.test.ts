@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conflict } from '../../src/domain/errors.ts';
 import { cutByClient, httpAnswer } from '../../src/http/error-handler.ts';
 import { storeFailure } from '../../src/infra/storage/local/files.ts';
 import { writers } from '../../src/infra/storage/writer-pool.ts';
@@ -42,6 +43,9 @@ describe('system errors of the local store', () => {
     });
     const outbound = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
     expect(httpAnswer(cutByClient(request, outbound))).toMatchObject({ status: 500, code: 'INTERNAL' });
+    // A refusal Coffer ended the body with stays what it says.
+    const refused = conflict('Busy');
+    expect(cutByClient({ raw: { errored: refused } } as unknown as FastifyRequest, refused)).toBe(refused);
     // Not a system error: left as it is.
     const other = new Error('something else');
     expect(storeFailure(other)).toBe(other);

@@ -18,9 +18,10 @@ const RENEW_MS = 1000;
 export const STALL_SECONDS = 3;
 /**
  * How long a stalled PATCH asked to let go of its upload has to do it: it hears of it at its next
- * renewal, then stores what it received of its part in flight (which counts as progress: it is no
- * longer stalled meanwhile). One that does not, or that stopped renewing for as long (its process is
- * gone), is taken over, and its bytes of the part in flight are lost.
+ * renewal, then stores what it received of its part in flight (the store reading them counts as
+ * progress). One whose store stays silent that long, or that stopped renewing for as long (its process
+ * is gone), is taken over, and its bytes of the part in flight are lost. One whose body was cut and
+ * that lets go of its own accord is never stalled while it renews: only its process's end frees it.
  */
 const HANDOVER_SECONDS = 3;
 const TIMES: LockTimes = {
