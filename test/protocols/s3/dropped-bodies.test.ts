@@ -15,17 +15,11 @@ describe('an S3 PutObject whose client drops before its body is read', () => {
     const resolve = s3Credentials.resolveS3Credential;
     const write = store.write;
     // The credential is looked up once the client is gone: the body was ended before anything read it.
-    let looking!: () => void;
-    const looked = new Promise<void>((done) => {
-      looking = done;
-    });
-    let dropped!: () => void;
-    const gone = new Promise<void>((done) => {
-      dropped = done;
-    });
+    const looked = Promise.withResolvers<void>();
+    const gone = Promise.withResolvers<void>();
     s3Credentials.resolveS3Credential = async (...args) => {
-      looking();
-      await gone;
+      looked.resolve();
+      await gone.promise;
       return resolve.apply(s3Credentials, args);
     };
     const writes: Promise<unknown>[] = [];
@@ -47,10 +41,10 @@ describe('an S3 PutObject whose client drops before its body is read', () => {
       // A few bytes, which the server takes in whole: it sees the connection close at once.
       const exchange = new Exchange(coffer.url, 'PUT', path, headers);
       await exchange.write(randomBytes(1024));
-      await looked;
+      await looked.promise;
       exchange.close();
       await expect.poll(() => requests[0]?.req.errored).toBeTruthy();
-      dropped();
+      gone.resolve();
       // The store's write ends with the request's own error, which is the client's: 400, not a 5xx.
       await expect.poll(() => writes.length).toBe(1);
       expect(

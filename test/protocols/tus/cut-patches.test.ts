@@ -121,12 +121,9 @@ describe('tus 1.0 PATCH whose connection drops', () => {
     const write = store.write;
     // The 3 MiB kept of the cut PATCH wait 4 s for the store: longer than a stalled holder asked to
     // let go is given, which a PATCH letting go of its own accord is never taken for.
-    let storing!: () => void;
-    const stored = new Promise<void>((resolve) => {
-      storing = resolve;
-    });
+    const stored = Promise.withResolvers<void>();
     store.write = async (key, body, options) => {
-      storing();
+      stored.resolve();
       await new Promise((resolve) => setTimeout(resolve, 4000));
       return write.call(store, key, body, options);
     };
@@ -135,7 +132,7 @@ describe('tus 1.0 PATCH whose connection drops', () => {
       await feed(sent, data.subarray(0, 3 * MiB));
       sent.destroy();
       // Its client resuming while they are stored: the HEAD waits for them.
-      await stored;
+      await stored.promise;
       expect(await offsetOf(url)).toBe(3 * MiB);
     } finally {
       store.write = write;
