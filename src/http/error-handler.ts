@@ -212,8 +212,7 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Socket):
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'BAD_REQUEST', 'The request did not arrive in time']
         : [400, 'BAD_REQUEST', 'The request is not valid HTTP'];
-  writeRawAnswer(socket, jsonAnswer(status, code, message, `req_${randomUUID()}`));
-  socket.destroy();
+  closeWith(socket, jsonAnswer(status, code, message, `req_${randomUUID()}`));
 }
 
 /** An answer written straight onto a socket, outside Fastify (its connection closed after it). */
@@ -237,12 +236,15 @@ export const jsonAnswer = (
   headers: { 'x-request-id': requestId },
 });
 
-/** Writes `answer` on `socket` when it still can, closing the connection with it. */
-export function writeRawAnswer(socket: Socket, { status, type, body, headers = {} }: RawAnswer): void {
-  if (!socket.writable) return;
-  const named = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
-  socket.write(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\n${named.join('')}` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+/** Closes the connection of `socket`, with `answer` written first when there is one and it still can. */
+export function closeWith(socket: Socket, answer: RawAnswer | undefined): void {
+  if (answer && socket.writable) {
+    const { status, type, body, headers = {} } = answer;
+    const named = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${type}\r\n${named.join('')}` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type RawAnswer, writeRawAnswer } from './error-handler.ts';
+import { closeWith, type RawAnswer } from './error-handler.ts';
 
 /**
  * How long a request body may go without a byte while the server waits for one (tests shorten it).
@@ -59,8 +59,7 @@ export function endIdleBodies(app: FastifyInstance, answerOf: IdleAnswer): void 
         const answer = answerOf(request, seconds);
         // Only its own answer: behind an earlier request of the connection still answering (pipelined),
         // it would be read as that one's.
-        if (answer && onTheWire(socket) === seen.reply.raw) writeRawAnswer(socket, answer);
-        socket.destroy();
+        closeWith(socket, onTheWire(socket) === seen.reply.raw ? answer : undefined);
       }
     }
     if (waiting.size === 0) {

@@ -258,8 +258,9 @@ export function createAppend(deps: {
           await write();
         } catch (error) {
           // A HEAD sent meanwhile (its client resuming) waits for these bytes rather than answer without them.
-          if (connectionLost(body.stream)) await lock.lettingGo().catch(() => undefined);
-          const cut = connectionLost(body.stream) && (await goneIfEnded(caller, upload.id, error)) === error;
+          const lost = connectionLost(body.stream);
+          if (lost) await lock.lettingGo().catch(() => undefined);
+          const cut = lost && (await goneIfEnded(caller, upload.id, error)) === error;
           const carried = cut ? rest() : undefined;
           // Stored as a part of its own when large enough: only while the numbers left still hold the
           // rest of the upload in whole parts.
